@@ -1,0 +1,86 @@
+"""The embedded mode: broker, worker and (optionally) gateway inside this one process.
+
+Celery's in-memory broker and cache backend plus an in-process threads worker run the very
+same tasks and chord as a deployment; the job store is in memory. This is the only place
+outside workers/ that imports workers/.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from celery import Celery
+from celery.contrib.testing.worker import TestWorkController, setup_app_for_worker
+from celery.worker import state as worker_state
+
+from swarm.catalog import Catalog
+from swarm.client import SwarmClient
+from swarm.llm import make_client
+from swarm.runtime import Runtime
+from swarm.settings import Settings
+from swarm.sim import SimConfig, start_in_thread
+from swarm.store import MemoryJobStore
+
+DEMO_SIM = SimConfig(latency_p50_ms=300, latency_p99_ms=900, seed=7)
+"""The simulated gateway of `swarm demo` and `swarm run --simulate`."""
+
+
+@contextmanager
+def simulated_gateway(config: SimConfig = DEMO_SIM) -> Iterator[str]:
+    """Start the simulator on a free loopback port; yields its base URL."""
+    with start_in_thread(config) as sim:
+        yield sim.base_url
+
+
+@contextmanager
+def in_process_worker(app: Celery, concurrency: int, join_s: float | None) -> Iterator[None]:
+    """A real worker (threads pool) on a daemon thread of this process.
+
+    Celery's own ``start_worker`` always joins the worker on exit, which costs the 2 s
+    drain timeout of its blocking loop; with ``join_s=None`` we only ask it to stop (the
+    CLI exits right after, and nothing is left running by then).
+    """
+    setup_app_for_worker(app, "WARNING", None)
+    worker = TestWorkController(
+        app=app,
+        concurrency=concurrency,
+        hostname="embedded@swarm",
+        pool="threads",
+        loglevel="WARNING",
+        ready_callback=None,
+        without_heartbeat=True,
+        without_mingle=True,
+        without_gossip=True,
+    )
+    thread = threading.Thread(target=worker.start, name="swarm-embedded-worker", daemon=True)
+    thread.start()
+    worker.ensure_started()
+    try:
+        yield
+    finally:
+        worker_state.should_terminate = 0
+        if join_s is not None:
+            thread.join(join_s)
+            worker_state.should_terminate = None
+
+
+@contextmanager
+def embedded_swarm(
+    settings: Settings, catalog: Catalog, base_url: str, key: str, join_s: float | None = 30.0
+) -> Iterator[SwarmClient]:
+    """A SwarmClient whose tasks run on an in-process worker."""
+    from workers import runtime as worker_runtime
+    from workers.factory import create_app
+
+    logging.getLogger("celery").setLevel(logging.WARNING)
+    app = create_app(settings, catalog)
+    store = MemoryJobStore()
+    worker_runtime.install(Runtime(settings, catalog, store, make_client(settings, base_url, key)))
+    try:
+        with in_process_worker(app, settings.worker_concurrency, join_s):
+            yield SwarmClient(settings, catalog, store, app)
+    finally:
+        worker_runtime.install(None)

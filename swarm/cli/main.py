@@ -1,0 +1,218 @@
+"""`swarm`: run, status, demo and sim.
+
+Every SwarmError becomes one line on stderr and exit status 2; a job that ends failed,
+cancelled or over budget exits 1; a completed job (succeeded or partial) exits 0.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from contextlib import ExitStack
+from functools import wraps
+from typing import Any, ParamSpec, TypeVar
+
+import click
+from rich.console import Console
+
+from swarm.catalog import load_catalog
+from swarm.cli.inputs import read_inputs
+from swarm.cli.render import follow, print_json, print_progress, print_report
+from swarm.client import DEFAULT_AGGREGATE, DEFAULT_INSTRUCTION, SwarmClient
+from swarm.demo_inputs import DEMO_AGGREGATE, DEMO_INSTRUCTION, demo_inputs
+from swarm.errors import ConfigError, InputError, SwarmError
+from swarm.llm import make_client
+from swarm.preflight import check_gateway
+from swarm.records import InputItem
+from swarm.report import COMPLETED
+from swarm.settings import Settings, load_settings
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def one_line_errors(fn: Callable[P, R]) -> Callable[P, R]:
+    """Turn SwarmError into `swarm: <message>` on stderr and exit status 2."""
+
+    @wraps(fn)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return fn(*args, **kwargs)
+        except SwarmError as exc:
+            click.echo(f"swarm: {exc}", err=True)
+            sys.exit(2)
+
+    return wrapper
+
+
+def _stderr_console() -> Console | None:
+    console = Console(stderr=True)
+    return console if console.is_terminal else None
+
+
+def _finish(report: dict[str, Any], as_json: bool) -> None:
+    if as_json:
+        print_json(report)
+    else:
+        print_report(report, Console())
+    if report["status"] not in COMPLETED:
+        click.echo(f"swarm: job ended {report['status']}: {report.get('error') or ''}", err=True)
+        sys.exit(1)
+
+
+@click.group()
+@click.version_option(package_name="swarm")
+def main() -> None:
+    """Agent swarms over OpenAI-compatible gateways, on Celery and Redis."""
+
+
+@main.command()
+@click.argument("inputs", nargs=-1)
+@click.option("--instruction", default=DEFAULT_INSTRUCTION, help="What each sub-agent does.")
+@click.option(
+    "--aggregate", "aggregate", default=DEFAULT_AGGREGATE, help="What the aggregation does."
+)
+@click.option("--model", default=None, help="Catalog model of the sub-agents.")
+@click.option("--kind", default="default", show_default=True, help="Task kind (routing table).")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@click.option("--no-wait", is_flag=True, help="Print the job id and return.")
+@click.option("--simulate", is_flag=True, help="Embedded mode: use the built-in simulator.")
+@click.option("--timeout", "timeout_s", type=float, default=None, help="Give up waiting after S.")
+@one_line_errors
+def run(
+    inputs: tuple[str, ...],
+    instruction: str,
+    aggregate: str,
+    model: str | None,
+    kind: str,
+    as_json: bool,
+    no_wait: bool,
+    simulate: bool,
+    timeout_s: float | None,
+) -> None:
+    """One sub-agent per INPUT file (- reads one input per line from stdin), then aggregate."""
+    settings = load_settings()
+    items = read_inputs(inputs)
+    if not instruction.strip():
+        raise InputError("the instruction is empty")
+    submit = _submitter(items, instruction, aggregate, model, kind)
+    if settings.embedded:
+        if no_wait:
+            raise ConfigError(
+                "--no-wait needs SWARM_BROKER_URL (embedded jobs die with this process)"
+            )
+        report = _run_embedded(settings, submit, simulate, timeout_s)
+        _finish(report, as_json)
+        return
+    if simulate:
+        raise ConfigError(
+            "--simulate runs in embedded mode only; with SWARM_BROKER_URL, start `swarm sim` "
+            "and point the workers' SWARM_BASE_URL at it"
+        )
+    client = _broker_client(settings)
+    handle = submit(client)
+    if no_wait:
+        click.echo(handle.id)
+        return
+    _finish(follow(handle, _stderr_console(), timeout_s), as_json)
+
+
+Submit = Callable[[SwarmClient], Any]
+
+
+def _submitter(
+    items: list[InputItem], instruction: str, aggregate: str, model: str | None, kind: str
+) -> Submit:
+    def submit(client: SwarmClient) -> Any:
+        return client.submit(
+            items, instruction, aggregate_instruction=aggregate, model=model, kind=kind
+        )
+
+    return submit
+
+
+def _gateway(settings: Settings) -> tuple[str, str]:
+    if settings.base_url is None:
+        raise ConfigError(
+            "SWARM_BASE_URL is not set: point it at an OpenAI-compatible gateway, or use "
+            "--simulate (or `swarm demo`) for the built-in simulator"
+        )
+    return settings.base_url, settings.require_key()
+
+
+def _broker_client(settings: Settings) -> SwarmClient:
+    base_url, key = _gateway(settings)
+    client = SwarmClient.from_settings(settings)
+    check_gateway(make_client(settings, base_url, key), base_url)
+    return client
+
+
+def _run_embedded(
+    settings: Settings, submit: Submit, simulate: bool, timeout_s: float | None
+) -> dict[str, Any]:
+    from swarm.cli.embedded import embedded_swarm, simulated_gateway
+
+    catalog = load_catalog(settings.config)
+    with ExitStack() as stack:
+        if simulate:
+            base_url, key = stack.enter_context(simulated_gateway()), "simulated"
+            click.echo(
+                "swarm: gateway is SIMULATED (built-in `swarm sim`, no model is called)", err=True
+            )
+        else:
+            base_url, key = _gateway(settings)
+            check_gateway(make_client(settings, base_url, key), base_url)
+        client = stack.enter_context(embedded_swarm(settings, catalog, base_url, key, join_s=None))
+        handle = submit(client)
+        return follow(handle, _stderr_console(), timeout_s)
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+@main.command()
+@click.option("--inputs", "n_inputs", type=click.IntRange(min=1), default=100, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@one_line_errors
+def demo(n_inputs: int, as_json: bool) -> None:
+    """A whole swarm on this machine: no Redis, no key, simulated gateway."""
+    settings = load_settings(broker_url=None, worker_concurrency=min(n_inputs, 100))
+    items = demo_inputs(n_inputs)
+
+    def submit(client: SwarmClient) -> Any:
+        return client.submit(
+            items, DEMO_INSTRUCTION, aggregate_instruction=DEMO_AGGREGATE, kind="review"
+        )
+
+    _finish(_run_embedded(settings, submit, True, None), as_json)
+
+
+@main.command()
+@click.argument("job_id")
+@click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
+@one_line_errors
+def status(job_id: str, as_json: bool) -> None:
+    """Progress of a job, or its final report."""
+    settings = load_settings()
+    if settings.embedded:
+        raise ConfigError("`swarm status` needs SWARM_BROKER_URL (the job store is in Redis)")
+    handle = SwarmClient.from_settings(settings).attach(job_id)
+    report = handle.report()
+    if report is not None:
+        _finish(report, as_json)
+        return
+    progress = handle.progress()
+    if as_json:
+        print_json({"job_id": job_id, "status": "running", **progress.model_dump(mode="json")})
+    else:
+        print_progress(progress, job_id, Console())
+
+
+def _add_sim() -> None:
+    from swarm.cli.sim_cmd import sim_command
+
+    main.add_command(sim_command)
+
+
+_add_sim()
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,117 @@
+"""Showing progress and reports on a terminal (rich), or as JSON."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+from rich.console import Console
+from rich.panel import Panel
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from swarm.client import SwarmHandle
+from swarm.store import Progress as JobProgress
+
+
+def progress_line(p: JobProgress) -> str:
+    """``done 40  failed 2  in flight 16  pending 42  | kimi-k2.5 40/2/16``"""
+    per_model = "  ".join(
+        f"{name} {m.done}/{m.failed}/{m.in_flight}" for name, m in p.models.items()
+    )
+    return f"done {p.done}  failed {p.failed}  in flight {p.in_flight}  pending {p.pending}" + (
+        f"  | {per_model}" if per_model else ""
+    )
+
+
+def follow(handle: SwarmHandle, console: Console | None, timeout_s: float | None) -> dict[str, Any]:
+    """Wait for the report; on a terminal, draw a live bar of nodes done and failed."""
+    if console is None:
+        return handle.wait(timeout=timeout_s)
+    columns = (
+        TextColumn("[bold]swarm[/] {task.fields[job]}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total}"),
+        TextColumn("{task.fields[line]}"),
+        TimeElapsedColumn(),
+    )
+    with Progress(*columns, console=console, transient=True) as bar:
+        task = bar.add_task("", total=None, job=handle.id[:8], line="starting")
+        return _poll(
+            handle,
+            timeout_s,
+            lambda p: bar.update(
+                task, total=p.total, completed=p.done + p.failed, line=progress_line(p)
+            ),
+        )
+
+
+def _poll(
+    handle: SwarmHandle, timeout_s: float | None, show: Callable[[JobProgress], None]
+) -> dict[str, Any]:
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    while (report := handle.report()) is None:
+        show(handle.progress())
+        if deadline is not None and time.monotonic() > deadline:
+            return handle.wait(timeout=0)
+        time.sleep(0.1)
+    return report
+
+
+def print_json(data: Any) -> None:
+    """Indented JSON on stdout."""
+    sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+
+
+def print_report(report: dict[str, Any], console: Console) -> None:
+    """Final text, the per-model table, and failures by kind."""
+    status = report["status"]
+    color = {"succeeded": "green", "partial": "yellow"}.get(status, "red")
+    console.print(
+        f"[bold]job[/] {report['job_id']}  [bold {color}]{status}[/]  "
+        f"{report['succeeded']}/{report['total']} sub-agents succeeded  "
+        f"wall {report['wall_s']:.2f} s"
+    )
+    if report.get("error"):
+        console.print(f"[red]reason:[/] {report['error']}")
+    if report.get("final"):
+        console.print(Panel(report["final"], title=f"final ({report['aggregate_model']})"))
+    console.print(_models_table(report))
+    failures = report.get("failures_by_kind") or {}
+    if failures:
+        console.print(
+            "failures by kind: " + ", ".join(f"{k} {v}" for k, v in sorted(failures.items()))
+        )
+
+
+def _models_table(report: dict[str, Any]) -> Table:
+    table = Table(title="calls, tokens and cost per model")
+    for col in ("model", "calls", "prompt", "cached", "completion", "cost USD"):
+        table.add_column(col, justify="left" if col == "model" else "right")
+    for name, line in report["models"].items():
+        table.add_row(
+            name,
+            str(line["calls"]),
+            str(line["prompt_tokens"]),
+            str(line.get("cached_tokens", 0)),
+            str(line["completion_tokens"]),
+            f"{line['cost_usd']:.4f}",
+        )
+    usage = report["usage"]
+    table.add_row(
+        "[bold]total",
+        str(sum(m["calls"] for m in report["models"].values())),
+        str(usage["prompt_tokens"]),
+        str(usage["cached_tokens"]),
+        str(usage["completion_tokens"]),
+        f"{report['cost_usd']:.4f}",
+    )
+    return table
+
+
+def print_progress(p: JobProgress, job_id: str, console: Console) -> None:
+    """A running job's counts."""
+    console.print(f"job {job_id} running: {p.done + p.failed}/{p.total}  {progress_line(p)}")

@@ -1,0 +1,172 @@
+"""The producer API: submit a job, follow it, read its report, cancel it.
+
+    client = SwarmClient.from_settings(load_settings())
+    handle = client.submit(inputs, "Review this diff for bugs")
+    report = handle.wait(timeout=600)
+
+Job state lives in the job store (Redis), so any process can ``attach(job_id)``.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+import kombu.exceptions
+import redis
+from celery import Celery, chord
+
+from swarm.catalog import AGGREGATE_KIND, DEFAULT_KIND, Catalog, load_catalog
+from swarm.errors import BrokerUnavailableError, InputError, JobTimeoutError
+from swarm.queueing import AGGREGATE_TASK, SUBAGENT_TASK, make_celery
+from swarm.records import InputItem, JobSpec
+from swarm.settings import Settings, load_settings
+from swarm.store import JobStore, Progress, RedisJobStore
+
+DEFAULT_INSTRUCTION = "Review this input. List concrete problems and risks, most severe first."
+DEFAULT_AGGREGATE = (
+    "Merge the sub-agents' results into one report: the most important findings first, "
+    "each with the inputs it concerns; note disagreements."
+)
+
+
+class SwarmHandle:
+    """A submitted job, by id; cheap to create, safe to hold in any process."""
+
+    def __init__(self, job_id: str, store: JobStore) -> None:
+        self.id = job_id
+        self._store = store
+
+    def progress(self) -> Progress:
+        """Nodes total, done, failed and in flight (per model too)."""
+        return self._store.progress(self.id)
+
+    def report(self) -> dict[str, Any] | None:
+        """The final report, or None while the job runs."""
+        return self._store.report(self.id)
+
+    def wait(self, timeout: float | None = None, poll_s: float = 0.05) -> dict[str, Any]:
+        """Block until the report exists; JobTimeoutError after ``timeout`` seconds."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while (report := self.report()) is None:
+            if deadline is not None and time.monotonic() > deadline:
+                raise JobTimeoutError(f"job {self.id} has no report after {timeout:.0f} s")
+            time.sleep(poll_s)
+        return report
+
+    def cancel(self) -> None:
+        """Stop the job: nodes that have not called the gateway end as cancelled without
+        calling it; calls in flight finish and are billed; the report says cancelled."""
+        self._store.cancel(self.id)
+
+
+class SwarmClient:
+    """Submits jobs as one flat chord and attaches to existing ones."""
+
+    def __init__(self, settings: Settings, catalog: Catalog, store: JobStore, app: Celery):
+        self.settings = settings
+        self.catalog = catalog
+        self.store = store
+        self.app = app
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> SwarmClient:
+        """A client for the broker and job store named by ``settings`` (not embedded)."""
+        catalog = load_catalog(settings.config)
+        url = settings.backend_url()
+        if url is None:
+            raise BrokerUnavailableError("SWARM_BROKER_URL is not set (embedded mode has no store)")
+        store = RedisJobStore.from_url(url, settings.result_expires_s)
+        store.check()
+        return cls(settings, catalog, store, make_celery(settings, catalog))
+
+    def attach(self, job_id: str) -> SwarmHandle:
+        """A handle on an existing job; JobNotFoundError when unknown."""
+        self.store.spec(job_id)
+        return SwarmHandle(job_id, self.store)
+
+    def submit(
+        self,
+        inputs: Sequence[InputItem | str],
+        instruction: str = DEFAULT_INSTRUCTION,
+        *,
+        aggregate_instruction: str = DEFAULT_AGGREGATE,
+        model: str | None = None,
+        kind: str = DEFAULT_KIND,
+        max_tokens: int | None = None,
+        job_id: str | None = None,
+    ) -> SwarmHandle:
+        """Store the job, fan out one sub-agent per input, and return its handle."""
+        items = _items(inputs)
+        if not instruction.strip():
+            raise InputError("the instruction is empty")
+        spec_model = self.catalog.model(model) if model else self.catalog.route(kind)
+        aggregate = self.catalog.route(AGGREGATE_KIND)
+        width = max(4, len(str(len(items) - 1)))
+        spec = JobSpec(
+            job_id=job_id or uuid.uuid4().hex,
+            instruction=instruction.strip(),
+            aggregate_instruction=aggregate_instruction.strip() or DEFAULT_AGGREGATE,
+            model=spec_model.name,
+            aggregate_model=aggregate.name,
+            node_ids=tuple(f"n{i:0{width}d}" for i in range(len(items))),
+            input_refs=tuple(item.ref for item in items),
+            submitted_at=time.time(),
+            max_tokens=max_tokens,
+            min_success_ratio=self.settings.min_success_ratio,
+        )
+        try:
+            self.store.create_job(spec, [item.text for item in items])
+            self._fan_out(spec, spec_model.queue, aggregate.queue)
+        except (redis.RedisError, kombu.exceptions.OperationalError) as exc:
+            raise BrokerUnavailableError(f"cannot reach the broker: {exc}") from None
+        return SwarmHandle(spec.job_id, self.store)
+
+    def _fan_out(self, spec: JobSpec, queue: str, aggregate_queue: str) -> None:
+        header = [
+            self.app.signature(
+                SUBAGENT_TASK,
+                args=(spec.job_id, node_id),
+                queue=queue,
+                task_id=f"{spec.job_id}-{node_id}",
+            )
+            for node_id in spec.node_ids
+        ]
+        body = self.app.signature(
+            AGGREGATE_TASK,
+            args=(spec.job_id,),
+            queue=aggregate_queue,
+            task_id=f"{spec.job_id}-aggregate",
+        )
+        chord(header, app=self.app)(body)
+
+
+def _items(inputs: Sequence[InputItem | str]) -> list[InputItem]:
+    if not inputs:
+        raise InputError("no inputs: a swarm needs at least one")
+    return [
+        item if isinstance(item, InputItem) else InputItem(ref=f"input:{i}", text=item)
+        for i, item in enumerate(inputs)
+    ]
+
+
+def submit(
+    inputs: Sequence[InputItem | str],
+    instruction: str = DEFAULT_INSTRUCTION,
+    *,
+    settings: Settings | None = None,
+    **options: Any,
+) -> SwarmHandle:
+    """Submit a job to the deployment named by ``settings`` (default: the environment).
+
+    ``options`` are SwarmClient.submit's keyword arguments.
+    """
+    client = SwarmClient.from_settings(settings or load_settings())
+    return client.submit(inputs, instruction, **options)
+
+
+def attach(job_id: str, *, settings: Settings | None = None) -> SwarmHandle:
+    """A handle on an existing job, from any process."""
+    return SwarmClient.from_settings(settings or load_settings()).attach(job_id)

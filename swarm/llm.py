@@ -1,0 +1,176 @@
+"""Calling the gateway: one shared openai client per process, one call, and the retry loop.
+
+The SDK's own retries are off (max_retries=0) so every retry passes through our policy
+(swarm.retry_policy) and, later, through admission control. Timeouts are enforced by the
+HTTP client, because Celery's threads pool ignores task time limits.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx2
+import openai
+from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt
+from tenacity.wait import wait_base
+
+from swarm.catalog import ModelSpec
+from swarm.records import ErrorKind, Usage
+from swarm.retry_policy import (
+    BadResponseError,
+    backoff_delay,
+    classify,
+    is_retryable,
+    retry_after_of,
+)
+from swarm.settings import Settings
+
+Message = dict[str, str]
+
+
+@dataclass(frozen=True)
+class Answer:
+    """A usable answer from the gateway."""
+
+    content: str
+    usage: Usage
+    finish_reason: str | None
+
+
+@dataclass(frozen=True)
+class CallResult:
+    """The outcome of a call after its retries: an answer, or the last error."""
+
+    answer: Answer | None
+    """The answer when a call succeeded."""
+    usage: Usage
+    """Tokens billed over all attempts (only answered calls bill)."""
+    attempts: int
+    """Attempts made."""
+    latency_ms: int
+    """Wall time, backoff included."""
+    error_kind: ErrorKind | None = None
+    """Kind of the last error when no answer came."""
+    error: str | None = None
+    """One line about the last error."""
+    billed: tuple[Usage, ...] = field(default_factory=tuple)
+    """Usage of each billed attempt, in order."""
+
+
+def make_client(settings: Settings, base_url: str, api_key: str) -> openai.OpenAI:
+    """One client per process: pooled keep-alive connections, SDK retries off."""
+    timeout = httpx2.Timeout(settings.node_timeout_s, connect=settings.connect_timeout_s)
+    http = openai.DefaultHttpxClient(
+        timeout=timeout,
+        verify=settings.verify_tls,
+        limits=httpx2.Limits(
+            max_connections=settings.http_pool_size,
+            max_keepalive_connections=settings.http_pool_size,
+            keepalive_expiry=30.0,
+        ),
+    )
+    return openai.OpenAI(
+        base_url=base_url, api_key=api_key, max_retries=0, timeout=timeout, http_client=http
+    )
+
+
+def call_once(
+    client: openai.OpenAI,
+    spec: ModelSpec,
+    messages: Sequence[Message],
+    max_tokens: int,
+) -> Answer:
+    """One chat completion; raises openai errors or BadResponseError."""
+    completion = client.chat.completions.create(
+        model=spec.gateway_name,
+        messages=list(messages),  # type: ignore[arg-type]
+        max_tokens=max_tokens,
+        temperature=0.2,
+    )
+    return _answer_of(completion)
+
+
+def _answer_of(completion: Any) -> Answer:
+    if not hasattr(completion, "choices"):
+        raise BadResponseError(f"not a chat completion: {str(completion)[:80]!r}")
+    if not completion.choices:
+        raise BadResponseError("answer has no choices")
+    choice = completion.choices[0]
+    content = choice.message.content if choice.message else None
+    if content is None:
+        raise BadResponseError("answer has no message content")
+    return Answer(content=content, usage=_usage_of(completion), finish_reason=choice.finish_reason)
+
+
+def _usage_of(completion: Any) -> Usage:
+    usage = getattr(completion, "usage", None)
+    if usage is None:
+        return Usage()
+    details = getattr(usage, "prompt_tokens_details", None)
+    cached = getattr(details, "cached_tokens", None) or 0
+    return Usage(
+        prompt_tokens=usage.prompt_tokens or 0,
+        completion_tokens=usage.completion_tokens or 0,
+        cached_tokens=cached,
+    )
+
+
+class _WaitPolicy(wait_base):
+    """tenacity adapter for swarm.retry_policy.backoff_delay (Retry-After aware)."""
+
+    def __init__(self, cap_s: float) -> None:
+        self.cap_s = cap_s
+
+    def __call__(self, retry_state: RetryCallState) -> float:
+        exc = retry_state.outcome.exception() if retry_state.outcome else None
+        retry_after = retry_after_of(exc, time.time()) if exc else None
+        return backoff_delay(retry_state.attempt_number, retry_after, cap_s=self.cap_s)
+
+
+def _transient(exc: BaseException) -> bool:
+    return is_retryable(classify(exc))
+
+
+def call_with_retries(
+    call: Callable[[], Answer],
+    settings: Settings,
+    *,
+    sleep: Callable[[float], None] = time.sleep,
+) -> CallResult:
+    """Run ``call`` until it answers, a non-transient error occurs, or attempts run out."""
+    started = time.perf_counter()
+    billed: list[Usage] = []
+    attempts = 0
+
+    def attempt() -> Answer:
+        nonlocal attempts
+        attempts += 1
+        answer = call()
+        billed.append(answer.usage)
+        return answer
+
+    retrying = Retrying(
+        stop=stop_after_attempt(settings.max_attempts),
+        wait=_WaitPolicy(settings.backoff_max_s),
+        retry=retry_if_exception(_transient),
+        sleep=sleep,
+        reraise=True,
+    )
+    answer: Answer | None = None
+    kind: ErrorKind | None = None
+    error: str | None = None
+    try:
+        answer = retrying(attempt)
+    except Exception as exc:  # every failure becomes data; nothing raises into the chord
+        kind, error = classify(exc), _one_line(exc)
+    total = sum(billed, Usage())
+    latency_ms = int((time.perf_counter() - started) * 1000)
+    return CallResult(answer, total, attempts, latency_ms, kind, error, tuple(billed))
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return f"{type(exc).__name__}: {text}"[:300]

@@ -1,0 +1,67 @@
+"""Celery configuration and task names shared by producers and workers.
+
+Producers send tasks by registered name with this configuration; workers/ builds its app
+from the same function, so serializers, queues and timeouts cannot drift apart.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from celery import Celery
+from kombu.entity import Queue
+
+from swarm.catalog import Catalog
+from swarm.settings import Settings
+
+SUBAGENT_TASK = "swarm.subagent"
+AGGREGATE_TASK = "swarm.aggregate"
+EMBEDDED_BROKER = "memory://localhost/"
+EMBEDDED_BACKEND = "cache+memory://"
+
+
+def celery_config(settings: Settings, catalog: Catalog) -> dict[str, Any]:
+    """The Celery settings of a swarm deployment (producer and worker alike)."""
+    embedded = settings.embedded
+    queues = catalog.queues()
+    return {
+        "broker_url": EMBEDDED_BROKER if embedded else settings.broker_url,
+        "result_backend": EMBEDDED_BACKEND if embedded else settings.backend_url(),
+        # JSON only: a pickled message is refused, never executed.
+        "task_serializer": "json",
+        "result_serializer": "json",
+        "accept_content": ["json"],
+        "result_accept_content": ["json"],
+        # A crashed worker's task is redelivered, not lost; one message per slot.
+        "task_acks_late": True,
+        "task_reject_on_worker_lost": True,
+        "worker_prefetch_multiplier": 1,
+        "broker_transport_options": _transport_options(settings),
+        "result_expires": settings.result_expires_s,
+        "result_extended": False,
+        "result_chord_retry_interval": 0.1,
+        "broker_connection_retry_on_startup": True,
+        "task_queues": [Queue(name) for name in queues],  # type: ignore[no-untyped-call]
+        "task_default_queue": queues[0],
+        "task_create_missing_queues": False,
+        # I/O-bound calls: threads, many per process (override with -P/-c).
+        "worker_pool": "threads",
+        "worker_concurrency": settings.worker_concurrency,
+        "worker_send_task_events": True,
+        "task_send_sent_event": True,
+        "worker_hijack_root_logger": False,
+    }
+
+
+def _transport_options(settings: Settings) -> dict[str, Any]:
+    if settings.embedded:
+        # The in-memory transport polls its queues; its 1 s default would dominate a demo.
+        return {"polling_interval": 0.01}
+    return {"visibility_timeout": settings.visibility_timeout_s}
+
+
+def make_celery(settings: Settings, catalog: Catalog, name: str = "swarm") -> Celery:
+    """A Celery app configured for this deployment, with no tasks registered."""
+    app = Celery(name, set_as_current=False)
+    app.conf.update(celery_config(settings, catalog))
+    return app

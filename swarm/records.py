@@ -1,0 +1,130 @@
+"""Immutable records that cross process boundaries as JSON: usage, node envelopes, specs.
+
+Everything here is a frozen pydantic model, so it validates on the way in (from Redis or a
+task result) and serialises with ``model_dump(mode="json")`` on the way out.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Frozen(BaseModel):
+    """Base of the records: immutable, and strict about unknown fields."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class ErrorKind(StrEnum):
+    """Why a call or node failed; stable strings that appear in reports."""
+
+    RATE_LIMITED = "rate_limited"
+    TIMEOUT = "timeout"
+    SERVER_ERROR = "server_error"
+    CONNECTION = "connection"
+    BAD_RESPONSE = "bad_response"
+    BAD_REQUEST = "bad_request"
+    AUTH = "auth"
+    NOT_FOUND = "not_found"
+    CONTEXT_OVERFLOW = "context_overflow"
+    CANCELLED = "cancelled"
+    INTERNAL = "internal"
+
+
+class Usage(Frozen):
+    """Tokens a gateway billed, as its ``usage`` field reported them."""
+
+    prompt_tokens: int = 0
+    """Prompt tokens, cached ones included."""
+    completion_tokens: int = 0
+    """Generated tokens."""
+    cached_tokens: int = 0
+    """Prompt tokens served from the gateway's prompt cache (billed at the cached price)."""
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            prompt_tokens=self.prompt_tokens + other.prompt_tokens,
+            completion_tokens=self.completion_tokens + other.completion_tokens,
+            cached_tokens=self.cached_tokens + other.cached_tokens,
+        )
+
+    @property
+    def total_tokens(self) -> int:
+        """Prompt plus completion tokens."""
+        return self.prompt_tokens + self.completion_tokens
+
+
+NodeStatus = Literal["ok", "error"]
+
+
+class NodeEnvelope(Frozen):
+    """What one sub-agent produced. A sub-agent never raises: failures are envelopes too."""
+
+    node_id: str
+    """Position-derived id inside the job, e.g. ``n0042``."""
+    input_ref: str
+    """Where the input came from: a file path, ``stdin:7``, ``demo:pr-12``."""
+    model: str
+    """Catalog name of the model that answered (or was last tried)."""
+    status: NodeStatus
+    """``ok`` or ``error``."""
+    content: str = ""
+    """The model's answer; empty on error."""
+    usage: Usage = Field(default_factory=Usage)
+    """Tokens billed for this node, over all its attempts."""
+    latency_ms: int = 0
+    """Wall time of the node's calls, retries and backoff included."""
+    attempts: int = 0
+    """Gateway calls made, first included."""
+    error_kind: ErrorKind | None = None
+    """Classification of the last error when status is ``error``."""
+    error: str | None = None
+    """One-line description of the last error (never a key or a prompt)."""
+    finish_reason: str | None = None
+    """The gateway's finish_reason of the answer (``length`` means the answer was cut)."""
+
+    @property
+    def ok(self) -> bool:
+        """True when the node produced an answer."""
+        return self.status == "ok"
+
+
+class InputItem(Frozen):
+    """One input of a job, before fan-out."""
+
+    ref: str
+    """Human-readable origin (path, stdin line, generated name)."""
+    text: str
+    """The input's content."""
+
+
+class JobSpec(Frozen):
+    """Everything a worker needs to run a job's nodes; stored once in the job store."""
+
+    job_id: str
+    """Unique id of the job."""
+    instruction: str
+    """What every sub-agent does with its input."""
+    aggregate_instruction: str
+    """What the aggregation does with the sub-agents' results."""
+    model: str
+    """Catalog model of the sub-agents."""
+    aggregate_model: str
+    """Catalog model of the aggregation."""
+    node_ids: tuple[str, ...]
+    """Ids of the sub-agent nodes, in input order."""
+    input_refs: tuple[str, ...]
+    """Input references, aligned with ``node_ids``."""
+    submitted_at: float
+    """Unix time of submission (wall time is measured from here)."""
+    max_tokens: int | None = None
+    """Completion budget per sub-agent call; None means the model's default."""
+    min_success_ratio: float = 0.5
+    """Share of nodes that must succeed for the aggregation to run."""
+
+    def input_ref(self, node_id: str) -> str:
+        """The input reference of a node."""
+        return self.input_refs[self.node_ids.index(node_id)]

@@ -1,0 +1,21 @@
+"""What a process needs to run nodes: settings, catalog, job store and the gateway client."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import openai
+
+from swarm.catalog import Catalog
+from swarm.settings import Settings
+from swarm.store.base import JobStore
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """Built once per worker process (or once by the embedded mode) and passed in."""
+
+    settings: Settings
+    catalog: Catalog
+    store: JobStore
+    client: openai.OpenAI

@@ -1,0 +1,113 @@
+"""Settings: read once from the environment at the edge (CLI, worker start-up), then passed in.
+
+Environment names are the contract's (SWARM_BROKER_URL, SWARM_RESULT_URL, SWARM_BASE_URL,
+SWARM_API_KEY or OPENAI_API_KEY, SWARM_CONFIG) plus tuning knobs with the same prefix.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from pydantic import AliasChoices, Field, SecretStr, ValidationError, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from swarm.errors import ConfigError, MissingKeyError
+
+_PLACEHOLDER = re.compile(r"^(YOUR[_-].*|.*[_-]HERE|<.*>|changeme|x+|\.\.\.)$", re.IGNORECASE)
+
+
+class Settings(BaseSettings):
+    """Every knob of a producer or worker; immutable once read."""
+
+    model_config = SettingsConfigDict(env_prefix="SWARM_", frozen=True, extra="ignore")
+
+    broker_url: str | None = None
+    """Celery broker; None means the embedded in-process mode."""
+    result_url: str | None = None
+    """Result backend; None means the broker's Redis, database number + 1."""
+    base_url: str | None = None
+    """OpenAI-compatible gateway; None means the built-in simulator (demo, --simulate)."""
+    api_key: SecretStr | None = Field(
+        default=None, validation_alias=AliasChoices("SWARM_API_KEY", "OPENAI_API_KEY")
+    )
+    """Gateway key. Never put in task arguments, results or logs."""
+    config: Path | None = None
+    """Model catalog TOML; None means the packaged catalog."""
+    node_timeout_s: float = Field(default=45.0, gt=0)
+    """Deadline of one gateway call, enforced by the HTTP client (seed 000: 45 s per node)."""
+    connect_timeout_s: float = Field(default=5.0, gt=0)
+    """TCP connect timeout to the gateway."""
+    max_attempts: int = Field(default=5, ge=1)
+    """Attempts per call, first included, for transient errors."""
+    backoff_max_s: float = Field(default=20.0, gt=0)
+    """Upper bound of one backoff sleep (Retry-After may still ask for more)."""
+    min_success_ratio: float = Field(default=0.5, ge=0, le=1)
+    """Share of nodes that must succeed for the aggregation to run."""
+    result_expires_s: int = Field(default=7 * 86400, gt=0)
+    """How long job data, results and chord state live in Redis."""
+    visibility_timeout_s: int = Field(default=900, gt=0)
+    """Redis broker: an unacked task is redelivered after this long."""
+    worker_concurrency: int = Field(default=32, ge=1)
+    """Threads per worker process (I/O-bound calls)."""
+    http_pool_size: int = Field(default=256, ge=1)
+    """Keep-alive connections per worker process to the gateway."""
+    verify_tls: bool = True
+    """Verify the gateway's TLS certificate."""
+
+    @model_validator(mode="after")
+    def _visibility_above_calls(self) -> Settings:
+        longest_task_s = self.max_attempts * (self.node_timeout_s + self.backoff_max_s)
+        if self.visibility_timeout_s <= longest_task_s:
+            raise ValueError(
+                f"visibility_timeout_s must exceed max_attempts x (node_timeout_s + "
+                f"backoff_max_s) = {longest_task_s:.0f} s, or a running task is delivered twice"
+            )
+        return self
+
+    @property
+    def embedded(self) -> bool:
+        """True when no broker is configured: everything runs in this process."""
+        return self.broker_url is None
+
+    def backend_url(self) -> str | None:
+        """The result backend: SWARM_RESULT_URL, else the broker's Redis on the next db."""
+        if self.result_url or self.broker_url is None:
+            return self.result_url
+        return _next_db(self.broker_url)
+
+    def usable_key(self) -> str | None:
+        """The API key, or None when unset, blank or a placeholder such as YOUR_..._API_KEY."""
+        if self.api_key is None:
+            return None
+        key = self.api_key.get_secret_value().strip()
+        return None if not key or _PLACEHOLDER.match(key) else key
+
+    def require_key(self) -> str:
+        """The key for a real gateway; MissingKeyError when there is none."""
+        key = self.usable_key()
+        if key is None:
+            raise MissingKeyError(
+                "SWARM_BASE_URL is set but SWARM_API_KEY (or OPENAI_API_KEY) is missing "
+                "or a placeholder"
+            )
+        return key
+
+
+def _next_db(url: str) -> str:
+    match = re.match(r"^(rediss?://[^/]*)(?:/(\d+))?(.*)$", url)
+    if not match:
+        return url
+    base, db, rest = match.groups()
+    return f"{base}/{int(db or 0) + 1}{rest}"
+
+
+def load_settings(**overrides: object) -> Settings:
+    """Read the environment once; a bad value becomes a one-line ConfigError."""
+    try:
+        return Settings(**overrides)  # type: ignore[arg-type]
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        loc = ".".join(str(p) for p in err["loc"])
+        name = f"SWARM_{loc.upper()}" if loc else "settings"
+        raise ConfigError(f"invalid setting {name}: {err['msg']}") from None

@@ -1,0 +1,135 @@
+"""The job store interface and the records it returns."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from swarm.records import Frozen, JobSpec, NodeEnvelope, Usage
+
+RUNNING, OK, ERROR = "running", "ok", "error"
+
+
+class LedgerLine(Frozen):
+    """Billed calls of one model in one job."""
+
+    calls: int = 0
+    """Calls the gateway answered (and billed)."""
+    usage: Usage = Usage()
+    """Their summed usage."""
+
+
+class ModelProgress(Frozen):
+    """Node counts of one model."""
+
+    done: int = 0
+    failed: int = 0
+    in_flight: int = 0
+
+
+class Progress(Frozen):
+    """Where a job stands; counts are of sub-agent nodes."""
+
+    total: int
+    """Nodes in the job."""
+    done: int
+    """Nodes that succeeded."""
+    failed: int
+    """Nodes that ended with an error envelope."""
+    in_flight: int
+    """Nodes currently running."""
+    models: dict[str, ModelProgress]
+    """The same counts per model."""
+    finished: bool = False
+    """True once the job's report is written."""
+
+    @property
+    def pending(self) -> int:
+        """Nodes not started yet."""
+        return max(self.total - self.done - self.failed - self.in_flight, 0)
+
+
+def progress_from_states(total: int, states: Mapping[str, str], finished: bool) -> Progress:
+    """Count node states (``"<state>|<model>"`` per node) into a Progress."""
+    counts: dict[str, dict[str, int]] = {}
+    for value in states.values():
+        state, _, model = value.partition("|")
+        per = counts.setdefault(model, {"done": 0, "failed": 0, "in_flight": 0})
+        key = {OK: "done", ERROR: "failed", RUNNING: "in_flight"}.get(state)
+        if key:
+            per[key] += 1
+    models = {m: ModelProgress(**c) for m, c in sorted(counts.items())}
+    return Progress(
+        total=total,
+        done=sum(m.done for m in models.values()),
+        failed=sum(m.failed for m in models.values()),
+        in_flight=sum(m.in_flight for m in models.values()),
+        models=models,
+        finished=finished,
+    )
+
+
+def should_replace(existing: NodeEnvelope | None) -> bool:
+    """A stored envelope is final once ok; an error may be replaced by a later run."""
+    return existing is None or not existing.ok
+
+
+class JobStore(ABC):
+    """Everything about a job that producers, workers and `swarm status` share."""
+
+    @abstractmethod
+    def create_job(self, spec: JobSpec, texts: Sequence[str]) -> None:
+        """Store a new job's spec and its inputs (aligned with spec.node_ids)."""
+
+    @abstractmethod
+    def spec(self, job_id: str) -> JobSpec:
+        """The job's spec; JobNotFoundError when unknown."""
+
+    @abstractmethod
+    def input_text(self, job_id: str, node_id: str) -> str:
+        """One node's input text."""
+
+    @abstractmethod
+    def mark_running(self, job_id: str, node_id: str, model: str) -> None:
+        """Record that a node started (for progress)."""
+
+    @abstractmethod
+    def finish_node(self, job_id: str, envelope: NodeEnvelope) -> bool:
+        """Store a node's envelope unless an ok one is stored already; True when stored."""
+
+    @abstractmethod
+    def envelope(self, job_id: str, node_id: str) -> NodeEnvelope | None:
+        """A node's stored envelope, if any."""
+
+    @abstractmethod
+    def envelopes(self, job_id: str) -> list[NodeEnvelope]:
+        """All stored envelopes in node order."""
+
+    @abstractmethod
+    def add_usage(self, job_id: str, model: str, usage: Usage) -> None:
+        """Count one billed call in the job's ledger."""
+
+    @abstractmethod
+    def ledger(self, job_id: str) -> dict[str, LedgerLine]:
+        """Billed calls per model."""
+
+    @abstractmethod
+    def progress(self, job_id: str) -> Progress:
+        """Current counts; JobNotFoundError when unknown."""
+
+    @abstractmethod
+    def cancel(self, job_id: str) -> None:
+        """Flag the job cancelled: nodes that have not called the gateway will not."""
+
+    @abstractmethod
+    def cancelled(self, job_id: str) -> bool:
+        """True once cancel() was called."""
+
+    @abstractmethod
+    def save_report(self, job_id: str, report: Mapping[str, Any]) -> bool:
+        """Store the final report unless one exists; True when this call stored it."""
+
+    @abstractmethod
+    def report(self, job_id: str) -> dict[str, Any] | None:
+        """The final report, once written."""

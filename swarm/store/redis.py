@@ -1,0 +1,164 @@
+"""Job store on Redis, shared by producers, workers and `swarm status` on any host.
+
+Keys of one job share the hash tag ``{job:<id>}`` (one slot on Redis Cluster) and expire
+``ttl_s`` after their last write:
+
+    swarm:{job:<id>}:spec     string  JobSpec JSON
+    swarm:{job:<id>}:inputs   hash    node_id -> input text
+    swarm:{job:<id>}:state    hash    node_id -> "<running|ok|error>|<model>"
+    swarm:{job:<id>}:env      hash    node_id -> NodeEnvelope JSON
+    swarm:{job:<id>}:ledger   hash    "<model>|<field>" -> integer
+    swarm:{job:<id>}:cancel   string  "1" once cancelled
+    swarm:{job:<id>}:report   string  final report JSON (written once, SET NX)
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import redis
+
+from swarm.errors import BrokerUnavailableError, JobNotFoundError
+from swarm.records import JobSpec, NodeEnvelope, Usage
+from swarm.store.base import (
+    ERROR,
+    OK,
+    RUNNING,
+    JobStore,
+    LedgerLine,
+    Progress,
+    progress_from_states,
+    should_replace,
+)
+
+_LEDGER_FIELDS = ("calls", "prompt_tokens", "completion_tokens", "cached_tokens")
+
+
+def _key(job_id: str, part: str) -> str:
+    return f"swarm:{{job:{job_id}}}:{part}"
+
+
+class RedisJobStore(JobStore):
+    """A JobStore over one redis-py client (thread-safe connection pool)."""
+
+    def __init__(self, client: redis.Redis, ttl_s: int) -> None:
+        self._r = client
+        self._ttl_s = ttl_s
+
+    @classmethod
+    def from_url(cls, url: str, ttl_s: int) -> RedisJobStore:
+        """Connect lazily to ``url``; check() verifies the connection."""
+        client = redis.Redis.from_url(
+            url, decode_responses=True, socket_connect_timeout=5, health_check_interval=30
+        )
+        return cls(client, ttl_s)
+
+    def check(self) -> None:
+        """PING; BrokerUnavailableError with one line when Redis does not answer."""
+        try:
+            self._r.ping()
+        except redis.RedisError as exc:
+            raise BrokerUnavailableError(f"cannot reach Redis: {exc}") from None
+
+    def create_job(self, spec: JobSpec, texts: Sequence[str]) -> None:
+        pipe = self._r.pipeline(transaction=False)
+        inputs = _key(spec.job_id, "inputs")
+        pairs = list(zip(spec.node_ids, texts, strict=True))
+        for start in range(0, len(pairs), 500):
+            pipe.hset(inputs, mapping=dict(pairs[start : start + 500]))
+        pipe.expire(inputs, self._ttl_s)
+        pipe.set(_key(spec.job_id, "spec"), spec.model_dump_json(), ex=self._ttl_s)
+        pipe.execute()
+
+    def spec(self, job_id: str) -> JobSpec:
+        raw = self._r.get(_key(job_id, "spec"))
+        if raw is None:
+            raise JobNotFoundError(f"no job {job_id!r} (never submitted, or expired)")
+        return JobSpec.model_validate_json(raw)
+
+    def input_text(self, job_id: str, node_id: str) -> str:
+        text = self._r.hget(_key(job_id, "inputs"), node_id)
+        if text is None:
+            raise JobNotFoundError(f"no input {node_id!r} in job {job_id!r}")
+        return str(text)
+
+    def _set_state(self, job_id: str, node_id: str, value: str) -> None:
+        key = _key(job_id, "state")
+        pipe = self._r.pipeline(transaction=False)
+        pipe.hset(key, node_id, value)
+        pipe.expire(key, self._ttl_s)
+        pipe.execute()
+
+    def mark_running(self, job_id: str, node_id: str, model: str) -> None:
+        self._set_state(job_id, node_id, f"{RUNNING}|{model}")
+
+    def finish_node(self, job_id: str, envelope: NodeEnvelope) -> bool:
+        if not should_replace(self.envelope(job_id, envelope.node_id)):
+            return False
+        key, state = _key(job_id, "env"), _key(job_id, "state")
+        pipe = self._r.pipeline(transaction=True)
+        pipe.hset(key, envelope.node_id, envelope.model_dump_json())
+        pipe.hset(state, envelope.node_id, f"{OK if envelope.ok else ERROR}|{envelope.model}")
+        pipe.expire(key, self._ttl_s)
+        pipe.expire(state, self._ttl_s)
+        pipe.execute()
+        return True
+
+    def envelope(self, job_id: str, node_id: str) -> NodeEnvelope | None:
+        raw = self._r.hget(_key(job_id, "env"), node_id)
+        return NodeEnvelope.model_validate_json(raw) if raw else None
+
+    def envelopes(self, job_id: str) -> list[NodeEnvelope]:
+        spec = self.spec(job_id)
+        raw = self._r.hgetall(_key(job_id, "env"))
+        return [NodeEnvelope.model_validate_json(raw[n]) for n in spec.node_ids if n in raw]
+
+    def add_usage(self, job_id: str, model: str, usage: Usage) -> None:
+        key = _key(job_id, "ledger")
+        pipe = self._r.pipeline(transaction=True)
+        pipe.hincrby(key, f"{model}|calls", 1)
+        pipe.hincrby(key, f"{model}|prompt_tokens", usage.prompt_tokens)
+        pipe.hincrby(key, f"{model}|completion_tokens", usage.completion_tokens)
+        pipe.hincrby(key, f"{model}|cached_tokens", usage.cached_tokens)
+        pipe.expire(key, self._ttl_s)
+        pipe.execute()
+
+    def ledger(self, job_id: str) -> dict[str, LedgerLine]:
+        raw: dict[str, str] = self._r.hgetall(_key(job_id, "ledger"))  # type: ignore[assignment]
+        fields: dict[str, dict[str, int]] = {}
+        for name, value in raw.items():
+            model, _, field = name.rpartition("|")
+            if field in _LEDGER_FIELDS:
+                fields.setdefault(model, {})[field] = int(value)
+        return {
+            model: LedgerLine(
+                calls=f.get("calls", 0),
+                usage=Usage(**{k: v for k, v in f.items() if k != "calls"}),
+            )
+            for model, f in sorted(fields.items())
+        }
+
+    def progress(self, job_id: str) -> Progress:
+        spec = self.spec(job_id)
+        pipe = self._r.pipeline(transaction=False)
+        pipe.hgetall(_key(job_id, "state"))
+        pipe.exists(_key(job_id, "report"))
+        states, finished = pipe.execute()
+        return progress_from_states(len(spec.node_ids), states, bool(finished))
+
+    def cancel(self, job_id: str) -> None:
+        self.spec(job_id)
+        self._r.set(_key(job_id, "cancel"), "1", ex=self._ttl_s)
+
+    def cancelled(self, job_id: str) -> bool:
+        return bool(self._r.exists(_key(job_id, "cancel")))
+
+    def save_report(self, job_id: str, report: Mapping[str, Any]) -> bool:
+        text = json.dumps(report)
+        return bool(self._r.set(_key(job_id, "report"), text, nx=True, ex=self._ttl_s))
+
+    def report(self, job_id: str) -> dict[str, Any] | None:
+        raw = self._r.get(_key(job_id, "report"))
+        return json.loads(raw) if raw else None

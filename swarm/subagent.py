@@ -1,0 +1,68 @@
+"""One sub-agent node: load its input, call its model with retries, store the envelope.
+
+Idempotent: a node whose ok envelope is stored (redelivery, duplicate message) returns it
+without calling the gateway again. It never raises for a gateway failure.
+"""
+
+from __future__ import annotations
+
+from swarm.llm import CallResult, call_once, call_with_retries
+from swarm.prompts import subagent_messages
+from swarm.records import ErrorKind, JobSpec, NodeEnvelope
+from swarm.runtime import Runtime
+
+
+def run_node(rt: Runtime, job_id: str, node_id: str) -> NodeEnvelope:
+    """Run (or reuse) one node and return its stored envelope."""
+    spec = rt.store.spec(job_id)
+    stored = rt.store.envelope(job_id, node_id)
+    if stored is not None and stored.ok:
+        return stored
+    if rt.store.cancelled(job_id):
+        return _finish(rt, job_id, _cancelled(spec, node_id))
+    model = rt.catalog.model(spec.model)
+    rt.store.mark_running(job_id, node_id, model.name)
+    messages = subagent_messages(
+        spec.instruction, spec.input_ref(node_id), rt.store.input_text(job_id, node_id)
+    )
+    max_tokens = spec.max_tokens or model.max_tokens
+    result = call_with_retries(
+        lambda: call_once(rt.client, model, messages, max_tokens), rt.settings
+    )
+    for usage in result.billed:
+        rt.store.add_usage(job_id, model.name, usage)
+    return _finish(rt, job_id, envelope_of(spec, node_id, model.name, result))
+
+
+def _finish(rt: Runtime, job_id: str, envelope: NodeEnvelope) -> NodeEnvelope:
+    rt.store.finish_node(job_id, envelope)
+    return rt.store.envelope(job_id, envelope.node_id) or envelope
+
+
+def _cancelled(spec: JobSpec, node_id: str) -> NodeEnvelope:
+    return NodeEnvelope(
+        node_id=node_id,
+        input_ref=spec.input_ref(node_id),
+        model=spec.model,
+        status="error",
+        error_kind=ErrorKind.CANCELLED,
+        error="job cancelled before this node called the gateway",
+    )
+
+
+def envelope_of(spec: JobSpec, node_id: str, model: str, result: CallResult) -> NodeEnvelope:
+    """The envelope of a finished call, answered or not."""
+    answer = result.answer
+    return NodeEnvelope(
+        node_id=node_id,
+        input_ref=spec.input_ref(node_id),
+        model=model,
+        status="ok" if answer else "error",
+        content=answer.content if answer else "",
+        usage=result.usage,
+        latency_ms=result.latency_ms,
+        attempts=result.attempts,
+        error_kind=result.error_kind,
+        error=result.error,
+        finish_reason=answer.finish_reason if answer else None,
+    )

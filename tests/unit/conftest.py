@@ -1,0 +1,33 @@
+"""Unit-test fixtures: a Runtime over a mock gateway and an in-memory store."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from doubles import Handler, MockGateway
+
+from swarm.catalog import load_catalog
+from swarm.runtime import Runtime
+from swarm.settings import Settings
+from swarm.store import MemoryJobStore
+
+
+@pytest.fixture
+def fast_settings() -> Settings:
+    return Settings(max_attempts=3, backoff_max_s=0.01, node_timeout_s=5)
+
+
+@pytest.fixture
+def make_runtime(fast_settings: Settings) -> Callable[[Handler], tuple[Runtime, MockGateway]]:
+    def make(handler: Handler) -> tuple[Runtime, MockGateway]:
+        gw = MockGateway(handler)
+        rt = Runtime(fast_settings, load_catalog(), MemoryJobStore(), gw.client())
+        return rt, gw
+
+    return make

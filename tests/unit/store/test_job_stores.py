@@ -1,0 +1,117 @@
+"""The same behaviour from both job stores (RedisJobStore over fakeredis)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import fakeredis
+import pytest
+
+from swarm.errors import JobNotFoundError
+from swarm.records import ErrorKind, JobSpec, NodeEnvelope, Usage
+from swarm.store import JobStore, LedgerLine, MemoryJobStore, RedisJobStore
+
+
+@pytest.fixture(params=["memory", "redis"])
+def store(request: pytest.FixtureRequest) -> Iterator[JobStore]:
+    if request.param == "memory":
+        yield MemoryJobStore()
+    else:
+        yield RedisJobStore(fakeredis.FakeRedis(decode_responses=True), ttl_s=60)
+
+
+def spec(n: int = 3) -> JobSpec:
+    return JobSpec(
+        job_id="job",
+        instruction="i",
+        aggregate_instruction="a",
+        model="m",
+        aggregate_model="m",
+        node_ids=tuple(f"n{i}" for i in range(n)),
+        input_refs=tuple(f"r{i}" for i in range(n)),
+        submitted_at=time.time(),
+    )
+
+
+def env(node: str, ok: bool, model: str = "m") -> NodeEnvelope:
+    return NodeEnvelope(
+        node_id=node,
+        input_ref="r",
+        model=model,
+        status="ok" if ok else "error",
+        content="c" if ok else "",
+        error_kind=None if ok else ErrorKind.TIMEOUT,
+    )
+
+
+def test_job_round_trip_and_unknown_job(store: JobStore) -> None:
+    store.create_job(spec(), ["a", "b", "c"])
+    assert store.spec("job") == spec().model_copy(
+        update={"submitted_at": store.spec("job").submitted_at}
+    )
+    assert store.input_text("job", "n1") == "b"
+    with pytest.raises(JobNotFoundError):
+        store.spec("nope")
+    with pytest.raises(JobNotFoundError):
+        store.progress("nope")
+
+
+def test_progress_counts_states_per_model(store: JobStore) -> None:
+    store.create_job(spec(4), ["a", "b", "c", "d"])
+    store.mark_running("job", "n0", "m")
+    store.mark_running("job", "n1", "m")
+    store.mark_running("job", "n2", "x")
+    store.finish_node("job", env("n1", ok=True))
+    store.finish_node("job", env("n2", ok=False, model="x"))
+    p = store.progress("job")
+    assert (p.total, p.done, p.failed, p.in_flight, p.pending) == (4, 1, 1, 1, 1)
+    assert p.models["m"].in_flight == 1 and p.models["x"].failed == 1
+    assert not p.finished
+
+
+def test_ok_envelope_is_final_error_can_be_replaced(store: JobStore) -> None:
+    store.create_job(spec(), ["a", "b", "c"])
+    assert store.finish_node("job", env("n0", ok=False))
+    assert store.finish_node("job", env("n0", ok=True))
+    assert not store.finish_node("job", env("n0", ok=False))
+    assert store.envelope("job", "n0") == env("n0", ok=True)
+    store.finish_node("job", env("n2", ok=True))
+    assert [e.node_id for e in store.envelopes("job")] == ["n0", "n2"]
+
+
+def test_ledger_adds_calls_and_tokens(store: JobStore) -> None:
+    store.create_job(spec(), ["a", "b", "c"])
+    store.add_usage("job", "m", Usage(prompt_tokens=10, completion_tokens=2, cached_tokens=4))
+    store.add_usage("job", "m", Usage(prompt_tokens=5, completion_tokens=1))
+    store.add_usage("job", "k", Usage(prompt_tokens=1))
+    assert store.ledger("job") == {
+        "k": LedgerLine(calls=1, usage=Usage(prompt_tokens=1)),
+        "m": LedgerLine(
+            calls=2, usage=Usage(prompt_tokens=15, completion_tokens=3, cached_tokens=4)
+        ),
+    }
+
+
+def test_report_is_written_once_and_cancel_flag(store: JobStore) -> None:
+    store.create_job(spec(), ["a", "b", "c"])
+    assert store.report("job") is None and not store.cancelled("job")
+    assert store.save_report("job", {"status": "succeeded"})
+    assert not store.save_report("job", {"status": "failed"})
+    assert store.report("job") == {"status": "succeeded"}
+    assert store.progress("job").finished
+    store.cancel("job")
+    assert store.cancelled("job")
+
+
+def test_redis_keys_share_one_hash_slot_and_expire() -> None:
+    r = fakeredis.FakeRedis(decode_responses=True)
+    store = RedisJobStore(r, ttl_s=60)
+    store.create_job(spec(), ["a", "b", "c"])
+    store.mark_running("job", "n0", "m")
+    store.finish_node("job", env("n0", ok=True))
+    store.add_usage("job", "m", Usage(prompt_tokens=1))
+    store.save_report("job", {"status": "succeeded"})
+    keys = r.keys("*")
+    assert len(keys) == 6 and all("{job:job}" in k for k in keys)
+    assert all(0 < r.ttl(k) <= 60 for k in keys)

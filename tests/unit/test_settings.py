@@ -1,0 +1,87 @@
+from __future__ import annotations
+
+import pytest
+
+from swarm.errors import ConfigError, MissingKeyError
+from swarm.settings import Settings, load_settings
+
+
+@pytest.fixture(autouse=True)
+def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in (
+        "SWARM_BROKER_URL",
+        "SWARM_RESULT_URL",
+        "SWARM_BASE_URL",
+        "SWARM_API_KEY",
+        "OPENAI_API_KEY",
+        "SWARM_CONFIG",
+        "SWARM_NODE_TIMEOUT_S",
+    ):
+        monkeypatch.delenv(name, raising=False)
+
+
+def test_defaults_are_embedded_with_no_gateway() -> None:
+    s = load_settings()
+    assert s.embedded and s.base_url is None and s.usable_key() is None
+    assert s.node_timeout_s == 45.0 and s.min_success_ratio == 0.5
+
+
+def test_environment_is_read_with_the_contract_names(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SWARM_BROKER_URL", "redis://h:6379/0")
+    monkeypatch.setenv("SWARM_BASE_URL", "http://gw/v1")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-123")
+    s = load_settings()
+    assert not s.embedded
+    assert s.backend_url() == "redis://h:6379/1"
+    assert s.require_key() == "sk-test-123"
+
+
+def test_swarm_api_key_wins_over_openai_api_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SWARM_API_KEY", "swarm-key")
+    monkeypatch.setenv("OPENAI_API_KEY", "openai-key")
+    assert load_settings().usable_key() == "swarm-key"
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("redis://h:6379/0", "redis://h:6379/1"),
+        ("redis://h:6379", "redis://h:6379/1"),
+        ("redis://:pw@h:6379/3", "redis://:pw@h:6379/4"),
+        ("rediss://h/2?ssl_cert_reqs=none", "rediss://h/3?ssl_cert_reqs=none"),
+    ],
+)
+def test_result_backend_defaults_to_the_next_db(url: str, expected: str) -> None:
+    assert Settings(broker_url=url).backend_url() == expected
+
+
+def test_explicit_result_url_is_kept() -> None:
+    s = Settings(broker_url="redis://a/0", result_url="redis://b/5")
+    assert s.backend_url() == "redis://b/5"
+
+
+@pytest.mark.parametrize("key", ["", "   ", "YOUR_HOLYSHEEP_API_KEY", "YOUR_API_KEY", "<key>"])
+def test_placeholder_keys_count_as_missing(key: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SWARM_API_KEY", key)
+    s = load_settings()
+    assert s.usable_key() is None
+    with pytest.raises(MissingKeyError, match="SWARM_API_KEY"):
+        s.require_key()
+
+
+def test_bad_value_is_one_line_naming_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SWARM_NODE_TIMEOUT_S", "-1")
+    with pytest.raises(ConfigError) as err:
+        load_settings()
+    assert "SWARM_NODE_TIMEOUT_S" in str(err.value) and "\n" not in str(err.value)
+
+
+def test_visibility_timeout_must_exceed_the_longest_task() -> None:
+    with pytest.raises(ConfigError, match="visibility_timeout_s"):
+        load_settings(visibility_timeout_s=100, node_timeout_s=45, max_attempts=5)
+
+
+def test_settings_are_immutable() -> None:
+    s = Settings()
+    with pytest.raises(Exception, match="frozen"):
+        s.node_timeout_s = 1  # type: ignore[misc]
