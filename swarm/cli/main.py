@@ -95,6 +95,8 @@ def run(
     items = read_inputs(inputs)
     if not instruction.strip():
         raise InputError("the instruction is empty")
+    catalog = load_catalog(settings.config)
+    catalog.model(model) if model else catalog.route(kind)
     submit = _submitter(items, instruction, aggregate, model, kind)
     if settings.embedded:
         if no_wait:

@@ -1,0 +1,68 @@
+"""``swarm sim``: run the simulated OpenAI-compatible gateway in the foreground."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import click
+from pydantic import ValidationError
+
+from swarm.sim import SimConfig, serve
+
+_LIMIT = click.IntRange(min=1)
+
+
+def _one_line(error: ValidationError) -> str:
+    """The first validation problem as one line naming the CLI option."""
+    first = error.errors()[0]
+    message = str(first["msg"]).removeprefix("Value error, ")
+    fields = [str(part) for part in first["loc"]]
+    if fields:
+        return f"{_option(fields[0])}: {message}"
+    for name in sorted(SimConfig.model_fields, key=len, reverse=True):
+        message = message.replace(name, _option(name))
+    return message
+
+
+def _option(field: str) -> str:
+    return "--" + field.replace("_", "-")
+
+
+def build_config(options: dict[str, Any]) -> SimConfig:
+    """SimConfig from CLI options (None = default); raises click.UsageError when invalid."""
+    given = {name: value for name, value in options.items() if value is not None}
+    try:
+        return SimConfig(**given)
+    except ValidationError as exc:
+        raise click.UsageError(_one_line(exc)) from None
+
+
+@click.command(name="sim")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Interface to listen on.")
+@click.option("--port", default=8900, show_default=True, type=click.IntRange(0, 65535))
+@click.option("--latency-ms", type=float, help="Fixed latency per request (default 0).")
+@click.option("--latency-p50-ms", type=float, help="Lognormal latency median (needs p99).")
+@click.option("--latency-p99-ms", type=float, help="Lognormal latency 99th percentile.")
+@click.option("--knee-rps", type=float, help="Requests/s above which latency grows.")
+@click.option("--rpm", type=_LIMIT, help="Requests per minute per model (default unlimited).")
+@click.option("--tpm", type=_LIMIT, help="Tokens per minute per model (default unlimited).")
+@click.option("--rps", type=_LIMIT, help="Requests per second per model (default unlimited).")
+@click.option("--max-concurrent", type=_LIMIT, help="Requests in flight per model.")
+@click.option("--error-rate", type=float, help="Share of requests answered 5xx.")
+@click.option("--rate-limit-rate", type=float, help="Share of spurious 429s.")
+@click.option("--hang-rate", type=float, help="Share of requests never answered.")
+@click.option("--bad-json-rate", type=float, help="Share of 200s with a non-JSON body.")
+@click.option("--drop-rate", type=float, help="Share of connections closed without answer.")
+@click.option("--seed", type=int, help="Seed of the latency and fault generators.")
+@click.option("--api-key", help="Require 'Authorization: Bearer KEY' (default: no key).")
+@click.option("--access-log", is_flag=True, default=None, help="Log every HTTP request.")
+def sim_command(host: str, port: int, **options: Any) -> None:
+    """Run a simulated OpenAI-compatible LLM gateway (for tests, demos, benchmarks)."""
+    config = build_config(options)
+    if config.access_log:
+        logging.basicConfig(level=logging.INFO, format="%(message)s")
+    try:
+        serve(config, host=host, port=port)
+    except OSError as exc:
+        raise click.ClickException(f"cannot listen on {host}:{port}: {exc.strerror}") from None

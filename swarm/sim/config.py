@@ -1,0 +1,126 @@
+"""Configuration of the gateway simulator: one frozen pydantic record.
+
+Every field has a default, so ``SimConfig()`` is a fast, unlimited, fault-free gateway.
+Units are part of the field names (``_ms``, ``_s``, ``rpm`` = requests per minute, ...).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+Rate = Annotated[float, Field(ge=0.0, le=1.0)]
+"""A probability in [0, 1]."""
+
+PositiveInt = Annotated[int, Field(ge=1)]
+
+DEFAULT_MODELS: tuple[str, ...] = (
+    "kimi-k2.5",
+    "gemini-2.5-flash",
+    "claude-sonnet-4.5",
+    "gpt-4.1",
+    "deepseek-v3.2",
+)
+
+
+class ModelLimits(BaseModel):
+    """Rate limits of one model; ``None`` means unlimited."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+
+    rpm: PositiveInt | None = None
+    """Requests admitted per sliding 60 s window."""
+    tpm: PositiveInt | None = None
+    """Tokens (prompt estimate + max_tokens) charged per sliding 60 s window."""
+    rps: PositiveInt | None = None
+    """Requests admitted per sliding 1 s window."""
+    max_concurrent: PositiveInt | None = None
+    """Requests in flight at once (admitted, not yet answered)."""
+
+
+class SimConfig(BaseModel):
+    """Behaviour of one simulated OpenAI-compatible gateway."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+
+    latency_ms: float = Field(default=0.0, ge=0.0)
+    """Fixed latency of every admitted request; ignored when the lognormal pair is set."""
+    latency_p50_ms: float | None = Field(default=None, gt=0.0)
+    """Median of a lognormal latency; needs ``latency_p99_ms`` too."""
+    latency_p99_ms: float | None = Field(default=None, gt=0.0)
+    """99th percentile of the lognormal latency; must be >= ``latency_p50_ms``."""
+    knee_rps: float | None = Field(default=None, gt=0.0)
+    """Above this many requests in the last second, latency grows (see slowdown_exponent)."""
+    slowdown_exponent: float = Field(default=1.5, ge=0.0)
+    """Latency is multiplied by (rate / knee_rps) ** slowdown_exponent above the knee."""
+
+    rpm: PositiveInt | None = None
+    """Requests per sliding 60 s window, per model; None = unlimited."""
+    tpm: PositiveInt | None = None
+    """Tokens per sliding 60 s window, per model (prompt estimate + max_tokens)."""
+    rps: PositiveInt | None = None
+    """Requests per sliding 1 s window, per model; None = unlimited."""
+    max_concurrent: PositiveInt | None = None
+    """Requests in flight at once, per model; None = unlimited."""
+    model_overrides: dict[str, ModelLimits] = Field(default_factory=dict)
+    """Per-model limits that replace all four global limits for that model."""
+
+    error_rate: Rate = 0.0
+    """Share of admitted requests answered 500/502/503."""
+    rate_limit_rate: Rate = 0.0
+    """Share of requests answered with a spurious 429 (before admission)."""
+    hang_rate: Rate = 0.0
+    """Share of admitted requests that never get an answer."""
+    bad_json_rate: Rate = 0.0
+    """Share of admitted requests answered 200 with an HTML (non-JSON) body."""
+    drop_rate: Rate = 0.0
+    """Share of admitted requests whose TCP connection is closed without an answer."""
+    spurious_retry_after_s: float = Field(default=1.0, gt=0.0)
+    """Retry-After sent with the spurious 429s of ``rate_limit_rate``."""
+
+    seed: int = 0
+    """Seed of the latency and fault random generators."""
+    api_key: str | None = None
+    """When set, requests must carry ``Authorization: Bearer <api_key>``."""
+    models: tuple[str, ...] = DEFAULT_MODELS
+    """Names listed by GET /v1/models; requests may name any model."""
+
+    cache_min_tokens: PositiveInt = 1024
+    """Shortest message prefix (estimated tokens) that prompt caching reports."""
+    cache_max_entries: PositiveInt = 100_000
+    """Prefix hashes remembered for prompt caching (least recently used are dropped)."""
+    access_log: bool = False
+    """Log every HTTP request through aiohttp's access logger."""
+
+    @model_validator(mode="after")
+    def _check_combinations(self) -> SimConfig:
+        p50, p99 = self.latency_p50_ms, self.latency_p99_ms
+        if (p50 is None) != (p99 is None):
+            raise ValueError("latency_p50_ms and latency_p99_ms must be given together")
+        if p50 is not None and p99 is not None and p99 < p50:
+            raise ValueError("latency_p99_ms must be >= latency_p50_ms")
+        if p50 is not None and self.latency_ms > 0:
+            raise ValueError("use either latency_ms or latency_p50_ms/latency_p99_ms, not both")
+        if self.fault_rate_total() > 1.0 + 1e-9:
+            raise ValueError("the fault rates together must not exceed 1")
+        return self
+
+    def fault_rate_total(self) -> float:
+        """Sum of all random fault rates (at most 1)."""
+        return (
+            self.error_rate
+            + self.rate_limit_rate
+            + self.hang_rate
+            + self.bad_json_rate
+            + self.drop_rate
+        )
+
+    def limits_for(self, model: str) -> ModelLimits:
+        """Limits that apply to ``model``: its override, else the global ones."""
+        override = self.model_overrides.get(model)
+        if override is not None:
+            return override
+        return ModelLimits(
+            rpm=self.rpm, tpm=self.tpm, rps=self.rps, max_concurrent=self.max_concurrent
+        )

@@ -1,0 +1,263 @@
+"""What the simulator answers: request parsing, deterministic content, prompt caching.
+
+Everything here is a pure function of the request (plus the prefix cache's memory), so the
+same request always gets the same content and token counts.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import time
+import uuid
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from swarm.tokens import CHARS_PER_TOKEN, estimate_messages
+
+COMPLETION_MIN_TOKENS = 40
+COMPLETION_MAX_TOKENS = 240
+"""Natural completion lengths lie in [COMPLETION_MIN_TOKENS, COMPLETION_MAX_TOKENS]."""
+
+_SYLLABLES = (
+    "ka", "lo", "mi", "ren", "tu", "sa", "vor", "el", "qui", "dan",
+    "po", "zen", "ar", "bi", "nu", "sol", "fe", "gra", "ti", "mo",
+)  # fmt: skip
+
+
+class RequestError(Exception):
+    """The request cannot be served; answered 400 with an OpenAI-style error body."""
+
+    def __init__(
+        self, message: str, param: str | None = None, code: str = "invalid_request"
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.param = param
+        self.code = code
+
+
+@dataclass(frozen=True)
+class ChatRequest:
+    """The parts of a chat completion request the simulator uses."""
+
+    model: str
+    roles: tuple[str, ...]
+    contents: tuple[str, ...]
+    message_tokens: tuple[int, ...]
+    """Estimated tokens of each message (``estimate_messages`` of that message alone)."""
+    max_tokens: int | None
+    json_mode: bool
+
+    @property
+    def last_user_content(self) -> str:
+        """Content of the last ``user`` message ("" if there is none)."""
+        for role, content in zip(reversed(self.roles), reversed(self.contents), strict=True):
+            if role == "user":
+                return content
+        return ""
+
+
+def message_text(content: object) -> str:
+    """Text of a message ``content``: a string, a list of parts, or null."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = [p.get("text") for p in content if isinstance(p, dict)]
+        return "".join(p for p in parts if isinstance(p, str))
+    return ""
+
+
+def _parse_messages(raw: object) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    if not isinstance(raw, list) or not raw:
+        raise RequestError("'messages' must be a non-empty array", param="messages")
+    roles: list[str] = []
+    contents: list[str] = []
+    for index, message in enumerate(raw):
+        role = message.get("role") if isinstance(message, dict) else None
+        if not isinstance(role, str) or not role:
+            raise RequestError(f"messages[{index}] needs a string 'role'", param="messages")
+        roles.append(role)
+        contents.append(message_text(message.get("content")))
+    return tuple(roles), tuple(contents)
+
+
+def _parse_max_tokens(body: dict[str, Any]) -> int | None:
+    caps: list[int] = []
+    for key in ("max_tokens", "max_completion_tokens"):
+        value = body.get(key)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise RequestError(f"'{key}' must be a positive integer", param=key)
+        caps.append(value)
+    return min(caps) if caps else None
+
+
+def _json_mode(body: dict[str, Any]) -> bool:
+    fmt = body.get("response_format")
+    return isinstance(fmt, dict) and fmt.get("type") in ("json_object", "json_schema")
+
+
+def parse_chat_request(body: object) -> ChatRequest:
+    """Validate a decoded JSON body; raises RequestError for what a gateway would reject."""
+    if not isinstance(body, dict):
+        raise RequestError("the request body must be a JSON object")
+    model = body.get("model")
+    if not isinstance(model, str) or not model:
+        raise RequestError("'model' must be a non-empty string", param="model")
+    if body.get("stream"):
+        raise RequestError(
+            "stream=true is not supported by the simulator", param="stream", code="unsupported"
+        )
+    roles, contents = _parse_messages(body.get("messages"))
+    return ChatRequest(
+        model=model,
+        roles=roles,
+        contents=contents,
+        message_tokens=tuple(estimate_messages([content]) for content in contents),
+        max_tokens=_parse_max_tokens(body),
+        json_mode=_json_mode(body),
+    )
+
+
+def request_digest(model: str, contents: Sequence[str]) -> str:
+    """Hex sha256 over the model and all message contents (NUL-separated)."""
+    digest = hashlib.sha256(model.encode())
+    for content in contents:
+        digest.update(b"\0")
+        digest.update(content.encode())
+    return digest.hexdigest()
+
+
+def natural_completion_tokens(digest: str) -> int:
+    """Completion length before any max_tokens cap, in the natural range."""
+    span = COMPLETION_MAX_TOKENS - COMPLETION_MIN_TOKENS + 1
+    return COMPLETION_MIN_TOKENS + int(digest[12:20], 16) % span
+
+
+def count_result_tags(text: str) -> int:
+    """How many ``<result `` tags ``text`` holds."""
+    return text.count("<result ")
+
+
+def pseudo_words(digest: str, chars: int) -> str:
+    """Deterministic pseudo-words from ``digest``, about ``chars`` characters long."""
+    rng = random.Random(digest)
+    words: list[str] = []
+    length = 0
+    while length < chars:
+        word = "".join(rng.choice(_SYLLABLES) for _ in range(rng.randint(1, 3)))
+        words.append(word)
+        length += len(word) + 1
+    return " ".join(words)
+
+
+@dataclass(frozen=True)
+class Completion:
+    """The assistant answer to one request."""
+
+    content: str
+    completion_tokens: int
+    finish_reason: str
+
+
+def make_completion(request: ChatRequest) -> Completion:
+    """Deterministic answer: ``sim:<model>:<digest12> results=N`` then pseudo-words.
+
+    The text is about as long as ``completion_tokens`` (header always included). In JSON
+    mode the content is a JSON object, complete even when the length is capped.
+    """
+    digest = request_digest(request.model, request.contents)
+    natural = natural_completion_tokens(digest)
+    cap = request.max_tokens
+    tokens = natural if cap is None else min(natural, cap)
+    finish = "length" if cap is not None and natural > cap else "stop"
+    results = count_result_tags(request.last_user_content)
+    header = f"sim:{request.model}:{digest[:12]}"
+    words = pseudo_words(digest, max(0, int(tokens * CHARS_PER_TOKEN) - len(header) - 12))
+    if request.json_mode:
+        payload = {"model": request.model, "digest": digest[:12], "results": results}
+        content = json.dumps({**payload, "summary": f"{header} {words}"})
+    else:
+        content = f"{header} results={results} {words}"
+    return Completion(content=content, completion_tokens=tokens, finish_reason=finish)
+
+
+def prompt_tokens(request: ChatRequest) -> int:
+    """Estimated prompt tokens: ``estimate_messages`` over all message contents."""
+    return sum(request.message_tokens)
+
+
+class PrefixCache:
+    """Message prefixes already seen, per model, for ``cached_tokens``.
+
+    A prefix is a run of whole leading messages (role and content). Only prefixes of at
+    least ``min_tokens`` estimated tokens are remembered and reported, like real gateways
+    that cache from 1024 tokens on. The ``max_entries`` least recently used survive.
+    """
+
+    def __init__(self, min_tokens: int, max_entries: int) -> None:
+        self.min_tokens = min_tokens
+        self.max_entries = max_entries
+        self._seen: OrderedDict[bytes, None] = OrderedDict()
+
+    def _prefixes(self, request: ChatRequest) -> list[tuple[bytes, int]]:
+        chain = hashlib.sha256(request.model.encode())
+        total = 0
+        out: list[tuple[bytes, int]] = []
+        messages = zip(request.roles, request.contents, request.message_tokens, strict=True)
+        for role, content, tokens in messages:
+            chain.update(b"\0" + role.encode() + b"\0" + content.encode())
+            total += tokens
+            if total >= self.min_tokens:
+                out.append((chain.copy().digest(), total))
+        return out
+
+    def lookup_and_store(self, request: ChatRequest) -> int:
+        """Tokens of the longest prefix seen before; then remember all of its prefixes."""
+        cached = 0
+        for key, tokens in self._prefixes(request):
+            if key in self._seen:
+                cached = tokens
+                self._seen.move_to_end(key)
+            else:
+                self._seen[key] = None
+        while len(self._seen) > self.max_entries:
+            self._seen.popitem(last=False)
+        return cached
+
+    def clear(self) -> None:
+        """Forget every prefix."""
+        self._seen.clear()
+
+
+def completion_body(
+    request: ChatRequest, completion: Completion, usage: dict[str, Any] | None, empty: bool
+) -> dict[str, Any]:
+    """The JSON body of a chat.completion answer (``usage`` omitted when None)."""
+    message = {"role": "assistant", "content": completion.content}
+    choice = {"index": 0, "message": message, "finish_reason": completion.finish_reason}
+    body: dict[str, Any] = {
+        "id": f"chatcmpl-{uuid.uuid4().hex[:24]}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": request.model,
+        "choices": [] if empty else [choice],
+    }
+    if usage is not None:
+        body["usage"] = usage
+    return body
+
+
+def usage_body(prompt: int, completion: int, cached: int) -> dict[str, Any]:
+    """The ``usage`` object of an answer."""
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+        "prompt_tokens_details": {"cached_tokens": cached},
+    }

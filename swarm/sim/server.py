@@ -1,0 +1,392 @@
+"""The simulator's aiohttp application: routes, request flow and statistics.
+
+Flow of ``POST /v1/chat/completions``: count it, check the key, parse the body (400),
+plan the outcome (markers, random faults, latency), spurious 429, per-model limits (429),
+then, holding a concurrency slot: sleep the latency and answer, fail, hang or drop.
+Everything runs on one event loop; no locks, no threads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+
+from swarm.sim.config import SimConfig
+from swarm.sim.content import (
+    COMPLETION_MAX_TOKENS,
+    ChatRequest,
+    PrefixCache,
+    RequestError,
+    completion_body,
+    make_completion,
+    parse_chat_request,
+    prompt_tokens,
+    usage_body,
+)
+from swarm.sim.faults import Fault, FaultInjector, LatencyModel, Plan, parse_markers, plan_request
+from swarm.sim.limits import (
+    MINUTE_S,
+    SECOND_S,
+    Admitted,
+    ModelLimiter,
+    PeakCounter,
+    format_seconds,
+)
+
+HANG_POLL_S = 0.05
+"""How often a hung request checks whether its client went away."""
+BAD_JSON_BODY = "<html><body><h1>502 Bad Gateway</h1>upstream sent garbage</body></html>"
+ERROR_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    409: "conflict_error",
+    422: "invalid_request_error",
+    429: "rate_limit_error",
+}
+
+
+@dataclass
+class ModelStats:
+    """Counters of one model; tokens only for answers that carried usage."""
+
+    requests: int = 0
+    completed: int = 0
+    rate_limited: int = 0
+    errors: int = 0
+    client_errors: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_tokens: int = 0
+    inflight: int = 0
+    max_inflight_seen: int = 0
+    admitted_60s: PeakCounter = field(default_factory=lambda: PeakCounter(MINUTE_S))
+    admitted_1s: PeakCounter = field(default_factory=lambda: PeakCounter(SECOND_S))
+
+    def snapshot(self) -> dict[str, int]:
+        """Counters as a JSON-ready dict (without the windows)."""
+        return {
+            "requests": self.requests,
+            "completed": self.completed,
+            "rate_limited": self.rate_limited,
+            "errors": self.errors,
+            "client_errors": self.client_errors,
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "cached_tokens": self.cached_tokens,
+            "inflight": self.inflight,
+            "max_inflight_seen": self.max_inflight_seen,
+        }
+
+
+def _fresh_faults() -> dict[str, int]:
+    return {"hang": 0, "bad_json": 0, "drop": 0, "empty_choices": 0, "no_usage": 0}
+
+
+@dataclass
+class Stats:
+    """Gateway-wide counters: ``total`` sums every model, ``models`` splits them.
+
+    GET /stats fields: ``requests`` (every chat request received, even 400/401),
+    ``completed`` (200 answers carrying usage that were written to the socket),
+    ``rate_limited`` (429s), ``errors`` (5xx), ``client_errors`` (other 4xx),
+    ``prompt_tokens``/``completion_tokens``/``cached_tokens`` (summed over completed
+    answers only, i.e. exactly the usage clients saw), ``inflight`` and
+    ``max_inflight_seen`` (admitted requests being served, hangs included), ``faults``
+    (hang, bad_json, drop, empty_choices, no_usage), ``models`` (the same per model) and
+    ``windows`` (per model: most requests admitted in any sliding 60 s and 1 s window).
+    """
+
+    total: ModelStats = field(default_factory=ModelStats)
+    faults: dict[str, int] = field(default_factory=_fresh_faults)
+    models: dict[str, ModelStats] = field(default_factory=dict)
+
+    def model(self, name: str) -> ModelStats:
+        """Counters of model ``name`` (created on first use)."""
+        stats = self.models.get(name)
+        if stats is None:
+            stats = self.models[name] = ModelStats()
+        return stats
+
+    def reset(self) -> None:
+        """Zero every counter; requests still in flight stay counted as in flight."""
+        self.faults = _fresh_faults()
+        self.total = _restart(self.total)
+        self.models = {name: _restart(stats) for name, stats in self.models.items()}
+
+    def snapshot(self) -> dict[str, Any]:
+        """The JSON of GET /stats."""
+        out: dict[str, Any] = self.total.snapshot()
+        del out["requests"], out["completed"]
+        return {
+            "requests": self.total.requests,
+            "completed": self.total.completed,
+            **out,
+            "faults": dict(self.faults),
+            "models": {name: stats.snapshot() for name, stats in self.models.items()},
+            "windows": {
+                name: {
+                    "max_requests_60s": stats.admitted_60s.peak,
+                    "max_requests_1s": stats.admitted_1s.peak,
+                }
+                for name, stats in self.models.items()
+            },
+        }
+
+
+def _restart(stats: ModelStats) -> ModelStats:
+    return ModelStats(inflight=stats.inflight, max_inflight_seen=stats.inflight)
+
+
+def error_type(status: int) -> str:
+    """OpenAI error ``type`` for an HTTP status."""
+    return ERROR_TYPES.get(status, "server_error" if status >= 500 else "invalid_request_error")
+
+
+def error_response(
+    status: int,
+    message: str,
+    code: str | None,
+    param: str | None = None,
+    headers: dict[str, str] | None = None,
+) -> web.Response:
+    """An OpenAI-style error answer: ``{"error": {message, type, param, code}}``."""
+    error = {"message": message, "type": error_type(status), "param": param, "code": code}
+    return web.json_response({"error": error}, status=status, headers=headers)
+
+
+class Simulator:
+    """State of one simulated gateway and its request handlers."""
+
+    def __init__(self, config: SimConfig) -> None:
+        self.config = config
+        self.stats = Stats()
+        self.cache = PrefixCache(config.cache_min_tokens, config.cache_max_entries)
+        self.injector = FaultInjector(config)
+        self.latency = LatencyModel(config)
+        self.arrivals = PeakCounter(SECOND_S)
+        self._limiters: dict[str, ModelLimiter] = {}
+
+    def limiter(self, model: str) -> ModelLimiter:
+        """The limiter of ``model`` (created on first use)."""
+        limiter = self._limiters.get(model)
+        if limiter is None:
+            limiter = self._limiters[model] = ModelLimiter(model, self.config.limits_for(model))
+        return limiter
+
+    def authorized(self, request: web.Request) -> bool:
+        """True if no key is configured or the request carries ``Bearer <api_key>``."""
+        if self.config.api_key is None:
+            return True
+        given = request.headers.get("Authorization", "")
+        return hmac.compare_digest(given.encode(), f"Bearer {self.config.api_key}".encode())
+
+    def count_status(self, model: str | None, status: int) -> None:
+        """Count a non-200 answer under rate_limited, errors or client_errors."""
+        targets = [self.stats.total]
+        if model is not None:
+            targets.append(self.stats.model(model))
+        for stats in targets:
+            if status == 429:
+                stats.rate_limited += 1
+            elif status >= 500:
+                stats.errors += 1
+            elif status >= 400:
+                stats.client_errors += 1
+
+    def fail(
+        self,
+        model: str | None,
+        status: int,
+        message: str,
+        code: str | None,
+        param: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> web.Response:
+        """Count and build an error answer."""
+        self.count_status(model, status)
+        return error_response(status, message, code, param=param, headers=headers)
+
+    async def handle_chat(self, request: web.Request) -> web.StreamResponse:
+        """POST /v1/chat/completions."""
+        self.stats.total.requests += 1
+        now = time.monotonic()
+        if self.config.knee_rps is not None:
+            self.arrivals.add(now)
+        if not self.authorized(request):
+            return self.fail(None, 401, "Incorrect API key provided", "invalid_api_key")
+        try:
+            chat = parse_chat_request(await _read_json(request))
+        except RequestError as exc:
+            return self.fail(None, 400, exc.message, exc.code, param=exc.param)
+        self.stats.model(chat.model).requests += 1
+        markers = parse_markers(chat.last_user_content)
+        rate = float(self.arrivals.count(now)) if self.config.knee_rps is not None else 0.0
+        plan = plan_request(markers, self.injector, self.latency, rate)
+        return await self._admit_and_serve(request, chat, plan, now)
+
+    async def _admit_and_serve(
+        self, request: web.Request, chat: ChatRequest, plan: Plan, now: float
+    ) -> web.StreamResponse:
+        limiter = self.limiter(chat.model)
+        if plan.fault is Fault.RATE_LIMIT:
+            retry = self.config.spurious_retry_after_s
+            message = f"Rate limit reached for {chat.model} (simulated). Please try again."
+            return self._too_many(chat.model, limiter, retry, message, now)
+        cost = prompt_tokens(chat) + (chat.max_tokens or COMPLETION_MAX_TOKENS)
+        deadline = math.inf if plan.fault is Fault.HANG else now + plan.latency_s
+        decision = limiter.admit(now, cost, deadline)
+        if not isinstance(decision, Admitted):
+            retry, message = decision.retry_after_s, decision.message
+            return self._too_many(chat.model, limiter, retry, message, now)
+        self._enter(chat.model, now)
+        try:
+            return await self._serve_admitted(request, chat, plan, limiter)
+        finally:
+            limiter.release(decision.ticket)
+            self._leave(chat.model)
+
+    def _too_many(
+        self, model: str, limiter: ModelLimiter, retry_s: float, message: str, now: float
+    ) -> web.Response:
+        headers = limiter.headers(now)
+        headers["Retry-After"] = format_seconds(retry_s)
+        return self.fail(model, 429, message, "rate_limit_exceeded", headers=headers)
+
+    def _enter(self, model: str, now: float) -> None:
+        for stats in (self.stats.total, self.stats.model(model)):
+            stats.inflight += 1
+            stats.max_inflight_seen = max(stats.max_inflight_seen, stats.inflight)
+        model_stats = self.stats.model(model)
+        model_stats.admitted_60s.add(now)
+        model_stats.admitted_1s.add(now)
+
+    def _leave(self, model: str) -> None:
+        self.stats.total.inflight -= 1
+        self.stats.model(model).inflight -= 1
+
+    async def _serve_admitted(
+        self, request: web.Request, chat: ChatRequest, plan: Plan, limiter: ModelLimiter
+    ) -> web.StreamResponse:
+        if plan.fault is Fault.HANG:
+            self.stats.faults["hang"] += 1
+            await _wait_for_disconnect(request)
+            return web.Response(status=499)
+        if plan.latency_s > 0:
+            await asyncio.sleep(plan.latency_s)
+        if plan.fault is Fault.DROP:
+            self.stats.faults["drop"] += 1
+            if request.transport is not None:
+                request.transport.close()
+            return web.Response(status=499)
+        if plan.fault is Fault.STATUS and plan.status is not None:
+            return self._status_fault(chat.model, plan.status, limiter)
+        if plan.fault is Fault.BAD_JSON:
+            self.stats.faults["bad_json"] += 1
+            return web.Response(text=BAD_JSON_BODY, content_type="text/html")
+        return await self._answer(request, chat, plan, limiter)
+
+    def _status_fault(self, model: str, status: int, limiter: ModelLimiter) -> web.Response:
+        if status == 429:
+            return self._too_many(model, limiter, 1.0, "Rate limit (simulated)", time.monotonic())
+        message = f"Simulated error {status} for {model}"
+        code = "server_error" if status >= 500 else "simulated_error"
+        return self.fail(model, status, message, code)
+
+    async def _answer(
+        self, request: web.Request, chat: ChatRequest, plan: Plan, limiter: ModelLimiter
+    ) -> web.StreamResponse:
+        completion = make_completion(chat)
+        prompt = prompt_tokens(chat)
+        cached = self.cache.lookup_and_store(chat)
+        completion_tokens = 0 if plan.empty_choices else completion.completion_tokens
+        usage = None if plan.no_usage else usage_body(prompt, completion_tokens, cached)
+        body = completion_body(chat, completion, usage, plan.empty_choices)
+        headers = limiter.headers(time.monotonic())
+        headers["x-request-id"] = body["id"]
+        response = web.json_response(body, headers=headers)
+        for flag, present in (("empty_choices", plan.empty_choices), ("no_usage", plan.no_usage)):
+            self.stats.faults[flag] += int(present)
+        try:
+            await response.prepare(request)
+            await response.write_eof()
+        except ConnectionError:
+            return response
+        if usage is not None:
+            self._count_usage(chat.model, prompt, completion_tokens, cached)
+        return response
+
+    def _count_usage(self, model: str, prompt: int, completion: int, cached: int) -> None:
+        for stats in (self.stats.total, self.stats.model(model)):
+            stats.completed += 1
+            stats.prompt_tokens += prompt
+            stats.completion_tokens += completion
+            stats.cached_tokens += cached
+
+    async def handle_models(self, request: web.Request) -> web.Response:
+        """GET /v1/models: the known model names in OpenAI list format."""
+        if not self.authorized(request):
+            return error_response(401, "Incorrect API key provided", "invalid_api_key")
+        data = [_model_entry(name) for name in self.config.models]
+        return web.json_response({"object": "list", "data": data})
+
+    async def handle_model(self, request: web.Request) -> web.Response:
+        """GET /v1/models/{model}: any name is a model."""
+        if not self.authorized(request):
+            return error_response(401, "Incorrect API key provided", "invalid_api_key")
+        return web.json_response(_model_entry(request.match_info["model"]))
+
+    async def handle_stats(self, request: web.Request) -> web.Response:
+        """GET /stats."""
+        return web.json_response(self.stats.snapshot())
+
+    async def handle_reset(self, request: web.Request) -> web.Response:
+        """POST /stats/reset: zero the counters (limits and prompt cache are kept)."""
+        self.stats.reset()
+        return web.json_response(self.stats.snapshot())
+
+    async def handle_health(self, request: web.Request) -> web.Response:
+        """GET /health."""
+        return web.json_response({"status": "ok"})
+
+
+SIM_KEY = web.AppKey("swarm_sim", Simulator)
+"""Where ``build_app`` keeps the Simulator instance in the application."""
+
+
+def _model_entry(name: str) -> dict[str, Any]:
+    return {"id": name, "object": "model", "created": 0, "owned_by": "swarm-sim"}
+
+
+async def _read_json(request: web.Request) -> object:
+    try:
+        return await request.json()
+    except ValueError as exc:
+        raise RequestError(f"the request body is not valid JSON: {exc}") from exc
+
+
+async def _wait_for_disconnect(request: web.Request) -> None:
+    """Return once the client has gone (or at once if it already has)."""
+    while request.transport is not None and not request.transport.is_closing():
+        await asyncio.sleep(HANG_POLL_S)
+
+
+def build_app(config: SimConfig | None = None) -> web.Application:
+    """The simulator as an aiohttp application (its Simulator is at ``app[SIM_KEY]``)."""
+    sim = Simulator(config or SimConfig())
+    app = web.Application(client_max_size=64 * 1024 * 1024)
+    app[SIM_KEY] = sim
+    app.router.add_post("/v1/chat/completions", sim.handle_chat)
+    app.router.add_get("/v1/models", sim.handle_models)
+    app.router.add_get("/v1/models/{model}", sim.handle_model)
+    app.router.add_get("/stats", sim.handle_stats)
+    app.router.add_post("/stats/reset", sim.handle_reset)
+    app.router.add_get("/health", sim.handle_health)
+    return app

@@ -1,0 +1,156 @@
+"""Fixtures for integration tests: a private redis-server, per-test clean Redis, process logs.
+
+Every test collected under tests/integration/ is marked ``integration`` automatically.
+
+Redis policy (see the developer guide):
+* By default the session starts its own ``redis-server`` on a free 127.0.0.1 port with a temp
+  data dir; the machine's Redis on 6379 is never touched.
+* If ``SWARM_TEST_REDIS_URL`` is set, that server is used instead, and **the db in that URL is
+  FLUSHDB'd before every test that uses ``redis_url``** (other dbs there are left alone).
+* If Redis cannot be had: the tests fail under ``CI=true`` and are skipped (with the reason)
+  elsewhere.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Generator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import procs
+
+_HERE = Path(__file__).resolve().parent
+_LOGS_KEY = pytest.StashKey[Path]()
+
+
+# -- marking ----------------------------------------------------------------------------------
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # This hook sees the whole session's items, not just this folder's: filter by path.
+    for item in items:
+        if item.path.resolve().is_relative_to(_HERE):
+            item.add_marker(pytest.mark.integration)
+
+
+# -- redis ------------------------------------------------------------------------------------
+@pytest.fixture(scope="session")
+def redis_server(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[procs.RedisServer | procs.ExternalRedis]:
+    """The session's Redis: ``.url`` (db 0), ``.port``, ``.client(db=0, **kw)``, ``.url_for(db)``.
+
+    A ``procs.RedisServer`` we started (has stop/kill/restart — but do not stop or restart the
+    shared one in a test; use ``redis_factory`` for that), or a ``procs.ExternalRedis`` when
+    ``SWARM_TEST_REDIS_URL`` is set.
+    """
+    import redis
+
+    external = os.environ.get("SWARM_TEST_REDIS_URL")
+    if external:
+        server = procs.ExternalRedis(external)
+        c = server.client(socket_connect_timeout=3)
+        problem = None
+        try:
+            c.ping()
+        except redis.RedisError as e:
+            problem = f"SWARM_TEST_REDIS_URL={external} is not reachable: {type(e).__name__}: {e}"
+        finally:
+            c.close()
+        if problem:
+            procs.unavailable(problem)  # outside the except: no chained traceback
+        yield server
+        return
+
+    own = _start_redis(log_dir=tmp_path_factory.mktemp("redis-logs"))
+    try:
+        yield own
+    finally:
+        own.close()
+
+
+def _start_redis(**kwargs: Any) -> procs.RedisServer:
+    problem = None
+    try:
+        return procs.RedisServer(**kwargs)
+    except (FileNotFoundError, procs.ProcError) as e:
+        problem = f"cannot start a private redis-server: {e}"
+    procs.unavailable(problem)  # outside the except: no chained traceback
+
+
+@pytest.fixture
+def redis_url(redis_server: procs.RedisServer | procs.ExternalRedis) -> str:
+    """URL of a freshly emptied Redis db (db 0 of the private server, which is FLUSHALL'd,
+    so ``procs.with_db(url, n)`` / ``redis_server.url_for(n)`` are empty too; with
+    ``SWARM_TEST_REDIS_URL`` only the URL's own db is flushed)."""
+    if isinstance(redis_server, procs.RedisServer):
+        if not redis_server.alive:  # a test killed the shared server: bring it back
+            redis_server.restart()
+        c = redis_server.client()
+        try:
+            c.flushall()
+        finally:
+            c.close()
+    else:
+        c = redis_server.client()
+        try:
+            c.flushdb()
+        finally:
+            c.close()
+    return redis_server.url
+
+
+@pytest.fixture
+def redis_factory(tmp_logs: Path) -> Iterator[Callable[..., procs.RedisServer]]:
+    """Start extra private redis-servers for this test (for stop/kill/restart/AOF tests):
+    ``srv = redis_factory(appendonly=True, password="pw")``; all are closed at teardown."""
+    started: list[procs.RedisServer] = []
+
+    def make(**kwargs: Any) -> procs.RedisServer:
+        kwargs.setdefault("log_dir", tmp_logs)
+        srv = _start_redis(**kwargs)
+        started.append(srv)
+        return srv
+
+    yield make
+    for srv in started:
+        srv.close()
+
+
+# -- process logs -----------------------------------------------------------------------------
+@pytest.fixture
+def tmp_logs(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Path]:
+    """Folder for this test's process logs (pass it as ``log_dir``). If the test fails, the
+    tails of all ``*.log`` files in it are added to the failure report; at teardown every
+    ``procs.Proc`` still running with its log here is killed."""
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    request.node.stash[_LOGS_KEY] = logs
+    yield logs
+    procs.cleanup_procs(logs)
+
+
+def _log_tails(logs: Path, lines: int = 60) -> str:
+    parts = []
+    for f in sorted(logs.rglob("*.log")):
+        text = f.read_bytes().decode("utf-8", "replace").splitlines()
+        parts.append(f"==> {f} (last {min(lines, len(text))} of {len(text)} lines) <==")
+        parts.extend(text[-lines:])
+    return "\n".join(parts)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    report: pytest.TestReport = yield
+    logs = item.stash.get(_LOGS_KEY, None)
+    if logs is not None and report.failed and logs.is_dir():
+        tails = _log_tails(logs)
+        if tails:
+            report.sections.append((f"process logs ({report.when})", tails))
+    return report
