@@ -16,6 +16,7 @@ from swarm.report import (
     enough_succeeded,
 )
 from swarm.runtime import Runtime
+from swarm.subagent import attempt_hook
 
 
 def run_aggregation(rt: Runtime, job_id: str) -> dict[str, Any]:
@@ -60,7 +61,9 @@ def _aggregate(rt: Runtime, spec: JobSpec, ok: list[NodeEnvelope]) -> tuple[str,
         spec.aggregate_instruction, ok, model.context_window, model.max_tokens
     )
     result = call_with_retries(
-        lambda: call_once(rt.client, model, messages, model.max_tokens), rt.settings
+        lambda: call_once(rt.client, model, messages, model.max_tokens),
+        rt.settings,
+        on_attempt=attempt_hook(rt, model.name),
     )
     for usage in result.billed:
         rt.store.add_usage(spec.job_id, model.name, usage)

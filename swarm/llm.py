@@ -134,13 +134,24 @@ def _transient(exc: BaseException) -> bool:
     return is_retryable(classify(exc))
 
 
+AttemptHook = Callable[[ErrorKind | None, Usage, float], None]
+
+
+def _no_hook(kind: ErrorKind | None, usage: Usage, latency_s: float) -> None:
+    return None
+
+
 def call_with_retries(
     call: Callable[[], Answer],
     settings: Settings,
     *,
     sleep: Callable[[float], None] = time.sleep,
+    on_attempt: AttemptHook = _no_hook,
 ) -> CallResult:
-    """Run ``call`` until it answers, a non-transient error occurs, or attempts run out."""
+    """Run ``call`` until it answers, a non-transient error occurs, or attempts run out.
+
+    ``on_attempt(error_kind, usage, latency_s)`` is told of every HTTP attempt.
+    """
     started = time.perf_counter()
     billed: list[Usage] = []
     attempts = 0
@@ -148,8 +159,14 @@ def call_with_retries(
     def attempt() -> Answer:
         nonlocal attempts
         attempts += 1
-        answer = call()
+        t0 = time.perf_counter()
+        try:
+            answer = call()
+        except Exception as exc:
+            on_attempt(classify(exc), Usage(), time.perf_counter() - t0)
+            raise
         billed.append(answer.usage)
+        on_attempt(None, answer.usage, time.perf_counter() - t0)
         return answer
 
     retrying = Retrying(

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import openai
 
 from swarm.catalog import Catalog
+from swarm.events import CallListener
 from swarm.settings import Settings
 from swarm.store.base import JobStore
 
@@ -19,3 +20,5 @@ class Runtime:
     catalog: Catalog
     store: JobStore
     client: openai.OpenAI
+    listener: CallListener = field(default_factory=CallListener)
+    """Hooks for metrics and counters (no-op by default)."""

@@ -6,9 +6,9 @@ without calling the gateway again. It never raises for a gateway failure.
 
 from __future__ import annotations
 
-from swarm.llm import CallResult, call_once, call_with_retries
+from swarm.llm import AttemptHook, CallResult, call_once, call_with_retries
 from swarm.prompts import subagent_messages
-from swarm.records import ErrorKind, JobSpec, NodeEnvelope
+from swarm.records import ErrorKind, JobSpec, NodeEnvelope, Usage
 from swarm.runtime import Runtime
 
 
@@ -27,11 +27,24 @@ def run_node(rt: Runtime, job_id: str, node_id: str) -> NodeEnvelope:
     )
     max_tokens = spec.max_tokens or model.max_tokens
     result = call_with_retries(
-        lambda: call_once(rt.client, model, messages, max_tokens), rt.settings
+        lambda: call_once(rt.client, model, messages, max_tokens),
+        rt.settings,
+        on_attempt=attempt_hook(rt, model.name),
     )
     for usage in result.billed:
         rt.store.add_usage(job_id, model.name, usage)
-    return _finish(rt, job_id, envelope_of(spec, node_id, model.name, result))
+    envelope = envelope_of(spec, node_id, model.name, result)
+    rt.listener.node_finished(model.name, envelope.ok, result.attempts, result.latency_ms / 1000)
+    return _finish(rt, job_id, envelope)
+
+
+def attempt_hook(rt: Runtime, model: str) -> AttemptHook:
+    """Forward each attempt of a call on ``model`` to the runtime's listener."""
+
+    def hook(kind: ErrorKind | None, usage: Usage, latency_s: float) -> None:
+        rt.listener.attempt_finished(model, kind, usage, latency_s)
+
+    return hook
 
 
 def _finish(rt: Runtime, job_id: str, envelope: NodeEnvelope) -> NodeEnvelope:

@@ -1,0 +1,40 @@
+"""Lifecycle hooks of gateway calls, with no-op defaults (metrics, logging, counters).
+
+Subclass CallListener and override what you need; combine several with Listeners. Hooks
+run on the calling thread and must be quick and must not raise.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from swarm.records import ErrorKind, Usage
+
+
+class CallListener:
+    """Hooks called around gateway calls; every method is a no-op here."""
+
+    def attempt_finished(
+        self, model: str, error_kind: ErrorKind | None, usage: Usage, latency_s: float
+    ) -> None:
+        """One HTTP attempt ended: ``error_kind`` None means answered (and billed ``usage``)."""
+
+    def node_finished(self, model: str, ok: bool, attempts: int, latency_s: float) -> None:
+        """A sub-agent node ended (after its retries), ok or with an error envelope."""
+
+
+class Listeners(CallListener):
+    """Fan one event out to several listeners."""
+
+    def __init__(self, listeners: Sequence[CallListener]) -> None:
+        self.listeners = tuple(listeners)
+
+    def attempt_finished(
+        self, model: str, error_kind: ErrorKind | None, usage: Usage, latency_s: float
+    ) -> None:
+        for listener in self.listeners:
+            listener.attempt_finished(model, error_kind, usage, latency_s)
+
+    def node_finished(self, model: str, ok: bool, attempts: int, latency_s: float) -> None:
+        for listener in self.listeners:
+            listener.node_finished(model, ok, attempts, latency_s)
