@@ -9,6 +9,7 @@ from typing import TextIO
 
 from swarm.errors import InputError
 from swarm.records import InputItem
+from swarm.sources.files import read_file
 
 
 def read_inputs(args: Sequence[str], stdin: TextIO | None = None) -> list[InputItem]:
@@ -32,22 +33,3 @@ def _stdin_items(stream: TextIO) -> list[InputItem]:
         for n, line in enumerate(stream, start=1)
         if line.strip()
     ]
-
-
-def read_file(path: Path) -> InputItem:
-    """A text file as an input; InputError for missing, binary, non-UTF-8 or empty files."""
-    try:
-        data = path.read_bytes()
-    except IsADirectoryError:
-        raise InputError(f"{path}: is a directory, not an input file") from None
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read ({exc.strerror})") from None
-    if b"\0" in data[:8192]:
-        raise InputError(f"{path}: binary file (contains NUL bytes)")
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise InputError(f"{path}: not UTF-8 text (byte {exc.start})") from None
-    if not text.strip():
-        raise InputError(f"{path}: empty file")
-    return InputItem(ref=str(path), text=text)

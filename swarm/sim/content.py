@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from swarm.sim.schema_fill import instance_of, schema_in
 from swarm.tokens import CHARS_PER_TOKEN, estimate_messages
 
 COMPLETION_MIN_TOKENS = 40
@@ -51,6 +52,8 @@ class ChatRequest:
     """Estimated tokens of each message (``estimate_messages`` of that message alone)."""
     max_tokens: int | None
     json_mode: bool
+    json_schema: dict[str, Any] | None = None
+    """Schema the answer must follow (JSON mode only), see swarm.sim.schema_fill."""
 
     @property
     def last_user_content(self) -> str:
@@ -114,13 +117,16 @@ def parse_chat_request(body: object) -> ChatRequest:
             "stream=true is not supported by the simulator", param="stream", code="unsupported"
         )
     roles, contents = _parse_messages(body.get("messages"))
+    json_mode = _json_mode(body)
+    system = "\n".join(c for r, c in zip(roles, contents, strict=True) if r == "system")
     return ChatRequest(
         model=model,
         roles=roles,
         contents=contents,
         message_tokens=tuple(estimate_messages([content]) for content in contents),
         max_tokens=_parse_max_tokens(body),
-        json_mode=_json_mode(body),
+        json_mode=json_mode,
+        json_schema=schema_in(body, system) if json_mode else None,
     )
 
 
@@ -179,7 +185,9 @@ def make_completion(request: ChatRequest) -> Completion:
     results = count_result_tags(request.last_user_content)
     header = f"sim:{request.model}:{digest[:12]}"
     words = pseudo_words(digest, max(0, int(tokens * CHARS_PER_TOKEN) - len(header) - 12))
-    if request.json_mode:
+    if request.json_schema is not None:
+        content = json.dumps(instance_of(request.json_schema, int(digest[:8], 16)))
+    elif request.json_mode:
         payload = {"model": request.model, "digest": digest[:12], "results": results}
         content = json.dumps({**payload, "summary": f"{header} {words}"})
     else:

@@ -1,0 +1,28 @@
+"""Hierarchical aggregation: reduce results in groups until they fit one aggregation call.
+
+Packing is first-fit in input order (results stay next to their neighbours); an item larger
+than the budget travels alone and is cut by the prompt builder.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+def pack(sizes: Sequence[int], budget: int) -> list[list[int]]:
+    """Indices of ``sizes`` grouped so each group's total is at most ``budget``."""
+    groups: list[list[int]] = []
+    total = 0
+    for index, size in enumerate(sizes):
+        if groups and total + size <= budget:
+            groups[-1].append(index)
+            total += size
+        else:
+            groups.append([index])
+            total = size
+    return groups
+
+
+def needs_reduction(sizes: Sequence[int], budget: int) -> bool:
+    """True when the items do not fit one call."""
+    return sum(sizes) > budget and len(sizes) > 1

@@ -1,0 +1,1 @@
+"""Where inputs come from: files, git commits, documents."""

@@ -1,0 +1,27 @@
+"""A text file as an input: UTF-8, not binary, not empty."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from swarm.errors import InputError
+from swarm.records import InputItem
+
+
+def read_file(path: Path) -> InputItem:
+    """A text file as an input; InputError for missing, binary, non-UTF-8 or empty files."""
+    try:
+        data = path.read_bytes()
+    except IsADirectoryError:
+        raise InputError(f"{path}: is a directory, not an input file") from None
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read ({exc.strerror})") from None
+    if b"\0" in data[:8192]:
+        raise InputError(f"{path}: binary file (contains NUL bytes)")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path}: not UTF-8 text (byte {exc.start})") from None
+    if not text.strip():
+        raise InputError(f"{path}: empty file")
+    return InputItem(ref=str(path), text=text)
