@@ -9,9 +9,11 @@ from swarm.catalog import Catalog, ModelSpec, load_catalog
 from swarm.client import SwarmClient, SwarmHandle, attach, submit
 from swarm.errors import (
     BrokerUnavailableError,
+    BudgetExceededError,
     ConfigError,
     GatewayUnavailableError,
     InputError,
+    JobNotFinishedError,
     JobNotFoundError,
     JobTimeoutError,
     MissingKeyError,
@@ -25,6 +27,7 @@ from swarm.settings import Settings, load_settings
 __all__ = [
     # errors
     "BrokerUnavailableError",
+    "BudgetExceededError",
     # configuration
     "Catalog",
     "ConfigError",
@@ -33,6 +36,7 @@ __all__ = [
     "GatewayUnavailableError",
     "InputError",
     "InputItem",
+    "JobNotFinishedError",
     "JobNotFoundError",
     "JobSpec",
     "JobTimeoutError",

@@ -46,6 +46,8 @@ class ModelSpec(BaseModel):
     """Gateway limit: tokens per minute."""
     max_inflight: Positive
     """Gateway limit: concurrent requests."""
+    rps: Positive | None = None
+    """Gateway limit: requests per second, where the gateway has one (None = no such limit)."""
     context_window: Positive
     """Tokens the model accepts, prompt plus completion."""
     max_tokens: Positive

@@ -18,12 +18,19 @@ import kombu.exceptions
 import redis
 from celery import Celery, chord
 
-from swarm.catalog import AGGREGATE_KIND, DEFAULT_KIND, Catalog, load_catalog
-from swarm.errors import BrokerUnavailableError, InputError, JobTimeoutError
-from swarm.queueing import AGGREGATE_TASK, SUBAGENT_TASK, make_celery
+from swarm.budget import check_budget, estimate_job, preflight
+from swarm.catalog import AGGREGATE_KIND, DEFAULT_KIND, Catalog, ModelSpec, load_catalog
+from swarm.errors import (
+    BrokerUnavailableError,
+    InputError,
+    JobNotFinishedError,
+    JobTimeoutError,
+)
+from swarm.queueing import AGGREGATE_TASK, SUBAGENT_TASK, job_priority, make_celery
 from swarm.records import InputItem, JobSpec
 from swarm.settings import Settings, load_settings
 from swarm.store import JobStore, Progress, RedisJobStore
+from swarm.taskrepr import NO_KWARGS, aggregate_argsrepr, subagent_argsrepr
 
 DEFAULT_INSTRUCTION = "Review this input. List concrete problems and risks, most severe first."
 DEFAULT_AGGREGATE = (
@@ -97,13 +104,26 @@ class SwarmClient:
         kind: str = DEFAULT_KIND,
         max_tokens: int | None = None,
         job_id: str | None = None,
+        budget_usd: float | None = None,
+        force: bool = False,
     ) -> SwarmHandle:
-        """Store the job, fan out one sub-agent per input, and return its handle."""
+        """Store the job, fan out one sub-agent per input, and return its handle.
+
+        With ``budget_usd``, the job's cost bound (swarm.budget) is checked first:
+        BudgetExceededError, with nothing stored or enqueued, when it passes the budget
+        unless ``force``; while running, calls reserve against the cap and the nodes that
+        would pass it end ``budget_exceeded`` without calling the gateway.
+        """
         items = _items(inputs)
         if not instruction.strip():
             raise InputError("the instruction is empty")
-        spec_model = self.catalog.model(model) if model else self.catalog.route(kind)
-        aggregate = self.catalog.route(AGGREGATE_KIND)
+        check_budget(budget_usd)
+        spec_model, aggregate = self._route(model, kind)
+        if budget_usd is not None:
+            bound = estimate_job(
+                items, instruction, aggregate_instruction, spec_model, aggregate, max_tokens
+            )
+            preflight(bound, budget_usd, force)
         width = max(4, len(str(len(items) - 1)))
         spec = JobSpec(
             job_id=job_id or uuid.uuid4().hex,
@@ -116,31 +136,83 @@ class SwarmClient:
             submitted_at=time.time(),
             max_tokens=max_tokens,
             min_success_ratio=self.settings.min_success_ratio,
+            budget_usd=budget_usd,
         )
         try:
             self.store.create_job(spec, [item.text for item in items])
-            self._fan_out(spec, spec_model.queue, aggregate.queue)
+            self._fan_out(spec, spec_model.queue, aggregate.queue, [len(i.text) for i in items])
         except (redis.RedisError, kombu.exceptions.OperationalError) as exc:
             raise BrokerUnavailableError(f"cannot reach the broker: {exc}") from None
         return SwarmHandle(spec.job_id, self.store)
 
-    def _fan_out(self, spec: JobSpec, queue: str, aggregate_queue: str) -> None:
+    def _route(self, model: str | None, kind: str) -> tuple[ModelSpec, ModelSpec]:
+        """The sub-agents' model (named, or routed by kind) and the aggregation's."""
+        spec_model = self.catalog.model(model) if model else self.catalog.route(kind)
+        return spec_model, self.catalog.route(AGGREGATE_KIND)
+
+    def resume(self, job_id: str, *, budget_usd: float | None = None) -> SwarmHandle:
+        """Run again the nodes of an ended job that did not succeed, then aggregate again.
+
+        Nodes that succeeded are not called again, answers already billed are reused, and
+        the new report replaces the old one. ``budget_usd`` sets a new cap (default: keep
+        the job's). JobNotFinishedError while the job has no report yet.
+        """
+        check_budget(budget_usd)
+        spec = self.store.spec(job_id)
+        if self.store.report(job_id) is None:
+            raise JobNotFinishedError(f"job {job_id} has not ended yet; resume it once it has")
+        if budget_usd is not None:
+            spec = spec.model_copy(update={"budget_usd": budget_usd})
+        done = {env.node_id for env in self.store.envelopes(job_id) if env.ok}
+        todo = [node_id for node_id in spec.node_ids if node_id not in done]
+        model = self.catalog.model(spec.model)
+        aggregate = self.catalog.model(spec.aggregate_model)
+        try:
+            number = self.store.reopen(spec)
+            self._fan_out(spec, model.queue, aggregate.queue, only=todo, suffix=f"-r{number}")
+        except (redis.RedisError, kombu.exceptions.OperationalError) as exc:
+            raise BrokerUnavailableError(f"cannot reach the broker: {exc}") from None
+        return SwarmHandle(job_id, self.store)
+
+    def _fan_out(
+        self,
+        spec: JobSpec,
+        queue: str,
+        aggregate_queue: str,
+        input_chars: Sequence[int | None] = (),
+        *,
+        only: Sequence[str] | None = None,
+        suffix: str = "",
+    ) -> None:
+        sizes = list(input_chars) or [None] * len(spec.node_ids)
         header = [
             self.app.signature(
                 SUBAGENT_TASK,
                 args=(spec.job_id, node_id),
                 queue=queue,
-                task_id=f"{spec.job_id}-{node_id}",
+                task_id=f"{spec.job_id}-{node_id}{suffix}",
+                # Flower and logs show this summary instead of the arguments.
+                argsrepr=subagent_argsrepr(spec, node_id, size),
+                kwargsrepr=NO_KWARGS,
+                # Smaller jobs first (swarm.queueing.job_priority): a 10-input job is not
+                # queued behind the 1000 tasks of a job submitted before it.
+                priority=job_priority(len(spec.node_ids)),
             )
-            for node_id in spec.node_ids
+            for node_id, size in zip(spec.node_ids, sizes, strict=True)
+            if only is None or node_id in only
         ]
         body = self.app.signature(
             AGGREGATE_TASK,
             args=(spec.job_id,),
             queue=aggregate_queue,
-            task_id=f"{spec.job_id}-aggregate",
+            task_id=f"{spec.job_id}-aggregate{suffix}",
+            argsrepr=aggregate_argsrepr(spec),
+            kwargsrepr=NO_KWARGS,
         )
-        chord(header, app=self.app)(body)
+        if header:
+            chord(header, app=self.app)(body)
+        else:  # a resume with every node done: only the aggregation runs again
+            body.clone(args=([],)).apply_async()
 
 
 def _items(inputs: Sequence[InputItem | str]) -> list[InputItem]:

@@ -8,7 +8,11 @@
     ├── BrokerUnavailableError      the broker / job store cannot be reached
     ├── GatewayUnavailableError     the LLM gateway cannot be reached or rejects the key
     ├── JobNotFoundError            no job with that id exists in the job store
-    └── JobTimeoutError             waiting for a job's report took longer than allowed
+    ├── JobTimeoutError             waiting for a job's report took longer than allowed
+    ├── JobNotFinishedError         a job must have ended (e.g. to be resumed) but still runs
+    ├── StackError                  `swarm stack`: a local service did not start or stop
+    ├── BudgetExceededError         a job's pre-flight cost estimate exceeds its budget
+    └── RetryLater                  control flow: admission says wait longer than a task should
 
 Each class's docstring says when it is raised. Messages are one line, meant for a user.
 """
@@ -50,3 +54,29 @@ class JobNotFoundError(SwarmError):
 
 class JobTimeoutError(SwarmError):
     """Raised by SwarmHandle.wait() when the report is not ready within the timeout."""
+
+
+class StackError(SwarmError):
+    """Raised by `swarm stack` when a local service fails to start, or a stack is already up."""
+
+
+class JobNotFinishedError(SwarmError):
+    """Raised by SwarmClient.resume() when the job has no final report yet (still running)."""
+
+
+class BudgetExceededError(SwarmError):
+    """Raised by SwarmClient.submit() when the pre-flight estimate exceeds ``budget_usd``
+    (and ``force`` is not set); nothing is stored or enqueued."""
+
+
+class RetryLater(SwarmError):
+    """Raised by admission control (swarm.admission.gate) when a call may not start for
+    longer than a task should hold its worker slot; the task adapter turns it into
+    ``self.retry(countdown=delay_s)``. Not an error a user sees."""
+
+    def __init__(self, delay_s: float, reason: str) -> None:
+        super().__init__(f"admission: retry in {delay_s:.2f} s ({reason})")
+        self.delay_s = delay_s
+        """Seconds to wait before the task runs again."""
+        self.reason = reason
+        """The limit that refused (rpm, tpm, paused, ...)."""

@@ -18,6 +18,7 @@ from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_at
 from tenacity.wait import wait_base
 
 from swarm.catalog import ModelSpec
+from swarm.errors import RetryLater
 from swarm.records import ErrorKind, Usage
 from swarm.retry_policy import (
     BadResponseError,
@@ -96,12 +97,13 @@ def call_once(
 def _answer_of(completion: Any) -> Answer:
     if not hasattr(completion, "choices"):
         raise BadResponseError(f"not a chat completion: {str(completion)[:80]!r}")
+    billed = _usage_of(completion) if getattr(completion, "usage", None) else None
     if not completion.choices:
-        raise BadResponseError("answer has no choices")
+        raise BadResponseError("answer has no choices", billed)
     choice = completion.choices[0]
     content = choice.message.content if choice.message else None
     if content is None:
-        raise BadResponseError("answer has no message content")
+        raise BadResponseError("answer has no message content", billed)
     return Answer(content=content, usage=_usage_of(completion), finish_reason=choice.finish_reason)
 
 
@@ -162,6 +164,8 @@ def call_with_retries(
         t0 = time.perf_counter()
         try:
             answer = call()
+        except RetryLater:  # admission sends the task back to the queue: not an attempt
+            raise
         except Exception as exc:
             on_attempt(classify(exc), Usage(), time.perf_counter() - t0)
             raise
@@ -181,6 +185,8 @@ def call_with_retries(
     error: str | None = None
     try:
         answer = retrying(attempt)
+    except RetryLater:
+        raise
     except Exception as exc:  # every failure becomes data; nothing raises into the chord
         kind, error = classify(exc), _one_line(exc)
     total = sum(billed, Usage())

@@ -1,11 +1,22 @@
-"""Cost of billed tokens from the catalog's prices."""
+"""Cost of billed tokens from the catalog's prices, in USD and in exact nano-USD.
+
+Budgets are counted in Redis with integer arithmetic, so each call's cost is also
+computed as an integer number of nano-USD (1e-9 USD) from the decimal prices (a price of
+0.026 USD per million tokens is exactly 26 nano-USD per token), so no float drift adds up.
+"""
 
 from __future__ import annotations
+
+from decimal import ROUND_HALF_UP, Decimal
 
 from swarm.catalog import ModelSpec
 from swarm.records import Usage
 
 _PER = 1_000_000
+NANO_PER_USD = 1_000_000_000
+"""nano-USD in one USD."""
+_NANO_PER_TOKEN_PER_MTOK = Decimal(NANO_PER_USD // _PER)
+"""A price in USD per million tokens times this is nano-USD per token."""
 
 
 def cost_usd(spec: ModelSpec, usage: Usage) -> float:
@@ -17,3 +28,36 @@ def cost_usd(spec: ModelSpec, usage: Usage) -> float:
         + cached * spec.cached_input_per_mtok_usd
         + usage.completion_tokens * spec.output_per_mtok_usd
     ) / _PER
+
+
+def _nano(price_per_mtok_usd: float) -> Decimal:
+    # repr() gives the shortest decimal that round-trips, so 0.026 stays 0.026 exactly.
+    return Decimal(repr(price_per_mtok_usd)) * _NANO_PER_TOKEN_PER_MTOK
+
+
+def cost_nusd(spec: ModelSpec, usage: Usage) -> int:
+    """``cost_usd`` in nano-USD, rounded half up to an integer (for budget counters)."""
+    cached = min(usage.cached_tokens, usage.prompt_tokens)
+    uncached = usage.prompt_tokens - cached
+    exact = (
+        uncached * _nano(spec.input_per_mtok_usd)
+        + cached * _nano(spec.cached_input_per_mtok_usd)
+        + usage.completion_tokens * _nano(spec.output_per_mtok_usd)
+    )
+    return int(exact.to_integral_value(rounding=ROUND_HALF_UP))
+
+
+def nusd_of_usd(usd: float) -> int:
+    """An amount in USD as nano-USD, rounded half up."""
+    exact = Decimal(repr(usd)) * NANO_PER_USD
+    return int(exact.to_integral_value(rounding=ROUND_HALF_UP))
+
+
+def usd_of_nusd(nusd: int) -> float:
+    """nano-USD as USD."""
+    return nusd / NANO_PER_USD
+
+
+def usd_text(usd: float) -> str:
+    """An amount for messages: ``$4.176``, ``$0.0014172`` (to the nano-dollar)."""
+    return "$" + (f"{usd:,.9f}".rstrip("0").rstrip(".") or "0")

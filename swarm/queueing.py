@@ -47,10 +47,31 @@ def celery_config(settings: Settings, catalog: Catalog) -> dict[str, Any]:
         # I/O-bound calls: threads, many per process (override with -P/-c).
         "worker_pool": "threads",
         "worker_concurrency": settings.worker_concurrency,
+        "worker_soft_shutdown_timeout": settings.worker_soft_shutdown_s,
         "worker_send_task_events": True,
         "task_send_sent_event": True,
         "worker_hijack_root_logger": False,
+        # Celery's rate_limit holds per worker process only (a guard); the global limits
+        # are swarm.admission's. Unset by default.
+        "task_annotations": _rate_limit_guard(settings),
     }
+
+
+PRIORITY_BANDS: tuple[tuple[int, int], ...] = ((100, 0), (1000, 3), (10_000, 6))
+"""(most nodes, priority): a job's sub-agent tasks get the priority of the first band it fits;
+larger jobs get 9. On Redis, kombu serves priority 0 first (lists per step 0/3/6/9)."""
+
+
+def job_priority(nodes: int) -> int:
+    """Queue priority of a job's sub-agent tasks: smaller jobs first, so a small job is not
+    stuck behind every queued task of a large one (admission then shares capacity fairly)."""
+    return next((priority for most, priority in PRIORITY_BANDS if nodes <= most), 9)
+
+
+def _rate_limit_guard(settings: Settings) -> dict[str, dict[str, str]]:
+    if settings.worker_rate_limit is None:
+        return {}
+    return {SUBAGENT_TASK: {"rate_limit": settings.worker_rate_limit}}
 
 
 def _transport_options(settings: Settings) -> dict[str, Any]:

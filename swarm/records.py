@@ -31,6 +31,7 @@ class ErrorKind(StrEnum):
     NOT_FOUND = "not_found"
     CONTEXT_OVERFLOW = "context_overflow"
     CANCELLED = "cancelled"
+    BUDGET_EXCEEDED = "budget_exceeded"
     INTERNAL = "internal"
 
 
@@ -124,6 +125,8 @@ class JobSpec(Frozen):
     """Completion budget per sub-agent call; None means the model's default."""
     min_success_ratio: float = 0.5
     """Share of nodes that must succeed for the aggregation to run."""
+    budget_usd: float | None = None
+    """Cap on the job's billed cost in USD; None means no cap (see swarm.budget)."""
 
     def input_ref(self, node_id: str) -> str:
         """The input reference of a node."""

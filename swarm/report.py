@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Literal
 
 from pydantic import Field
@@ -26,6 +26,8 @@ class ModelLine(Frozen):
     completion_tokens: int
     cached_tokens: int
     cost_usd: float
+    rate_limited: int = 0
+    """429 answers the gateway gave this job's calls of this model (they bill nothing)."""
 
 
 class Report(Frozen):
@@ -50,14 +52,25 @@ class Report(Frozen):
     failures_by_kind: dict[str, int] = Field(default_factory=dict)
     error: str | None = None
     """Why the job failed or was cut short; None when it completed."""
+    budget_usd: float | None = None
+    """The job's budget cap, if it had one (cost_usd is what it spent)."""
 
 
 def decide_status(
-    total: int, succeeded: int, min_ratio: float, *, cancelled: bool, aggregated: bool
+    total: int,
+    succeeded: int,
+    min_ratio: float,
+    *,
+    cancelled: bool,
+    aggregated: bool,
+    over_budget: bool = False,
 ) -> JobStatus:
-    """The job status from node counts and whether the aggregation produced a text."""
+    """The job status from node counts, whether the aggregation produced a text, and
+    whether the budget stopped nodes from running."""
     if cancelled:
         return "cancelled"
+    if over_budget:
+        return "budget_exceeded"
     if total == 0 or succeeded / total < min_ratio or not aggregated:
         return "failed"
     return "succeeded" if succeeded == total else "partial"
@@ -85,18 +98,33 @@ def complete_nodes(spec: JobSpec, stored: Sequence[NodeEnvelope]) -> list[NodeEn
     ]
 
 
-def model_lines(catalog: Catalog, ledger: dict[str, LedgerLine]) -> dict[str, ModelLine]:
-    """Per-model calls, tokens and cost from the ledger."""
-    return {
+def model_lines(
+    catalog: Catalog, ledger: dict[str, LedgerLine], rate_limited: Mapping[str, int] | None = None
+) -> dict[str, ModelLine]:
+    """Per-model calls, tokens and cost from the ledger, and 429s per model."""
+    limited = {name: n for name, n in (rate_limited or {}).items() if n}
+    lines = {
         name: ModelLine(
             calls=line.calls,
             prompt_tokens=line.usage.prompt_tokens,
             completion_tokens=line.usage.completion_tokens,
             cached_tokens=line.usage.cached_tokens,
             cost_usd=round(cost_usd(catalog.model(name), line.usage), 6),
+            rate_limited=limited.get(name, 0),
         )
         for name, line in ledger.items()
     }
+    for name, count in limited.items():
+        if name not in lines:
+            lines[name] = ModelLine(
+                calls=0,
+                prompt_tokens=0,
+                completion_tokens=0,
+                cached_tokens=0,
+                cost_usd=0.0,
+                rate_limited=count,
+            )
+    return lines
 
 
 def build_report(
@@ -109,9 +137,11 @@ def build_report(
     final: str,
     wall_s: float,
     error: str | None = None,
+    rate_limited: Mapping[str, int] | None = None,
 ) -> Report:
-    """Assemble the report; usage and cost come from the ledger (every billed call)."""
-    models = model_lines(catalog, ledger)
+    """Assemble the report; usage and cost come from the ledger (every billed call), 429s
+    per model from ``rate_limited``."""
+    models = model_lines(catalog, ledger, rate_limited)
     failed = [env for env in nodes if not env.ok]
     return Report(
         job_id=spec.job_id,
@@ -128,4 +158,5 @@ def build_report(
         aggregate_model=spec.aggregate_model,
         failures_by_kind=dict(Counter(str(env.error_kind) for env in failed)),
         error=error,
+        budget_usd=spec.budget_usd,
     )

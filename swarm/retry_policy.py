@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 
 import openai
 
-from swarm.records import ErrorKind
+from swarm.records import ErrorKind, Usage
 
 RETRYABLE: frozenset[ErrorKind] = frozenset(
     {
@@ -30,6 +30,11 @@ MAX_RETRY_AFTER_S = 60.0
 
 class BadResponseError(Exception):
     """A 2xx answer we cannot use: not JSON, no choices, no message content."""
+
+    def __init__(self, message: str, usage: Usage | None = None) -> None:
+        super().__init__(message)
+        self.usage = usage
+        """What the gateway billed for this answer, when its body had a usage field."""
 
 
 def _status_kind(status: int) -> ErrorKind:

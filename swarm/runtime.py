@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 import openai
 
+from swarm.admission.base import AdmissionController, Unlimited
 from swarm.catalog import Catalog
 from swarm.events import CallListener
 from swarm.settings import Settings
@@ -22,3 +23,5 @@ class Runtime:
     client: openai.OpenAI
     listener: CallListener = field(default_factory=CallListener)
     """Hooks for metrics and counters (no-op by default)."""
+    admission: AdmissionController = field(default_factory=Unlimited)
+    """Per-model admission control (swarm.admission); admits everything by default."""

@@ -50,10 +50,34 @@ class Settings(BaseSettings):
     """Redis broker: an unacked task is redelivered after this long."""
     worker_concurrency: int = Field(default=32, ge=1)
     """Threads per worker process (I/O-bound calls)."""
+    worker_soft_shutdown_s: float = Field(default=0.0, ge=0)
+    """Celery soft shutdown: on a cold stop (SIGQUIT, or SIGTERM with REMAP_SIGTERM=SIGQUIT)
+    running tasks get this long before they are cancelled and requeued; 0 = off. Prefork and
+    gevent pools only: the threads pool cannot cancel a task (celery#10490), use SIGTERM."""
+    metrics_port: int = Field(default=0, ge=0, le=65535)
+    """Prometheus endpoint of a worker process (GET /metrics); 0 = no endpoint."""
     http_pool_size: int = Field(default=256, ge=1)
     """Keep-alive connections per worker process to the gateway."""
     verify_tls: bool = True
     """Verify the gateway's TLS certificate."""
+    admission: bool = True
+    """Workers share per-model admission control through Redis (false: no global limits)."""
+    admission_max_wait_s: float = Field(default=2.0, ge=0)
+    """A wait for admission up to this long sleeps in the task; longer goes back to the queue."""
+    admission_lease_s: float | None = Field(default=None, gt=0)
+    """In-flight lease lifetime: a killed worker's permit returns after this; must exceed
+    node_timeout_s. None = node_timeout_s + 15 s."""
+    admission_window_slack_s: float = Field(default=0.05, ge=0)
+    """Tolerated shift between admission and arrival at the gateway (rate margin)."""
+    admission_max_countdown_s: float = Field(default=60.0, gt=0)
+    """Longest countdown of a task sent back to the queue to wait for admission."""
+    admission_max_requeues: int = Field(default=100, ge=0)
+    """Times a node may go back to the queue for admission; after that it waits in the task."""
+    worker_rate_limit: str | None = None
+    """Celery's per-task rate_limit (e.g. ``"100/s"``): a guard PER WORKER PROCESS only; the
+    global limits are the admission controller's. None = no Celery rate limit."""
+    cny_per_usd: float = Field(default=7.3, gt=0)
+    """CNY per USD for `swarm cost` (the official rate the seeds quote, ¥7.3 = $1)."""
 
     @model_validator(mode="after")
     def _visibility_above_calls(self) -> Settings:
@@ -62,6 +86,15 @@ class Settings(BaseSettings):
             raise ValueError(
                 f"visibility_timeout_s must exceed max_attempts x (node_timeout_s + "
                 f"backoff_max_s) = {longest_task_s:.0f} s, or a running task is delivered twice"
+            )
+        if self.admission_lease_s is not None and self.admission_lease_s <= self.node_timeout_s:
+            raise ValueError(
+                "admission_lease_s must exceed node_timeout_s, or a slow call loses its permit"
+            )
+        if self.visibility_timeout_s <= longest_task_s + self.admission_max_countdown_s:
+            raise ValueError(
+                "visibility_timeout_s must exceed the longest task plus "
+                "admission_max_countdown_s, or a requeued task is delivered twice"
             )
         return self
 

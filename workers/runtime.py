@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import threading
 
+from swarm.admission import AdmissionController, AdmissionPolicy, Unlimited
+from swarm.admission.redis import RedisAdmission
 from swarm.catalog import load_catalog
 from swarm.errors import ConfigError
+from swarm.events import CallListener
 from swarm.llm import make_client
 from swarm.runtime import Runtime
 from swarm.settings import Settings, load_settings
 from swarm.store import RedisJobStore
+from workers.metrics import SwarmMetrics
 
 _lock = threading.Lock()
 _runtime: Runtime | None = None
@@ -32,6 +36,12 @@ def get() -> Runtime:
         return _runtime
 
 
+def current() -> Runtime | None:
+    """The process's Runtime if one is built or installed; never builds one."""
+    with _lock:
+        return _runtime
+
+
 def from_settings(settings: Settings) -> Runtime:
     """A worker Runtime for a deployment with a broker and a real (or simulated) gateway."""
     if settings.base_url is None:
@@ -40,9 +50,20 @@ def from_settings(settings: Settings) -> Runtime:
     if store_url is None:
         raise ConfigError("workers need SWARM_BROKER_URL (embedded mode runs in the CLI)")
     key = settings.usable_key() or "no-key"
+    catalog = load_catalog(settings.config)
     return Runtime(
         settings=settings,
-        catalog=load_catalog(settings.config),
+        catalog=catalog,
         store=RedisJobStore.from_url(store_url, settings.result_expires_s),
         client=make_client(settings, settings.base_url, key),
+        # Prometheus metrics only when this process serves them (SWARM_METRICS_PORT).
+        listener=SwarmMetrics(catalog) if settings.metrics_port else CallListener(),
+        admission=_admission(settings, store_url, settings.base_url),
     )
+
+
+def _admission(settings: Settings, redis_url: str, gateway: str) -> AdmissionController:
+    """Per-model admission shared through the job store's Redis, keyed on the gateway URL."""
+    if not settings.admission:
+        return Unlimited()
+    return RedisAdmission.from_url(redis_url, gateway, AdmissionPolicy.from_settings(settings))

@@ -1,19 +1,54 @@
 """Signal listeners: build the Runtime as soon as a worker process starts, so a bad
-configuration fails at start-up instead of at the first task."""
+configuration fails at start-up instead of at the first task; serve its Prometheus metrics
+(SWARM_METRICS_PORT) and count the tasks in flight per model."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
-from celery import signals
+from celery import Task, signals
 
-from workers import runtime
+from workers import metrics, runtime
 
 _connected = False
+log = logging.getLogger(__name__)
 
 
 def _warm_runtime(**_: Any) -> None:
     runtime.get()
+
+
+def _serve_metrics(**_: Any) -> None:
+    """Start this worker's /metrics endpoint (main process; threads pool) when configured."""
+    rt = runtime.get()
+    found = metrics.find(rt.listener)
+    if found is not None and rt.settings.metrics_port:
+        found.serve(rt.settings.metrics_port)
+        log.info("swarm metrics on :%d/metrics", rt.settings.metrics_port)
+
+
+def _metrics() -> metrics.SwarmMetrics | None:
+    rt = runtime.current()
+    return None if rt is None else metrics.find(rt.listener)
+
+
+def _queue(task: Task | None) -> str | None:
+    info = getattr(getattr(task, "request", None), "delivery_info", None) or {}
+    queue = info.get("routing_key")
+    return queue if isinstance(queue, str) else None
+
+
+def _task_started(task: Task | None = None, **_: Any) -> None:
+    found = _metrics()
+    if found is not None:
+        found.task_started(_queue(task))
+
+
+def _task_ended(task: Task | None = None, **_: Any) -> None:
+    found = _metrics()
+    if found is not None:
+        found.task_ended(_queue(task))
 
 
 def connect() -> None:
@@ -21,5 +56,8 @@ def connect() -> None:
     global _connected
     if not _connected:
         signals.worker_init.connect(_warm_runtime, weak=False)
+        signals.worker_init.connect(_serve_metrics, weak=False)
         signals.worker_process_init.connect(_warm_runtime, weak=False)
+        signals.task_prerun.connect(_task_started, weak=False)
+        signals.task_postrun.connect(_task_ended, weak=False)
         _connected = True

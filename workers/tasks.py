@@ -11,14 +11,24 @@ from typing import Any
 from celery import Celery, Task
 
 from swarm.aggregation import run_aggregation
+from swarm.errors import RetryLater
 from swarm.queueing import AGGREGATE_TASK, SUBAGENT_TASK
 from swarm.subagent import run_node
 from workers import runtime
 
 
 def subagent(self: Task, job_id: str, node_id: str) -> dict[str, Any]:
-    """One sub-agent node; never raises for gateway failures (they become envelopes)."""
-    envelope = run_node(runtime.get(), job_id, node_id)
+    """One sub-agent node; never raises for gateway failures (they become envelopes).
+
+    Admission decides when a node waits in the queue instead of in this slot (RetryLater);
+    this adapter only applies it. run_node stops asking once the requeue bound is reached.
+    """
+    rt = runtime.get()
+    may_requeue = self.request.retries < rt.settings.admission_max_requeues
+    try:
+        envelope = run_node(rt, job_id, node_id, may_requeue=may_requeue)
+    except RetryLater as later:
+        raise self.retry(countdown=later.delay_s) from None
     return {"node_id": envelope.node_id, "status": envelope.status}
 
 
@@ -30,5 +40,6 @@ def aggregate(self: Task, results: list[dict[str, Any]], job_id: str) -> dict[st
 
 def register(app: Celery) -> None:
     """Register the tasks on ``app`` under their stable names."""
-    app.task(name=SUBAGENT_TASK, bind=True, acks_late=True)(subagent)
+    # max_retries=None: requeues for admission are bounded by SWARM_ADMISSION_MAX_REQUEUES.
+    app.task(name=SUBAGENT_TASK, bind=True, acks_late=True, max_retries=None)(subagent)
     app.task(name=AGGREGATE_TASK, bind=True, acks_late=True)(aggregate)

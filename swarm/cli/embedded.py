@@ -16,6 +16,7 @@ from celery import Celery
 from celery.contrib.testing.worker import TestWorkController, setup_app_for_worker
 from celery.worker import state as worker_state
 
+from swarm.admission import AdmissionPolicy, MemoryAdmission
 from swarm.catalog import Catalog
 from swarm.client import SwarmClient
 from swarm.llm import make_client
@@ -78,7 +79,9 @@ def embedded_swarm(
     logging.getLogger("celery").setLevel(logging.WARNING)
     app = create_app(settings, catalog)
     store = MemoryJobStore()
-    worker_runtime.install(Runtime(settings, catalog, store, make_client(settings, base_url, key)))
+    admission = MemoryAdmission(AdmissionPolicy.from_settings(settings))
+    client = make_client(settings, base_url, key)
+    worker_runtime.install(Runtime(settings, catalog, store, client, admission=admission))
     try:
         with in_process_worker(app, settings.worker_concurrency, join_s):
             yield SwarmClient(settings, catalog, store, app)

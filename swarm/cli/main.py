@@ -15,6 +15,7 @@ from typing import Any, ParamSpec, TypeVar
 import click
 from rich.console import Console
 
+from swarm.budget import check_budget
 from swarm.catalog import load_catalog
 from swarm.cli.inputs import read_inputs
 from swarm.cli.render import follow, print_json, print_progress, print_report
@@ -78,6 +79,9 @@ def main() -> None:
 @click.option("--no-wait", is_flag=True, help="Print the job id and return.")
 @click.option("--simulate", is_flag=True, help="Embedded mode: use the built-in simulator.")
 @click.option("--timeout", "timeout_s", type=float, default=None, help="Give up waiting after S.")
+@click.option("--max-tokens", type=click.IntRange(min=1), help="Completion cap per sub-agent.")
+@click.option("--budget-usd", type=float, help="Cap on the job's cost in USD (see README).")
+@click.option("--force", is_flag=True, help="Run even if the estimate passes --budget-usd.")
 @one_line_errors
 def run(
     inputs: tuple[str, ...],
@@ -89,15 +93,28 @@ def run(
     no_wait: bool,
     simulate: bool,
     timeout_s: float | None,
+    max_tokens: int | None,
+    budget_usd: float | None,
+    force: bool,
 ) -> None:
     """One sub-agent per INPUT file (- reads one input per line from stdin), then aggregate."""
     settings = load_settings()
+    check_budget(budget_usd)
     items = read_inputs(inputs)
     if not instruction.strip():
         raise InputError("the instruction is empty")
     catalog = load_catalog(settings.config)
     catalog.model(model) if model else catalog.route(kind)
-    submit = _submitter(items, instruction, aggregate, model, kind)
+    submit = _submitter(
+        items,
+        instruction,
+        aggregate,
+        model,
+        kind,
+        max_tokens=max_tokens,
+        budget_usd=budget_usd,
+        force=force,
+    )
     if settings.embedded:
         if no_wait:
             raise ConfigError(
@@ -123,11 +140,16 @@ Submit = Callable[[SwarmClient], Any]
 
 
 def _submitter(
-    items: list[InputItem], instruction: str, aggregate: str, model: str | None, kind: str
+    items: list[InputItem],
+    instruction: str,
+    aggregate: str,
+    model: str | None,
+    kind: str,
+    **options: Any,
 ) -> Submit:
     def submit(client: SwarmClient) -> Any:
         return client.submit(
-            items, instruction, aggregate_instruction=aggregate, model=model, kind=kind
+            items, instruction, aggregate_instruction=aggregate, model=model, kind=kind, **options
         )
 
     return submit
@@ -188,14 +210,25 @@ def demo(n_inputs: int, as_json: bool) -> None:
 
 
 @main.command()
-@click.argument("job_id")
+@click.argument("job_id", required=False)
 @click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
+@click.option(
+    "--models",
+    is_flag=True,
+    help="Per-model admission counters (the default "
+    "without JOB_ID): admitted, waiting, 429s, rate factor, in flight.",
+)
 @one_line_errors
-def status(job_id: str, as_json: bool) -> None:
-    """Progress of a job, or its final report."""
+def status(job_id: str | None, as_json: bool, models: bool) -> None:
+    """Progress of a job, or its final report; without JOB_ID (or with --models), the
+    shared per-model admission counters."""
     settings = load_settings()
     if settings.embedded:
         raise ConfigError("`swarm status` needs SWARM_BROKER_URL (the job store is in Redis)")
+    if models or job_id is None:
+        _models_status(settings, as_json)
+        if job_id is None:
+            return
     handle = SwarmClient.from_settings(settings).attach(job_id)
     report = handle.report()
     if report is not None:
@@ -208,6 +241,50 @@ def status(job_id: str, as_json: bool) -> None:
         print_progress(progress, job_id, Console())
 
 
+@main.command()
+@click.argument("job_id")
+@click.option("--budget-usd", type=float, help="A new cap for the job (default: keep its own).")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@click.option("--no-wait", is_flag=True, help="Print the job id and return.")
+@click.option("--timeout", "timeout_s", type=float, default=None, help="Give up waiting after S.")
+@one_line_errors
+def resume(
+    job_id: str, budget_usd: float | None, as_json: bool, no_wait: bool, timeout_s: float | None
+) -> None:
+    """Run again the nodes of an ended job that did not succeed, then aggregate again."""
+    settings = load_settings()
+    if settings.embedded:
+        raise ConfigError("`swarm resume` needs SWARM_BROKER_URL (the job store is in Redis)")
+    handle = _broker_client(settings).resume(job_id, budget_usd=budget_usd)
+    if no_wait:
+        click.echo(handle.id)
+        return
+    _finish(follow(handle, _stderr_console(), timeout_s), as_json)
+
+
+def _add_cost() -> None:
+    from swarm.cli.cost_cmd import cost_command
+
+    # Wrapped here: cost_cmd cannot import this module (`python -m swarm.cli.main` runs it
+    # as __main__, so importing it back would build a second CLI).
+    if cost_command.callback is not None:
+        cost_command.callback = one_line_errors(cost_command.callback)
+    main.add_command(cost_command)
+
+
+_add_cost()
+
+
+def _models_status(settings: Settings, as_json: bool) -> None:
+    from swarm.cli.models_view import model_counters, print_models
+
+    counters = model_counters(settings, load_catalog(settings.config))
+    if as_json:
+        print_json({"models": counters})
+    else:
+        print_models(counters, Console())
+
+
 def _add_sim() -> None:
     from swarm.cli.sim_cmd import sim_command
 
@@ -215,6 +292,24 @@ def _add_sim() -> None:
 
 
 _add_sim()
+
+
+def _add_stack() -> None:
+    from swarm.cli.stack_cmd import stack_group
+
+    main.add_command(stack_group)
+
+
+_add_stack()
+
+
+def _add_bench() -> None:
+    from swarm.cli.bench_cmd import bench_group
+
+    main.add_command(bench_group)
+
+
+_add_bench()
 
 if __name__ == "__main__":
     main()

@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from swarm.records import Frozen, JobSpec, NodeEnvelope, Usage
+from swarm.store.billing import BilledCall, BudgetState, StoredAnswer
 
 RUNNING, OK, ERROR = "running", "ok", "error"
 
@@ -108,7 +109,8 @@ class JobStore(ABC):
 
     @abstractmethod
     def add_usage(self, job_id: str, model: str, usage: Usage) -> None:
-        """Count one billed call in the job's ledger."""
+        """Count one billed call in the job's ledger (not idempotent, not in the budget's
+        spent amount: gateway calls are recorded with record_call)."""
 
     @abstractmethod
     def ledger(self, job_id: str) -> dict[str, LedgerLine]:
@@ -133,3 +135,42 @@ class JobStore(ABC):
     @abstractmethod
     def report(self, job_id: str) -> dict[str, Any] | None:
         """The final report, once written."""
+
+    # -- billing: exactly-once ledger, stored answers, budget, claims (swarm.store.billing) --
+    @abstractmethod
+    def record_call(self, job_id: str, call: BilledCall) -> bool:
+        """Atomically count a billed call once by its id (ledger and spent budget) and store
+        its answer under its key unless one is stored; True when counted by this call."""
+
+    @abstractmethod
+    def answer(self, job_id: str, key: str) -> StoredAnswer | None:
+        """The answer stored under an idempotency key, if any."""
+
+    @abstractmethod
+    def reserve(
+        self, job_id: str, reservation_id: str, amount_nusd: int, *, closing: bool = False
+    ) -> bool:
+        """Reserve a call's estimated cost (see billing.admits); False when refused."""
+
+    @abstractmethod
+    def release(self, job_id: str, reservation_id: str) -> None:
+        """Give a reservation back (idempotent)."""
+
+    @abstractmethod
+    def budget(self, job_id: str) -> BudgetState:
+        """The job's cap, spent and reserved amounts."""
+
+    @abstractmethod
+    def claim(self, job_id: str, slot: str, owner: str, ttl_s: float) -> bool:
+        """Take the exclusive right to call the gateway for ``slot`` (a node) for ``ttl_s``;
+        False while another owner holds it."""
+
+    @abstractmethod
+    def unclaim(self, job_id: str, slot: str, owner: str) -> None:
+        """Drop ``owner``'s claim on ``slot`` (nothing if it is not ``owner``'s)."""
+
+    @abstractmethod
+    def reopen(self, spec: JobSpec) -> int:
+        """Make a finished job resumable: store ``spec`` (its budget may differ), delete the
+        report and cancel flag, clear the budget's exhaustion and stale reservations and set
+        the cap from ``spec``; returns the resume's number (1, 2, ...)."""

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import copy
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from swarm.errors import JobNotFoundError
+from swarm.pricing import nusd_of_usd
 from swarm.records import JobSpec, NodeEnvelope, Usage
 from swarm.store.base import (
     ERROR,
@@ -20,6 +22,7 @@ from swarm.store.base import (
     progress_from_states,
     should_replace,
 )
+from swarm.store.billing import BilledCall, BudgetState, StoredAnswer, admits
 
 
 @dataclass
@@ -31,6 +34,13 @@ class _Job:
     ledger: dict[str, LedgerLine] = field(default_factory=dict)
     cancelled: bool = False
     report: dict[str, Any] | None = None
+    billed: set[str] = field(default_factory=set)
+    answers: dict[str, StoredAnswer] = field(default_factory=dict)
+    budget: BudgetState = field(default_factory=BudgetState)
+    reservations: dict[str, int] = field(default_factory=dict)
+    claims: dict[str, tuple[str, float]] = field(default_factory=dict)
+    """slot -> (owner, monotonic deadline)"""
+    resumes: int = 0
 
 
 class MemoryJobStore(JobStore):
@@ -48,7 +58,10 @@ class MemoryJobStore(JobStore):
 
     def create_job(self, spec: JobSpec, texts: Sequence[str]) -> None:
         with self._lock:
-            self._jobs[spec.job_id] = _Job(spec, dict(zip(spec.node_ids, texts, strict=True)))
+            job = _Job(spec, dict(zip(spec.node_ids, texts, strict=True)))
+            if spec.budget_usd is not None:
+                job.budget = BudgetState(cap_nusd=nusd_of_usd(spec.budget_usd))
+            self._jobs[spec.job_id] = job
 
     def spec(self, job_id: str) -> JobSpec:
         with self._lock:
@@ -116,3 +129,75 @@ class MemoryJobStore(JobStore):
         with self._lock:
             report = self._job(job_id).report
             return copy.deepcopy(report) if report is not None else None
+
+    def record_call(self, job_id: str, call: BilledCall) -> bool:
+        with self._lock:
+            job = self._job(job_id)
+            if call.answer_key is not None and call.answer is not None:
+                job.answers.setdefault(call.answer_key, call.answer)
+            if call.call_id in job.billed:
+                return False
+            job.billed.add(call.call_id)
+            line = job.ledger.get(call.model, LedgerLine())
+            job.ledger[call.model] = LedgerLine(calls=line.calls + 1, usage=line.usage + call.usage)
+            spent = job.budget.spent_nusd + call.cost_nusd
+            job.budget = job.budget.model_copy(update={"spent_nusd": spent})
+            return True
+
+    def answer(self, job_id: str, key: str) -> StoredAnswer | None:
+        with self._lock:
+            return self._job(job_id).answers.get(key)
+
+    def reserve(
+        self, job_id: str, reservation_id: str, amount_nusd: int, *, closing: bool = False
+    ) -> bool:
+        with self._lock:
+            job = self._job(job_id)
+            if job.budget.cap_nusd is None or reservation_id in job.reservations:
+                return True
+            if not admits(job.budget, amount_nusd, closing=closing):
+                if not closing:
+                    job.budget = job.budget.model_copy(update={"exhausted": True})
+                return False
+            job.reservations[reservation_id] = amount_nusd
+            reserved = job.budget.reserved_nusd + amount_nusd
+            job.budget = job.budget.model_copy(update={"reserved_nusd": reserved})
+            return True
+
+    def release(self, job_id: str, reservation_id: str) -> None:
+        with self._lock:
+            job = self._job(job_id)
+            amount = job.reservations.pop(reservation_id, None)
+            if amount is not None:
+                reserved = job.budget.reserved_nusd - amount
+                job.budget = job.budget.model_copy(update={"reserved_nusd": reserved})
+
+    def budget(self, job_id: str) -> BudgetState:
+        with self._lock:
+            return self._job(job_id).budget
+
+    def claim(self, job_id: str, slot: str, owner: str, ttl_s: float) -> bool:
+        with self._lock:
+            claims = self._job(job_id).claims
+            now = time.monotonic()
+            held = claims.get(slot)
+            if held is not None and held[1] > now and held[0] != owner:
+                return False
+            claims[slot] = (owner, now + ttl_s)
+            return True
+
+    def unclaim(self, job_id: str, slot: str, owner: str) -> None:
+        with self._lock:
+            claims = self._job(job_id).claims
+            if claims.get(slot, ("", 0.0))[0] == owner:
+                del claims[slot]
+
+    def reopen(self, spec: JobSpec) -> int:
+        with self._lock:
+            job = self._job(spec.job_id)
+            job.spec, job.report, job.cancelled = spec, None, False
+            job.reservations.clear()
+            cap = None if spec.budget_usd is None else nusd_of_usd(spec.budget_usd)
+            job.budget = BudgetState(cap_nusd=cap, spent_nusd=job.budget.spent_nusd)
+            job.resumes += 1
+            return job.resumes

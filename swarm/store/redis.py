@@ -9,7 +9,14 @@ Keys of one job share the hash tag ``{job:<id>}`` (one slot on Redis Cluster) an
     swarm:{job:<id>}:env      hash    node_id -> NodeEnvelope JSON
     swarm:{job:<id>}:ledger   hash    "<model>|<field>" -> integer
     swarm:{job:<id>}:cancel   string  "1" once cancelled
-    swarm:{job:<id>}:report   string  final report JSON (written once, SET NX)
+    swarm:{job:<id>}:report   string  final report JSON (written once, SET NX; reopen deletes it)
+    swarm:{job:<id>}:billed   set     ids of billed calls already in the ledger
+    swarm:{job:<id>}:answers  hash    idempotency key -> StoredAnswer JSON
+    swarm:{job:<id>}:budget   hash    cap_nusd, spent_nusd, reserved_nusd, exhausted, res:<id>
+    swarm:{job:<id>}:claim:<node>  string  owner of the right to call for that node (SET NX PX)
+    swarm:{job:<id>}:resumes  string  how many times the job was resumed
+
+The billing keys are written by the Lua scripts in ``swarm/store/lua/`` (see scripts.py).
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ from typing import Any
 import redis
 
 from swarm.errors import BrokerUnavailableError, JobNotFoundError
+from swarm.pricing import nusd_of_usd
 from swarm.records import JobSpec, NodeEnvelope, Usage
 from swarm.store.base import (
     ERROR,
@@ -32,6 +40,8 @@ from swarm.store.base import (
     progress_from_states,
     should_replace,
 )
+from swarm.store.billing import BilledCall, BudgetState, StoredAnswer
+from swarm.store.scripts import register_scripts
 
 _LEDGER_FIELDS = ("calls", "prompt_tokens", "completion_tokens", "cached_tokens")
 
@@ -46,6 +56,7 @@ class RedisJobStore(JobStore):
     def __init__(self, client: redis.Redis, ttl_s: int) -> None:
         self._r = client
         self._ttl_s = ttl_s
+        self._scripts = register_scripts(client)
 
     @classmethod
     def from_url(cls, url: str, ttl_s: int) -> RedisJobStore:
@@ -70,6 +81,10 @@ class RedisJobStore(JobStore):
             pipe.hset(inputs, mapping=dict(pairs[start : start + 500]))
         pipe.expire(inputs, self._ttl_s)
         pipe.set(_key(spec.job_id, "spec"), spec.model_dump_json(), ex=self._ttl_s)
+        if spec.budget_usd is not None:
+            budget = _key(spec.job_id, "budget")
+            pipe.hset(budget, "cap_nusd", nusd_of_usd(spec.budget_usd))
+            pipe.expire(budget, self._ttl_s)
         pipe.execute()
 
     def spec(self, job_id: str) -> JobSpec:
@@ -162,3 +177,63 @@ class RedisJobStore(JobStore):
     def report(self, job_id: str) -> dict[str, Any] | None:
         raw = self._r.get(_key(job_id, "report"))
         return json.loads(raw) if raw else None
+
+    def record_call(self, job_id: str, call: BilledCall) -> bool:
+        key = call.answer_key if call.answer is not None and call.answer_key else ""
+        answer = call.answer.model_dump_json() if call.answer is not None and key else ""
+        usage = call.usage
+        counted = self._scripts["record"](
+            keys=[_key(job_id, part) for part in ("billed", "ledger", "budget", "answers")],
+            args=[
+                call.call_id,
+                call.model,
+                usage.prompt_tokens,
+                usage.completion_tokens,
+                usage.cached_tokens,
+                call.cost_nusd,
+                key,
+                answer,
+                self._ttl_s,
+            ],
+        )
+        return bool(counted)
+
+    def answer(self, job_id: str, key: str) -> StoredAnswer | None:
+        raw = self._r.hget(_key(job_id, "answers"), key)
+        return StoredAnswer.model_validate_json(raw) if raw else None
+
+    def reserve(
+        self, job_id: str, reservation_id: str, amount_nusd: int, *, closing: bool = False
+    ) -> bool:
+        args: list[str | int] = [reservation_id, amount_nusd, "1" if closing else "0", self._ttl_s]
+        return bool(self._scripts["reserve"](keys=[_key(job_id, "budget")], args=args))
+
+    def release(self, job_id: str, reservation_id: str) -> None:
+        self._scripts["release"](keys=[_key(job_id, "budget")], args=[reservation_id])
+
+    def budget(self, job_id: str) -> BudgetState:
+        raw: dict[str, str] = self._r.hgetall(_key(job_id, "budget"))  # type: ignore[assignment]
+        cap = raw.get("cap_nusd")
+        return BudgetState(
+            cap_nusd=int(cap) if cap is not None else None,
+            spent_nusd=int(raw.get("spent_nusd", 0)),
+            reserved_nusd=int(raw.get("reserved_nusd", 0)),
+            exhausted="exhausted" in raw,
+        )
+
+    def claim(self, job_id: str, slot: str, owner: str, ttl_s: float) -> bool:
+        key = _key(job_id, f"claim:{slot}")
+        if self._r.set(key, owner, nx=True, px=max(int(ttl_s * 1000), 1)):
+            return True
+        return bool(self._r.get(key) == owner)
+
+    def unclaim(self, job_id: str, slot: str, owner: str) -> None:
+        self._scripts["unclaim"](keys=[_key(job_id, f"claim:{slot}")], args=[owner])
+
+    def reopen(self, spec: JobSpec) -> int:
+        self.spec(spec.job_id)
+        parts = ("report", "cancel", "budget", "resumes", "spec")
+        cap = "" if spec.budget_usd is None else nusd_of_usd(spec.budget_usd)
+        args = [cap, spec.model_dump_json(), self._ttl_s]
+        keys = [_key(spec.job_id, part) for part in parts]
+        return int(self._scripts["reopen"](keys=keys, args=args))

@@ -8,6 +8,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -46,8 +47,15 @@ def diffs(n: int, bad: set[int] = frozenset()) -> list[InputItem]:  # type: igno
     ]
 
 
-def aggregate_runs(logs: str, job_id: str) -> int:
-    return len(re.findall(rf"Task swarm\.aggregate\[{job_id}-aggregate\] succeeded", logs))
+def aggregate_runs(stack: Stack, job_id: str, settle_s: float = 10.0) -> int:
+    """How many workers logged the job's aggregation as succeeded (Celery logs it just after
+    the report is stored, so wait for the first line, then for stragglers)."""
+    pattern = rf"Task swarm\.aggregate\[{job_id}-aggregate\] succeeded"
+    deadline = time.monotonic() + settle_s
+    while not re.search(pattern, stack.worker_logs()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.5)
+    return len(re.findall(pattern, stack.worker_logs()))
 
 
 def test_hundred_inputs_all_succeed_and_usage_equals_the_gateways(stack: Stack) -> None:
@@ -66,7 +74,7 @@ def test_hundred_inputs_all_succeed_and_usage_equals_the_gateways(stack: Stack) 
     # The aggregation saw all 100 results (the simulator echoes the <result> count).
     assert "results=100" in report["final"]
     # The chord callback ran exactly once, on one of the two workers.
-    assert aggregate_runs(stack.worker_logs(), handle.id) == 1
+    assert aggregate_runs(stack, handle.id) == 1
     # Both workers served sub-agents.
     logs = [w.log_text() for w in stack.workers]
     assert all("swarm.subagent" in text for text in logs)

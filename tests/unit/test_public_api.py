@@ -6,12 +6,14 @@ import swarm
 
 EXPECTED = {
     "BrokerUnavailableError",
+    "BudgetExceededError",
     "Catalog",
     "ConfigError",
     "ErrorKind",
     "GatewayUnavailableError",
     "InputError",
     "InputItem",
+    "JobNotFinishedError",
     "JobNotFoundError",
     "JobSpec",
     "JobTimeoutError",

@@ -1,0 +1,138 @@
+"""The admission interface: records, the controller ABC, and a no-op Unlimited controller.
+
+A caller asks ``acquire`` before every gateway attempt; the answer is a Decision that
+either carries a Permit (go now) or says how long to wait and why. After the attempt the
+caller reports the Outcome with ``finish``: the in-flight lease is released, reserved tokens
+are reconciled with the reported usage (or refunded on failure), and a 429 pauses every
+caller of the model and cuts its shared rate.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from enum import StrEnum
+
+from swarm.catalog import ModelSpec
+
+
+class Refusal(StrEnum):
+    """Why an acquire was refused (the limit that said no, or the longest wait of several)."""
+
+    PAUSED = "paused"
+    """A 429 paused the model until the gateway's retry time."""
+    INFLIGHT = "inflight"
+    """max_inflight permits are out."""
+    FAIR_SHARE = "fair_share"
+    """This job holds its share of max_inflight while other jobs wait."""
+    RPM = "rpm"
+    RPS = "rps"
+    TPM = "tpm"
+
+
+@dataclass(frozen=True)
+class Permit:
+    """Leave to call the gateway once; give it back with ``finish``."""
+
+    model: str
+    """Catalog name of the model."""
+    lease_id: str
+    """Unique id of the in-flight lease (released by id, so finishing twice is harmless)."""
+    job_id: str
+    """Job the call belongs to (fair share and per-job 429 counts)."""
+    tokens_reserved: int
+    """Tokens charged to the TPM limit at acquire (prompt estimate + completion estimate)."""
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The answer of ``acquire``: a permit, or a wait."""
+
+    permit: Permit | None
+    """Set when admitted."""
+    retry_after_s: float = 0.0
+    """When refused: seconds until trying again can succeed (exact for rate limits and
+    pauses; a polling hint for in-flight and fair-share refusals)."""
+    reason: Refusal | None = None
+    """When refused: which limit refused."""
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How an admitted attempt ended."""
+
+    used_tokens: int | None = 0
+    """Tokens the gateway reported (prompt + completion); 0 refunds the reservation (failed
+    call); None keeps the reservation as charged (answer without usage)."""
+    rate_limited: bool = False
+    """The gateway answered 429: pause the model and cut its rate; the request charge stays."""
+    retry_after_s: float | None = None
+    """The gateway's retry time for a 429 (Retry-After or x-ratelimit reset), if known."""
+
+
+@dataclass(frozen=True)
+class ModelCounters:
+    """What `swarm status --models` shows for one model (shared by every worker)."""
+
+    admitted: int = 0
+    """Permits granted since the counters were created."""
+    refused: int = 0
+    """Acquires refused (each wait counts once per try)."""
+    waiting: int = 0
+    """Callers waiting for a permit right now."""
+    rate_limited: int = 0
+    """429 answers seen by any worker."""
+    inflight: int = 0
+    """Leases out right now."""
+    factor: float = 1.0
+    """Current share of the catalog rates in use (AIMD; 1.0 = the catalog's limits)."""
+    paused_for_s: float = 0.0
+    """Seconds left of a 429 pause (0 when not paused)."""
+    expired: int = 0
+    """Leases that expired instead of being released (a worker died mid-call)."""
+
+
+class AdmissionController(ABC):
+    """Shared per-model admission: rates, tokens, in-flight leases, feedback, fair share."""
+
+    @abstractmethod
+    def acquire(
+        self, spec: ModelSpec, job_id: str, tokens: int, lease_id: str | None = None
+    ) -> Decision:
+        """Try to admit one call of ``job_id`` on ``spec`` reserving ``tokens``; never blocks.
+
+        Pass the same ``lease_id`` on every try of one call (it counts as one waiter).
+        """
+
+    @abstractmethod
+    def finish(self, spec: ModelSpec, permit: Permit, outcome: Outcome) -> None:
+        """Release the permit's lease, reconcile or refund its tokens, apply 429 feedback."""
+
+    @abstractmethod
+    def counters(self, spec: ModelSpec) -> ModelCounters:
+        """The model's shared counters."""
+
+    @abstractmethod
+    def job_rate_limited(self, spec: ModelSpec, job_id: str) -> int:
+        """429 answers seen by calls of ``job_id`` on ``spec``."""
+
+
+class Unlimited(AdmissionController):
+    """Admits everything and records nothing (the Runtime's default)."""
+
+    def acquire(
+        self, spec: ModelSpec, job_id: str, tokens: int, lease_id: str | None = None
+    ) -> Decision:
+        """Always a permit."""
+        return Decision(Permit(spec.name, lease_id or "unlimited", job_id, tokens))
+
+    def finish(self, spec: ModelSpec, permit: Permit, outcome: Outcome) -> None:
+        """Nothing to release."""
+
+    def counters(self, spec: ModelSpec) -> ModelCounters:
+        """All zero."""
+        return ModelCounters()
+
+    def job_rate_limited(self, spec: ModelSpec, job_id: str) -> int:
+        """Not counted."""
+        return 0

@@ -1,0 +1,143 @@
+"""Admission around one gateway attempt: wait in the task or go back to the queue.
+
+The domain decides, the task adapter only applies: a wait up to ``max_wait_s`` sleeps here
+(with jitter, so waiters do not wake together); a longer one raises RetryLater when the
+caller may requeue (the adapter turns it into ``self.retry(countdown=...)`` and the worker
+slot serves other work meanwhile), and sleeps otherwise.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+import uuid
+from collections.abc import Callable, Sequence
+
+from swarm.admission.base import AdmissionController, Outcome, Permit
+from swarm.admission.feedback import pause_of
+from swarm.catalog import ModelSpec
+from swarm.errors import RetryLater
+from swarm.llm import Answer, Message
+from swarm.records import ErrorKind, JobSpec
+from swarm.retry_policy import classify
+from swarm.runtime import Runtime
+from swarm.tokens import estimate_messages
+
+MIN_SLEEP_S = 0.001
+MAX_JITTER_S = 0.2
+"""Waiters add up to this much (or half their wait) at random, so they do not wake together."""
+
+
+def request_tokens(messages: Sequence[Message], max_tokens: int) -> int:
+    """Tokens to reserve for one call: the prompt estimate plus the completion budget."""
+    return estimate_messages(m["content"] for m in messages) + max_tokens
+
+
+def wait_or_requeue(
+    retry_after_s: float, reason: str, max_wait_s: float, max_countdown_s: float, may_requeue: bool
+) -> float:
+    """Seconds to sleep in the task, or RetryLater when the wait is long and requeue allowed."""
+    if retry_after_s > max_wait_s and may_requeue:
+        raise RetryLater(min(retry_after_s, max_countdown_s), reason)
+    return retry_after_s
+
+
+def outcome_of_error(exc: BaseException, now: float) -> Outcome:
+    """A failed attempt refunds its tokens; a 429 also pauses the model."""
+    if classify(exc) is ErrorKind.RATE_LIMITED:
+        return Outcome(used_tokens=0, rate_limited=True, retry_after_s=pause_of(exc, now))
+    return Outcome(used_tokens=0)
+
+
+class Gate:
+    """Admission for the attempts of one call (one node or one aggregation)."""
+
+    def __init__(
+        self,
+        controller: AdmissionController,
+        spec: ModelSpec,
+        job_id: str,
+        tokens: int,
+        *,
+        max_wait_s: float,
+        max_countdown_s: float,
+        may_requeue: bool,
+        sleep: Callable[[float], None] = time.sleep,
+        rand: Callable[[], float] = random.random,
+    ) -> None:
+        self.controller = controller
+        self.spec = spec
+        self.job_id = job_id
+        self.tokens = tokens
+        self.max_wait_s = max_wait_s
+        self.max_countdown_s = max_countdown_s
+        self.may_requeue = may_requeue
+        self.sleep = sleep
+        self.rand = rand
+
+    def acquire(self) -> Permit:
+        """Block until admitted, or raise RetryLater (see module docstring)."""
+        lease_id = uuid.uuid4().hex
+        while True:
+            decision = self.controller.acquire(self.spec, self.job_id, self.tokens, lease_id)
+            if decision.permit is not None:
+                return decision.permit
+            delay = wait_or_requeue(
+                decision.retry_after_s,
+                str(decision.reason),
+                self.max_wait_s,
+                self.max_countdown_s,
+                self.may_requeue,
+            )
+            jitter_s = self.rand() * min(0.5 * delay, MAX_JITTER_S)
+            self.sleep(max(MIN_SLEEP_S, delay + jitter_s))
+
+    def wrap(self, attempt: Callable[[], Answer]) -> Callable[[], Answer]:
+        """``attempt`` with admission around each of its calls."""
+        return lambda: self.call(attempt)
+
+    def call(self, attempt: Callable[[], Answer]) -> Answer:
+        """One admitted attempt: acquire, call, then finish with its outcome."""
+        permit = self.acquire()
+        try:
+            answer = attempt()
+        except BaseException as exc:
+            outcome = outcome_of_error(exc, time.time())
+            self.controller.finish(self.spec, permit, outcome)
+            if outcome.rate_limited and outcome.retry_after_s is not None:
+                # A long pause goes back to the queue now, not after sleeping a backoff.
+                wait_or_requeue(outcome.retry_after_s, "paused", self.max_wait_s,
+                                self.max_countdown_s, self.may_requeue)  # fmt: skip
+            raise
+        used = answer.usage.total_tokens or None
+        self.controller.finish(self.spec, permit, Outcome(used_tokens=used))
+        return answer
+
+
+def gate_for(
+    rt: Runtime,
+    spec: ModelSpec,
+    job_id: str,
+    messages: Sequence[Message],
+    max_tokens: int,
+    *,
+    may_requeue: bool = False,
+) -> Gate:
+    """The gate of one call in ``rt``, reserving the request's estimated tokens."""
+    return Gate(
+        rt.admission,
+        spec,
+        job_id,
+        request_tokens(messages, max_tokens),
+        max_wait_s=rt.settings.admission_max_wait_s,
+        max_countdown_s=rt.settings.admission_max_countdown_s,
+        may_requeue=may_requeue,
+    )
+
+
+def rate_limited_by_model(rt: Runtime, spec: JobSpec) -> dict[str, int]:
+    """429s the job's calls saw, per model it uses (for the report)."""
+    names = dict.fromkeys((spec.model, spec.aggregate_model))
+    return {
+        name: rt.admission.job_rate_limited(rt.catalog.model(name), spec.job_id) for name in names
+    }

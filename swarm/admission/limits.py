@@ -1,0 +1,121 @@
+"""Admission policy, the limits of one model, and the GCRA arithmetic shared by both
+controllers (the Lua scripts do the same sums; tests hold the two together).
+
+GCRA (generic cell rate algorithm) keeps one "theoretical arrival time" (TAT) per limit.
+With emission interval T per unit and a bucket of ``burst`` units, a call costing ``c`` units
+is admitted when ``max(TAT, now) + c*T - burst*T <= now``; admitting sets TAT to
+``max(TAT, now) + c*T``. A call larger than the bucket is admitted once the bucket is full
+(TAT <= now) and leaves debt. To keep the gateway's sliding-window count under its limit N
+even when arrivals at the gateway are shifted by up to ``slack`` against our clock,
+``burst + (W + 2*slack) / T <= N*factor``, i.e. ``T = (W + 2*slack) / (N*factor - burst)``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+from swarm.catalog import ModelSpec
+from swarm.settings import Settings
+
+MINUTE_MS = 60_000.0
+SECOND_MS = 1_000.0
+LEASE_MARGIN_S = 15.0
+"""Default lease = node timeout + this (the HTTP client ends every call by the timeout)."""
+
+
+@dataclass(frozen=True)
+class AdmissionPolicy:
+    """Tuning shared by every model; built from Settings at the edge."""
+
+    max_wait_s: float = 2.0
+    """A wait up to this long happens in the task; a longer one goes back to the queue."""
+    lease_s: float = 60.0
+    """Lifetime of an in-flight lease; a dead worker's permit returns after this."""
+    window_slack_s: float = 0.05
+    """Shift of arrival times at the gateway against admission times that is tolerated."""
+    poll_s: float = 0.05
+    """Retry hint when the in-flight cap or the fair share refuses (no exact time exists)."""
+    max_countdown_s: float = 60.0
+    """Longest delay a requeued task is given (keeps it inside the visibility timeout)."""
+    decrease: float = 0.7
+    """Multiplicative decrease of the rate factor on a 429."""
+    increase: float = 0.05
+    """Additive increase of the rate factor after each quiet period."""
+    quiet_s: float = 5.0
+    """A quiet period: this long without a 429 or another change of the factor."""
+    min_factor: float = 0.1
+    """The factor never drops below this."""
+    decrease_cooldown_s: float = 1.0
+    """429s within this long after a decrease count as the same overload (one decrease)."""
+    default_pause_s: float = 1.0
+    """Pause after a 429 that carries no Retry-After or x-ratelimit reset."""
+    request_burst: int = 1
+    """Bucket size of the request limits (1 = evenly spaced, no burst)."""
+    token_burst_share: float = 0.05
+    """Bucket size of the token limit as a share of TPM."""
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> AdmissionPolicy:
+        """The policy named by SWARM_ADMISSION_* settings."""
+        return cls(
+            max_wait_s=settings.admission_max_wait_s,
+            lease_s=settings.admission_lease_s or settings.node_timeout_s + LEASE_MARGIN_S,
+            window_slack_s=settings.admission_window_slack_s,
+            max_countdown_s=settings.admission_max_countdown_s,
+        )
+
+
+@dataclass(frozen=True)
+class Limit:
+    """One rate limit of a model."""
+
+    name: str
+    """``rpm``, ``rps`` or ``tpm``."""
+    limit: int
+    """Units per window at factor 1 (the catalog's number)."""
+    window_ms: float
+    """Length of the gateway's sliding window."""
+    burst: int
+    """Bucket size in units."""
+    tokens: bool
+    """True when a call costs its tokens, False when it costs 1."""
+
+
+def model_limits(spec: ModelSpec, policy: AdmissionPolicy) -> tuple[Limit, ...]:
+    """The rate limits of ``spec`` (rpm, rps where set, tpm)."""
+    burst = policy.request_burst
+    limits = [Limit("rpm", spec.rpm, MINUTE_MS, burst, False)]
+    if spec.rps:
+        limits.append(Limit("rps", spec.rps, SECOND_MS, burst, False))
+    token_burst = max(1, int(spec.tpm * policy.token_burst_share))
+    limits.append(Limit("tpm", spec.tpm, MINUTE_MS, token_burst, True))
+    return tuple(limits)
+
+
+def interval_ms(limit: Limit, factor: float, slack_ms: float) -> float:
+    """Emission interval T (ms per unit) at rate ``factor`` of the catalog limit."""
+    allowed = limit.limit * factor
+    per_window = max(allowed - limit.burst, allowed / 2.0)
+    return (limit.window_ms + 2.0 * slack_ms) / per_window
+
+
+def gcra(tat_ms: float, now_ms: float, cost: float, t_ms: float, burst: int) -> tuple[float, float]:
+    """``(wait_ms, new_tat_ms)``: wait 0 means admitted, and then new_tat is to be stored."""
+    base = max(tat_ms, now_ms)
+    new_tat = base + cost * t_ms
+    wait = base - now_ms if cost > burst else new_tat - burst * t_ms - now_ms
+    return max(wait, 0.0), new_tat
+
+
+def refund_tat(tat_ms: float, now_ms: float, delta_units: float, t_ms: float) -> float:
+    """TAT after charging ``delta_units`` more (debt) or fewer (refund, never below now)."""
+    if delta_units >= 0:
+        return max(tat_ms, now_ms) + delta_units * t_ms
+    return max(tat_ms + delta_units * t_ms, now_ms)
+
+
+def key_prefix(gateway: str, model: str) -> str:
+    """``{llm:<gateway hash>:<model>}``: every key of one model in one Redis Cluster slot."""
+    digest = hashlib.sha1(gateway.encode(), usedforsecurity=False).hexdigest()[:10]
+    return f"{{llm:{digest}:{model}}}"

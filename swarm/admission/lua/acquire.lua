@@ -1,0 +1,112 @@
+-- Admit one gateway call, or say how long to wait. Atomic; clock = Redis TIME (ms).
+-- Checks, all before any write: 429 pause, in-flight leases (expired ones purged first),
+-- the job's fair share of max_inflight while other jobs wait, then every GCRA rate limit.
+-- Commits (TATs, lease, per-job count, counters) only when everything passes.
+--
+-- KEYS: 1 state hash, 2 leases zset (lease -> expiry), 3 owners hash (lease -> job),
+--       4 jobs hash (job -> leases out), 5 waiters zset (caller -> expiry),
+--       6 waiting jobs zset (job -> expiry)
+-- ARGV: 1 lease id, 2 job id, 3 tokens, 4 lease ms, 5 max inflight, 6 slack ms,
+--       7 poll ms, 8 increase step, 9 quiet ms, then one group of 4 per rate limit:
+--       name, limit, window ms, burst (the limit named "tpm" costs tokens, others 1)
+-- Returns {admitted 0/1, wait ms (string), reason, inflight, factor (string)}.
+
+local state, leases, owners, jobs, waiters, waiting_jobs =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local lease_id, job, tokens = ARGV[1], ARGV[2], tonumber(ARGV[3])
+local lease_ms, max_inflight = tonumber(ARGV[4]), tonumber(ARGV[5])
+local slack_ms, poll_ms = tonumber(ARGV[6]), tonumber(ARGV[7])
+local step, quiet_ms = tonumber(ARGV[8]), tonumber(ARGV[9])
+
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000
+
+-- Expired leases: their workers died mid-call. Give the permits back.
+local expired = redis.call('ZRANGEBYSCORE', leases, '-inf', now)
+for _, id in ipairs(expired) do
+  local owner = redis.call('HGET', owners, id)
+  if owner and redis.call('HINCRBY', jobs, owner, -1) <= 0 then
+    redis.call('HDEL', jobs, owner)
+  end
+  redis.call('HDEL', owners, id)
+end
+if #expired > 0 then
+  redis.call('ZREMRANGEBYSCORE', leases, '-inf', now)
+  redis.call('HINCRBY', state, 'expired', #expired)
+end
+redis.call('ZREMRANGEBYSCORE', waiters, '-inf', now)
+redis.call('ZREMRANGEBYSCORE', waiting_jobs, '-inf', now)
+
+-- Additive increase of the rate factor after a quiet period.
+local factor = tonumber(redis.call('HGET', state, 'factor') or '1')
+if factor < 1 then
+  local since = tonumber(redis.call('HGET', state, 'factor_at') or '0')
+  if now - since >= quiet_ms then
+    factor = math.min(1, factor + step)
+    redis.call('HSET', state, 'factor', string.format('%.6f', factor),
+      'factor_at', string.format('%.3f', now))
+  end
+end
+
+local wait, reason = 0, ''
+local function refuse(why, ms)
+  if reason == '' or ms > wait then wait, reason = ms, why end
+end
+
+local pause_until = tonumber(redis.call('HGET', state, 'pause_until') or '0')
+if pause_until > now then refuse('paused', pause_until - now) end
+
+local inflight = redis.call('ZCARD', leases)
+if inflight >= max_inflight then refuse('inflight', poll_ms) end
+
+-- Fair share: while other jobs wait, a job may hold ceil(max_inflight / active jobs).
+local mine = tonumber(redis.call('HGET', jobs, job) or '0')
+local waiting = redis.call('ZRANGE', waiting_jobs, 0, -1)
+local others_wait = false
+for _, other in ipairs(waiting) do
+  if other ~= job then others_wait = true end
+end
+if others_wait and mine > 0 then
+  local active, n = {}, 0
+  for _, name in ipairs(redis.call('HKEYS', jobs)) do active[name] = true end
+  for _, name in ipairs(waiting) do active[name] = true end
+  active[job] = true
+  for _ in pairs(active) do n = n + 1 end
+  if mine >= math.ceil(max_inflight / n) then refuse('fair_share', poll_ms) end
+end
+
+-- GCRA per rate limit, on the factor-scaled rate.
+local new_tats = {}
+for i = 10, #ARGV, 4 do
+  local name, limit = ARGV[i], tonumber(ARGV[i + 1])
+  local window_ms, burst = tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3])
+  local cost = 1
+  if name == 'tpm' then cost = tokens end
+  local allowed = limit * factor
+  local interval = (window_ms + 2 * slack_ms) / math.max(allowed - burst, allowed / 2)
+  local tat = tonumber(redis.call('HGET', state, 'tat_' .. name) or '0')
+  local base = math.max(tat, now)
+  local new_tat = base + cost * interval
+  local w = new_tat - burst * interval - now
+  if cost > burst then w = base - now end
+  if w > 0 then refuse(name, w) end
+  new_tats[#new_tats + 1] = 'tat_' .. name
+  new_tats[#new_tats + 1] = string.format('%.3f', new_tat)
+end
+
+local factor_s = string.format('%.6f', factor)
+if reason ~= '' then
+  local until_ms = now + wait + poll_ms * 4 + 1000
+  redis.call('ZADD', waiters, until_ms, lease_id)
+  redis.call('ZADD', waiting_jobs, 'GT', until_ms, job)
+  redis.call('HINCRBY', state, 'refused', 1)
+  return {0, string.format('%.3f', wait), reason, inflight, factor_s}
+end
+
+redis.call('HSET', state, unpack(new_tats))
+redis.call('ZADD', leases, now + lease_ms, lease_id)
+redis.call('HSET', owners, lease_id, job)
+redis.call('HINCRBY', jobs, job, 1)
+redis.call('ZREM', waiters, lease_id)
+redis.call('HINCRBY', state, 'admitted', 1)
+return {1, '0', 'ok', inflight + 1, factor_s}

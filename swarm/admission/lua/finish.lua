@@ -1,0 +1,57 @@
+-- An admitted call ended: release its lease, reconcile its tokens, apply 429 feedback.
+-- Idempotent for the lease and the tokens (applied only when the lease was still out);
+-- the 429 feedback always applies. Clock = Redis TIME (ms).
+--
+-- KEYS: 1 state hash, 2 leases zset, 3 owners hash, 4 jobs hash, 5 per-job 429 hash
+-- ARGV: 1 lease id, 2 job id, 3 token delta (reported - reserved; -reserved refunds),
+--       4 tpm, 5 token burst, 6 slack ms, 7 rate limited 0/1, 8 pause ms,
+--       9 decrease, 10 min factor, 11 decrease cooldown ms, 12 per-job counts ttl s
+-- Returns 1 when the lease was released here, 0 when it was already gone.
+
+local state, leases, owners, jobs, job_429 = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local lease_id, job, delta = ARGV[1], ARGV[2], tonumber(ARGV[3])
+local tpm, burst, slack_ms = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
+local rate_limited, pause_ms = ARGV[7] == '1', tonumber(ARGV[8])
+local decrease, min_factor = tonumber(ARGV[9]), tonumber(ARGV[10])
+local cooldown_ms, counts_ttl = tonumber(ARGV[11]), tonumber(ARGV[12])
+
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000
+local factor = tonumber(redis.call('HGET', state, 'factor') or '1')
+
+local released = redis.call('ZREM', leases, lease_id)
+if released == 1 then
+  local owner = redis.call('HGET', owners, lease_id)
+  if owner and redis.call('HINCRBY', jobs, owner, -1) <= 0 then
+    redis.call('HDEL', jobs, owner)
+  end
+  redis.call('HDEL', owners, lease_id)
+  if delta ~= 0 and tpm > 0 then
+    local allowed = tpm * factor
+    local interval = (60000 + 2 * slack_ms) / math.max(allowed - burst, allowed / 2)
+    local tat = tonumber(redis.call('HGET', state, 'tat_tpm') or '0')
+    if delta > 0 then
+      tat = math.max(tat, now) + delta * interval
+    else
+      tat = math.max(tat + delta * interval, now)
+    end
+    redis.call('HSET', state, 'tat_tpm', string.format('%.3f', tat))
+  end
+end
+
+if rate_limited then
+  redis.call('HINCRBY', state, 'rate_limited', 1)
+  redis.call('HINCRBY', job_429, job, 1)
+  redis.call('EXPIRE', job_429, counts_ttl)
+  local pause_until = tonumber(redis.call('HGET', state, 'pause_until') or '0')
+  if now + pause_ms > pause_until then
+    redis.call('HSET', state, 'pause_until', string.format('%.3f', now + pause_ms))
+  end
+  local last = tonumber(redis.call('HGET', state, 'decreased_at') or '0')
+  if now - last >= cooldown_ms then
+    factor = math.max(min_factor, factor * decrease)
+    redis.call('HSET', state, 'factor', string.format('%.6f', factor),
+      'factor_at', string.format('%.3f', now), 'decreased_at', string.format('%.3f', now))
+  end
+end
+return released

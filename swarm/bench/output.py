@@ -1,0 +1,63 @@
+"""Benchmark output: markdown tables and the PNG plot (matplotlib, the optional `bench`
+extra; without it the PNG is skipped with a message)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from swarm.bench.goodput import Goodput
+from swarm.bench.sweep import Row
+
+SWEEP_HEADER = (
+    "| client | concurrency | tasks | p50 (ms) | p99 (ms) | success | throughput (tasks/s) "
+    "| 429s seen |\n|---|---:|---:|---:|---:|---:|---:|---:|\n"
+)
+
+
+def sweep_markdown(rows: Sequence[Row]) -> str:
+    """The seed table, both clients interleaved by concurrency."""
+    lines = [
+        f"| {r.client} | {r.concurrency} | {r.tasks} | {r.p50_ms:.0f} | {r.p99_ms:.0f} "
+        f"| {r.success_pct:.1f}% | {r.throughput:.1f} | {r.rate_limited} |"
+        for r in rows
+    ]
+    return SWEEP_HEADER + "\n".join(lines) + "\n"
+
+
+def goodput_markdown(g: Goodput, workers: int) -> str:
+    """The goodput result as a small table."""
+    return (
+        "| duration (s) | workers | RPM cap | successful calls/min | share of cap "
+        "| requests | 429s | 429 share | max admitted in 60 s |\n"
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n"
+        f"| {g.duration_s:.0f} | {workers} | {g.rpm_cap} | {g.per_minute:.1f} "
+        f"| {g.share_of_cap:.1%} | {g.requests} | {g.rate_limited} | {g.share_429:.2%} "
+        f"| {g.max_60s} |\n"
+    )
+
+
+def sweep_plot(rows: Sequence[Row], path: Path) -> str:
+    """Throughput and success vs concurrency as a PNG; returns a line saying what happened."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return "PNG skipped: matplotlib is not installed (pip install -e '.[bench]')"
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
+    for client in dict.fromkeys(r.client for r in rows):
+        mine = [r for r in rows if r.client == client]
+        levels = [r.concurrency for r in mine]
+        left.plot(levels, [r.throughput for r in mine], marker="o", label=client)
+        right.plot(levels, [r.success_pct for r in mine], marker="o", label=client)
+    left.set(xlabel="concurrency", ylabel="throughput (tasks/s)", title="Throughput")
+    right.set(xlabel="concurrency", ylabel="success (%)", title="Success rate")
+    for axis in (left, right):
+        axis.grid(True, alpha=0.3)
+        axis.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return f"plot written to {path}"

@@ -1,0 +1,129 @@
+"""Concurrency sweep: the seed 000 table for the baseline client and for swarm, side by side.
+
+The simulator is set up like the seed's gateway: 80 requests/s per tenant (429 above), the
+latency rising past 40 requests/s, p50 1.18 s and p99 2.38 s. Concurrency means requests in
+flight at most: the baseline's semaphore, and swarm's worker threads (4 processes x C/4).
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from swarm.bench import procs
+from swarm.bench.baseline import run_baseline
+from swarm.bench.swarm_load import run_job
+from swarm.settings import Settings, load_settings
+
+MODEL = "kimi-k2.5"
+QUEUE = f"llm.{MODEL}"
+SEED_GATEWAY = [
+    "--rps", "80", "--knee-rps", "40",
+    "--latency-p50-ms", "1180", "--latency-p99-ms", "2380", "--seed", "0",
+]  # fmt: skip
+API_KEY = "bench-not-a-key"
+WINDOW_CLEAR_S = 1.5
+"""Pause between runs so the simulator's 1 s windows are empty again."""
+
+
+@dataclass(frozen=True)
+class Row:
+    """One line of the seed table."""
+
+    client: str
+    concurrency: int
+    tasks: int
+    p50_ms: float
+    p99_ms: float
+    success_pct: float
+    throughput: float
+    """Successful tasks per second."""
+    rate_limited: int
+    """429 answers the gateway sent during the run."""
+
+
+def percentiles(latencies_ms: list[float]) -> tuple[float, float]:
+    """(p50, p99); zeros when empty."""
+    if not latencies_ms:
+        return 0.0, 0.0
+    if len(latencies_ms) < 2:
+        return latencies_ms[0], latencies_ms[0]
+    cuts = statistics.quantiles(latencies_ms, n=100, method="inclusive")
+    return statistics.median(latencies_ms), cuts[98]
+
+
+def make_row(
+    client: str, concurrency: int, tasks: int, ok_latencies: list[float], elapsed_s: float, rl: int
+) -> Row:
+    """A table row from the successful tasks' latencies."""
+    p50, p99 = percentiles(ok_latencies)
+    ok = len(ok_latencies)
+    return Row(client, concurrency, tasks, p50, p99, 100.0 * ok / tasks, ok / elapsed_s, rl)
+
+
+def bench_catalog(folder: Path, *, rpm: int, rps: int | None, max_inflight: int) -> Path:
+    """A one-model catalog with the gateway's limits (the admission ceiling)."""
+    rps_line = f"rps = {rps}\n" if rps else ""
+    text = (
+        f'[models."{MODEL}"]\ngateway_name = "{MODEL}"\nqueue = "{QUEUE}"\n'
+        "input_per_mtok_usd = 1.5\noutput_per_mtok_usd = 0.6\ncached_input_per_mtok_usd = 0.15\n"
+        f"rpm = {rpm}\n{rps_line}tpm = 1000000000\nmax_inflight = {max_inflight}\n"
+        "context_window = 262144\nmax_tokens = 2048\n\n"
+        f'[routing]\ndefault = ["{MODEL}"]\naggregate = ["{MODEL}"]\n'
+    )
+    path = folder / "catalog.toml"
+    path.write_text(text, "utf-8")
+    return path
+
+
+def swarm_env(redis_url: str, base_url: str, catalog: Path, concurrency: int) -> dict[str, str]:
+    """Environment of the worker processes."""
+    return {
+        "SWARM_BROKER_URL": redis_url,
+        "SWARM_BASE_URL": base_url,
+        "SWARM_API_KEY": API_KEY,
+        "SWARM_CONFIG": str(catalog),
+        "SWARM_WORKER_CONCURRENCY": str(concurrency),
+    }
+
+
+def _fresh(sim: procs.Sim) -> None:
+    time.sleep(WINDOW_CLEAR_S)
+    sim.reset()
+
+
+def run_sweep(
+    folder: Path, levels: list[int], tasks_for: dict[int, int], workers: int
+) -> list[Row]:
+    """Both clients at every concurrency level, against one seed-like simulator."""
+    rows: list[Row] = []
+    catalog = bench_catalog(folder, rpm=80 * 60, rps=80, max_inflight=10_000)
+    with procs.redis_server(folder) as redis_url, procs.sim(folder, SEED_GATEWAY) as sim:
+        for level in levels:
+            tasks = tasks_for[level]
+            _fresh(sim)
+            base = run_baseline(sim.base_url, MODEL, tasks, level)
+            ok = [r.latency_ms for r in base.results if r.ok]
+            rl = int(sim.stats()["rate_limited"])
+            rows.append(make_row("baseline", level, tasks, ok, base.elapsed_s, rl))
+            per_worker = max(1, level // workers)
+            env = swarm_env(redis_url, sim.base_url, catalog, per_worker)
+            with procs.workers(folder, env, workers, per_worker, QUEUE):
+                _fresh(sim)
+                settings = swarm_settings(env)
+                run = run_job(settings, tasks)
+                rl = int(sim.stats()["rate_limited"])
+            rows.append(make_row("swarm", level, tasks, run.latencies_ms, run.elapsed_s, rl))
+    return rows
+
+
+def swarm_settings(env: dict[str, str]) -> Settings:
+    """The producer's settings for the workers' environment ``env``."""
+    return load_settings(
+        broker_url=env["SWARM_BROKER_URL"],
+        base_url=env["SWARM_BASE_URL"],
+        api_key=env["SWARM_API_KEY"],
+        config=Path(env["SWARM_CONFIG"]),
+    )

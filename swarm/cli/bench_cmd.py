@@ -1,0 +1,76 @@
+"""`swarm bench sweep` and `swarm bench goodput`: the issue 3 benchmarks (local only)."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import click
+
+DEFAULT_OUT = Path("ops/bench/results")
+
+
+def _levels(text: str) -> list[int]:
+    try:
+        levels = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise click.BadParameter("a comma-separated list of integers") from None
+    if not levels or min(levels) < 1:
+        raise click.BadParameter("at least one level, each >= 1")
+    return levels
+
+
+@click.group(name="bench")
+def bench_group() -> None:
+    """Benchmarks against `swarm sim` on this machine (redis-server, workers, simulator)."""
+
+
+@bench_group.command(name="sweep")
+@click.option("--concurrency", "levels", default="20,50,100,200", show_default=True)
+@click.option(
+    "--tasks",
+    type=click.IntRange(min=0),
+    default=0,
+    help="Tasks per point (0 = max(300, 4 x concurrency)).",
+)
+@click.option("--workers", type=click.IntRange(min=1), default=4, show_default=True)
+@click.option("--out", type=click.Path(path_type=Path), default=DEFAULT_OUT, show_default=True)
+def sweep_command(levels: str, tasks: int, workers: int, out: Path) -> None:
+    """Seed 000 table: baseline asyncio+semaphore client vs swarm, per concurrency."""
+    from swarm.bench.output import sweep_markdown, sweep_plot
+    from swarm.bench.sweep import run_sweep
+
+    points = _levels(levels)
+    tasks_for = {level: tasks or max(300, 4 * level) for level in points}
+    out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="swarm-bench-") as folder:
+        rows = run_sweep(Path(folder), points, tasks_for, workers)
+    table = sweep_markdown(rows)
+    (out / "sweep.md").write_text(table, "utf-8")
+    click.echo(table)
+    click.echo(sweep_plot(rows, out / "sweep.png"))
+
+
+@bench_group.command(name="goodput")
+@click.option("--duration-s", type=click.FloatRange(min=10), default=180.0, show_default=True)
+@click.option("--rpm", type=click.IntRange(min=1), default=600, show_default=True)
+@click.option("--workers", type=click.IntRange(min=1), default=3, show_default=True)
+@click.option(
+    "--concurrency",
+    type=click.IntRange(min=1),
+    default=16,
+    show_default=True,
+    help="Threads per worker process.",
+)
+@click.option("--out", type=click.Path(path_type=Path), default=DEFAULT_OUT, show_default=True)
+def goodput_command(duration_s: float, rpm: int, workers: int, concurrency: int, out: Path) -> None:
+    """Successful calls per minute against a simulator enforcing --rpm, and the 429 share."""
+    from swarm.bench.goodput import run_goodput
+    from swarm.bench.output import goodput_markdown
+
+    out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="swarm-bench-") as folder:
+        result = run_goodput(Path(folder), duration_s, rpm, workers, concurrency)
+    table = goodput_markdown(result, workers)
+    (out / "goodput.md").write_text(table, "utf-8")
+    click.echo(table)

@@ -1,0 +1,178 @@
+"""No call billed twice, and no call past the budget: the guard around every gateway call.
+
+Each call of a job (a sub-agent node, the aggregation) has an idempotency key: job, slot
+(node id), model and a hash of the exact request (messages and max_tokens). A CallGuard:
+
+1. claims the slot, so one run calls at a time; a duplicate run (a redelivered or repeated
+   task message) waits for the holder, and reuses its answer once stored;
+2. reuses the answer stored under the key when an earlier run got one (a crash after the
+   gateway answered, a retried task): the gateway is not called again;
+3. reserves the call's cost bound against the job's budget (swarm.budget); a refusal means
+   the call is not made;
+4. wraps the call so each billed response is recorded the moment it arrives, before
+   anything else can fail: the ledger line, the spent budget and the answer are written by
+   one atomic store call, counted once by the response's call id;
+5. on exit, releases the reservation and the claim.
+
+The claim lasts ``visibility_timeout_s`` (the settings keep it above the longest call), so
+a run that died holding it blocks nobody for longer than the broker would wait anyway.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+
+from swarm.budget import messages_bound_nusd
+from swarm.catalog import ModelSpec
+from swarm.llm import Answer
+from swarm.pricing import cost_nusd, usd_text
+from swarm.records import ErrorKind, JobSpec, NodeEnvelope, Usage
+from swarm.retry_policy import BadResponseError
+from swarm.runtime import Runtime
+from swarm.store.billing import BilledCall, StoredAnswer
+
+CLAIM_POLL_S = 0.1
+"""How often a duplicate run looks for the holder's answer."""
+
+
+def call_key(
+    job_id: str, slot: str, model: str, messages: Sequence[dict[str, str]], max_tokens: int
+) -> str:
+    """The idempotency key of a call: ``<job>:<slot>:<model>:<sha256 of the request>``."""
+    request = json.dumps([messages, max_tokens], sort_keys=True, ensure_ascii=False)
+    digest = hashlib.sha256(request.encode()).hexdigest()[:32]
+    return f"{job_id}:{slot}:{model}:{digest}"
+
+
+@dataclass
+class CallGuard:
+    """Use as ``with CallGuard(...) as guard:``; then ``guard.reused`` / ``guard.refused``
+    say whether to skip the call, and ``guard.recorded(call)`` is the call to make."""
+
+    rt: Runtime
+    job_id: str
+    slot: str
+    model: ModelSpec
+    messages: Sequence[dict[str, str]]
+    max_tokens: int
+    budgeted: bool
+    """True when the job has a budget (reserve before calling)."""
+    closing: bool = False
+    """True for the aggregation (may use what is left of an exhausted budget)."""
+    owner: str = field(default_factory=lambda: uuid.uuid4().hex)
+    """Who holds the claim (one id per run)."""
+    reused: StoredAnswer | None = field(default=None, init=False)
+    """The answer an earlier run stored; set on enter."""
+    refused: bool = field(default=False, init=False)
+    """True when the budget refused the reservation; set on enter."""
+    _reserved: bool = field(default=False, init=False)
+    _attempts: int = field(default=0, init=False)
+    _started: float = field(default_factory=time.perf_counter, init=False)
+
+    @cached_property
+    def key(self) -> str:
+        """This call's idempotency key."""
+        return call_key(self.job_id, self.slot, self.model.name, self.messages, self.max_tokens)
+
+    @cached_property
+    def bound_nusd(self) -> int:
+        """What the call reserves: its cost bound (swarm.budget)."""
+        return messages_bound_nusd(self.model, self.messages, self.max_tokens)
+
+    def __enter__(self) -> CallGuard:
+        store = self.rt.store
+        self._claim()
+        self.reused = store.answer(self.job_id, self.key)
+        if self.reused is None and self.budgeted:
+            res_id = self._reservation_id
+            self._reserved = store.reserve(
+                self.job_id, res_id, self.bound_nusd, closing=self.closing
+            )
+            self.refused = not self._reserved
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self._reserved:
+            self.rt.store.release(self.job_id, self._reservation_id)
+        self.rt.store.unclaim(self.job_id, self.slot, self.owner)
+
+    @property
+    def _reservation_id(self) -> str:
+        return f"{self.slot}:{self.owner}"
+
+    def _claim(self) -> None:
+        ttl_s = self.rt.settings.visibility_timeout_s
+        store = self.rt.store
+        while not store.claim(self.job_id, self.slot, self.owner, ttl_s):
+            if store.answer(self.job_id, self.key) is not None:
+                return
+            time.sleep(CLAIM_POLL_S)
+
+    def recorded(self, call: Callable[[], Answer]) -> Callable[[], Answer]:
+        """``call``, recording each billed response as soon as it arrives."""
+
+        def attempt() -> Answer:
+            self._attempts += 1
+            try:
+                answer = call()
+            except BadResponseError as exc:
+                if exc.usage is not None and exc.usage != Usage():
+                    self._record(exc.usage, None)
+                raise
+            self._record(answer.usage, answer)
+            return answer
+
+        return attempt
+
+    def _record(self, usage: Usage, answer: Answer | None) -> None:
+        stored = None
+        if answer is not None:
+            stored = StoredAnswer(
+                content=answer.content,
+                usage=usage,
+                finish_reason=answer.finish_reason,
+                attempts=self._attempts,
+                latency_ms=int((time.perf_counter() - self._started) * 1000),
+            )
+        billed = BilledCall(
+            call_id=uuid.uuid4().hex,
+            model=self.model.name,
+            usage=usage,
+            cost_nusd=cost_nusd(self.model, usage),
+            answer_key=self.key if stored else None,
+            answer=stored,
+        )
+        self.rt.store.record_call(self.job_id, billed)
+
+    def skipped_envelope(self, spec: JobSpec, node_id: str) -> NodeEnvelope | None:
+        """A node's envelope when the guard skips its call (answer reused, budget refused)."""
+        if self.reused is None and not self.refused:
+            return None
+        ref, model = spec.input_ref(node_id), self.model.name
+        base = NodeEnvelope(node_id=node_id, input_ref=ref, model=model, status="error")
+        if (answer := self.reused) is not None:
+            return base.model_copy(
+                update={
+                    "status": "ok",
+                    "content": answer.content,
+                    "usage": answer.usage,
+                    "latency_ms": answer.latency_ms,
+                    "attempts": answer.attempts,
+                    "finish_reason": answer.finish_reason,
+                }
+            )
+        spent = usd_text(self.rt.store.budget(self.job_id).spent_usd)
+        budget = usd_text(spec.budget_usd or 0)
+        return base.model_copy(
+            update={
+                "error_kind": ErrorKind.BUDGET_EXCEEDED,
+                "error": f"budget {budget} reached (spent {spent}, plus calls in flight); "
+                "this node did not call the gateway",
+            }
+        )

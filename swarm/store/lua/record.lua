@@ -1,0 +1,28 @@
+-- Record one billed gateway response, exactly once, and store its answer (first one wins).
+-- Counting and storing happen in one script, so the ledger, the spent budget and the
+-- stored answer never disagree, and a repeated call id (a retried write) counts once.
+--
+-- KEYS[1] billed set (call ids)     KEYS[2] ledger hash ("<model>|<field>" -> int)
+-- KEYS[3] budget hash               KEYS[4] answers hash (idempotency key -> answer JSON)
+-- ARGV[1] call id   ARGV[2] model   ARGV[3] prompt   ARGV[4] completion   ARGV[5] cached
+-- ARGV[6] cost in nano-USD   ARGV[7] answer key ('' for none)   ARGV[8] answer JSON
+-- ARGV[9] ttl in seconds
+-- Returns 1 when the call was counted now, 0 when it had been counted before.
+local new = redis.call('SADD', KEYS[1], ARGV[1])
+if new == 1 then
+  local model = ARGV[2]
+  redis.call('HINCRBY', KEYS[2], model .. '|calls', 1)
+  redis.call('HINCRBY', KEYS[2], model .. '|prompt_tokens', ARGV[3])
+  redis.call('HINCRBY', KEYS[2], model .. '|completion_tokens', ARGV[4])
+  redis.call('HINCRBY', KEYS[2], model .. '|cached_tokens', ARGV[5])
+  redis.call('HINCRBY', KEYS[3], 'spent_nusd', ARGV[6])
+end
+if ARGV[7] ~= '' then
+  redis.call('HSETNX', KEYS[4], ARGV[7], ARGV[8])
+end
+for i = 1, 4 do
+  if redis.call('EXISTS', KEYS[i]) == 1 then
+    redis.call('EXPIRE', KEYS[i], ARGV[9])
+  end
+end
+return new

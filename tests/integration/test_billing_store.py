@@ -1,0 +1,136 @@
+"""The billing half of the job stores (Lua scripts on a real redis-server, and the memory
+store), one behaviour for both: exactly-once ledger, stored answers, budget, claims."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+import redis
+
+from swarm.records import JobSpec, Usage
+from swarm.store import JobStore, MemoryJobStore, RedisJobStore
+from swarm.store.billing import BilledCall, StoredAnswer
+
+
+@pytest.fixture(params=["memory", "redis"])
+def store(request: pytest.FixtureRequest) -> Iterator[JobStore]:
+    if request.param == "memory":
+        yield MemoryJobStore()
+        return
+    url = request.getfixturevalue("redis_url")
+    client = redis.Redis.from_url(url, decode_responses=True)
+    try:
+        yield RedisJobStore(client, ttl_s=60)
+    finally:
+        client.close()
+
+
+def job(store: JobStore, budget_usd: float | None = None) -> JobSpec:
+    spec = JobSpec(
+        job_id="b1",
+        instruction="i",
+        aggregate_instruction="a",
+        model="m",
+        aggregate_model="m",
+        node_ids=("n0", "n1"),
+        input_refs=("r0", "r1"),
+        submitted_at=time.time(),
+        budget_usd=budget_usd,
+    )
+    store.create_job(spec, ["a", "b"])
+    return spec
+
+
+def call(call_id: str, cost: int, key: str | None = None, text: str = "x") -> BilledCall:
+    usage = Usage(prompt_tokens=100, completion_tokens=10, cached_tokens=40)
+    answer = StoredAnswer(content=text, usage=usage, finish_reason="stop") if key else None
+    return BilledCall(
+        call_id=call_id, model="m", usage=usage, cost_nusd=cost, answer_key=key, answer=answer
+    )
+
+
+def test_each_billed_call_counts_once_and_the_first_answer_wins(store: JobStore) -> None:
+    job(store)
+    assert store.record_call("b1", call("c1", 500, key="k", text="first"))
+    assert not store.record_call("b1", call("c1", 500, key="k"))  # a retried write
+    assert store.record_call("b1", call("c2", 300, key="k", text="second"))
+    assert store.record_call("b1", call("c3", 200))  # billed, no usable answer
+    line = store.ledger("b1")["m"]
+    assert line.calls == 3
+    assert line.usage == Usage(prompt_tokens=300, completion_tokens=30, cached_tokens=120)
+    assert store.budget("b1").spent_nusd == 1000
+    stored = store.answer("b1", "k")
+    assert stored is not None and stored.content == "first" and store.answer("b1", "j") is None
+
+
+def test_reservations_against_the_cap(store: JobStore) -> None:
+    job(store, budget_usd=1e-6)  # 1,000 nano-USD
+    assert store.budget("b1").cap_nusd == 1000
+    assert store.reserve("b1", "a", 600)
+    assert store.reserve("b1", "a", 600)  # the same reservation again: nothing more
+    assert store.budget("b1").reserved_nusd == 600
+    assert not store.reserve("b1", "b", 500)  # 600 + 500 > 1,000: refused, now exhausted
+    assert store.budget("b1").exhausted
+    assert not store.reserve("b1", "c", 1)  # every later node is refused
+    store.record_call("b1", call("c1", 550))
+    store.release("b1", "a")
+    store.release("b1", "a")
+    state = store.budget("b1")
+    assert (state.spent_nusd, state.reserved_nusd, state.left_nusd) == (550, 0, 450)
+    assert not store.reserve("b1", "agg", 451, closing=True)
+    assert store.reserve("b1", "agg", 450, closing=True)  # the aggregation uses what is left
+
+
+def test_no_budget_reserves_everything(store: JobStore) -> None:
+    job(store)
+    assert store.reserve("b1", "a", 10**15) and store.budget("b1").cap_nusd is None
+
+
+def test_claims_are_exclusive_until_released_or_expired(store: JobStore) -> None:
+    job(store)
+    assert store.claim("b1", "n0", "me", 30)
+    assert store.claim("b1", "n0", "me", 30)
+    assert not store.claim("b1", "n0", "you", 30)
+    store.unclaim("b1", "n0", "you")  # not yours: no effect
+    assert not store.claim("b1", "n0", "you", 30)
+    store.unclaim("b1", "n0", "me")
+    assert store.claim("b1", "n0", "you", 0.2)
+    time.sleep(0.3)
+    assert store.claim("b1", "n0", "me", 30)  # the holder died: its claim expired
+
+
+def test_one_claim_among_racing_runs(store: JobStore) -> None:
+    job(store)
+    won: list[str] = []
+    barrier = threading.Barrier(8)
+
+    def race(owner: str) -> None:
+        barrier.wait()
+        if store.claim("b1", "n1", owner, 30):
+            won.append(owner)
+
+    threads = [threading.Thread(target=race, args=(f"o{i}",)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    assert len(won) == 1
+
+
+def test_reopen_resets_report_cap_and_reservations(store: JobStore) -> None:
+    spec = job(store, budget_usd=1e-6)
+    store.record_call("b1", call("c1", 900))
+    assert store.reserve("b1", "a", 100)
+    assert not store.reserve("b1", "b", 1)
+    store.cancel("b1")
+    store.save_report("b1", {"status": "budget_exceeded"})
+    assert store.reopen(spec.model_copy(update={"budget_usd": 2e-6})) == 1
+    assert store.report("b1") is None and not store.cancelled("b1")
+    state = store.budget("b1")
+    assert (state.cap_nusd, state.spent_nusd, state.reserved_nusd) == (2000, 900, 0)
+    assert not state.exhausted and store.spec("b1").budget_usd == 2e-6
+    assert store.save_report("b1", {"status": "succeeded"})  # the new report replaces it
+    assert store.reopen(spec) == 2 and store.ledger("b1")["m"].calls == 1

@@ -1,0 +1,137 @@
+"""Prometheus metrics of a worker process, per model: calls by outcome, tokens, cost, 429s,
+call latency and calls in flight.
+
+``SwarmMetrics`` is a CallListener (swarm/events.py), so the domain reports to it without
+knowing Prometheus exists. Each instance owns its registry (tests build many; the default
+global registry would refuse duplicate names). ``serve`` starts the HTTP endpoint of one
+worker process; prefork children would each need their own, so the endpoint is meant for the
+threads pool (the default here), where one process runs every call.
+
+Hook for the admission controller: call ``set_admission(model, in_flight, waiting)`` (or
+register your own collector on ``metrics.registry``) to export its gauges on the same
+endpoint.
+"""
+
+from __future__ import annotations
+
+from wsgiref.simple_server import WSGIServer
+
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    PlatformCollector,
+    ProcessCollector,
+    disable_created_metrics,
+    start_http_server,
+)
+
+from swarm.catalog import Catalog
+from swarm.events import CallListener, Listeners
+from swarm.pricing import cost_usd
+from swarm.records import ErrorKind, Usage
+
+OK = "ok"
+LATENCY_BUCKETS_S = (0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0, 45.0, 60.0, 120.0)
+"""Gateway calls take from a fraction of a second to the 45 s node timeout and beyond."""
+
+
+class SwarmMetrics(CallListener):
+    """Counters, histogram and gauges of one worker process, labelled by model."""
+
+    def __init__(self, catalog: Catalog) -> None:
+        self.catalog = catalog
+        self._model_of_queue = {spec.queue: name for name, spec in catalog.models.items()}
+        self.registry = CollectorRegistry(auto_describe=True)
+        ProcessCollector(registry=self.registry)
+        PlatformCollector(registry=self.registry)
+        reg = self.registry
+
+        def counter(name: str, doc: str, *labels: str) -> Counter:
+            return Counter(name, doc, ["model", *labels], registry=reg)
+
+        def gauge(name: str, doc: str) -> Gauge:
+            return Gauge(name, doc, ["model"], registry=reg)
+
+        self.calls = counter("swarm_calls", "Gateway call attempts (ok or error kind).", "outcome")
+        self.nodes = counter("swarm_nodes", "Sub-agent nodes finished after retries.", "outcome")
+        self.input_tokens = counter("swarm_input_tokens", "Prompt tokens billed (cached too).")
+        self.cached_input_tokens = counter(
+            "swarm_cached_input_tokens", "Prompt tokens served from the gateway's cache."
+        )
+        self.output_tokens = counter("swarm_output_tokens", "Completion tokens billed.")
+        self.cost = counter("swarm_cost_usd", "Cost of billed tokens at catalog prices, USD.")
+        self.rate_limited = counter("swarm_rate_limited", "429 answers seen from the gateway.")
+        self.latency = Histogram(
+            "swarm_call_latency_seconds",
+            "Latency of one gateway call attempt.",
+            ["model"],
+            buckets=LATENCY_BUCKETS_S,
+            registry=reg,
+        )
+        self.in_flight = gauge("swarm_tasks_in_flight", "Tasks running in this process.")
+        self.admission_in_flight = gauge(
+            "swarm_admission_in_flight", "Calls admitted by the admission controller."
+        )
+        self.admission_waiting = gauge("swarm_admission_waiting", "Calls waiting for admission.")
+
+    # -- CallListener hooks -------------------------------------------------------------------
+    def attempt_finished(
+        self, model: str, error_kind: ErrorKind | None, usage: Usage, latency_s: float
+    ) -> None:
+        """Count the attempt, its tokens and cost, and observe its latency."""
+        self.calls.labels(model, error_kind.value if error_kind else OK).inc()
+        self.latency.labels(model).observe(latency_s)
+        if error_kind is ErrorKind.RATE_LIMITED:
+            self.rate_limited.labels(model).inc()
+        if usage.total_tokens:
+            self._bill(model, usage)
+
+    def node_finished(self, model: str, ok: bool, attempts: int, latency_s: float) -> None:
+        """Count the node by outcome."""
+        self.nodes.labels(model, OK if ok else "error").inc()
+
+    def _bill(self, model: str, usage: Usage) -> None:
+        self.input_tokens.labels(model).inc(usage.prompt_tokens)
+        self.cached_input_tokens.labels(model).inc(usage.cached_tokens)
+        self.output_tokens.labels(model).inc(usage.completion_tokens)
+        spec = self.catalog.models.get(model)
+        if spec is not None:
+            self.cost.labels(model).inc(cost_usd(spec, usage))
+
+    # -- task and admission hooks -------------------------------------------------------------
+    def task_started(self, queue: str | None) -> None:
+        """A task from ``queue`` began running in this process."""
+        model = self._model_of_queue.get(queue or "")
+        if model is not None:
+            self.in_flight.labels(model).inc()
+
+    def task_ended(self, queue: str | None) -> None:
+        """A task from ``queue`` ended (any outcome)."""
+        model = self._model_of_queue.get(queue or "")
+        if model is not None:
+            self.in_flight.labels(model).dec()
+
+    def set_admission(self, model: str, in_flight: int, waiting: int) -> None:
+        """The admission controller's view of ``model``: calls admitted and calls waiting."""
+        self.admission_in_flight.labels(model).set(in_flight)
+        self.admission_waiting.labels(model).set(waiting)
+
+    def serve(self, port: int, addr: str = "0.0.0.0") -> WSGIServer:
+        """Start the /metrics endpoint on ``port`` in a daemon thread; ``.shutdown()`` stops it."""
+        disable_created_metrics()  # type: ignore[no-untyped-call]  # no `*_created` series
+        server, _thread = start_http_server(port, addr=addr, registry=self.registry)
+        return server
+
+
+def find(listener: CallListener) -> SwarmMetrics | None:
+    """The SwarmMetrics inside ``listener`` (itself or one of a Listeners), if any."""
+    if isinstance(listener, SwarmMetrics):
+        return listener
+    if isinstance(listener, Listeners):
+        for inner in listener.listeners:
+            found = find(inner)
+            if found is not None:
+                return found
+    return None
