@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from swarm.admission.gate import gate_for, rate_limited_by_model
-from swarm.idempotency import CallGuard
-from swarm.llm import call_once, call_with_retries
+from swarm.admission.gate import rate_limited_by_model
+from swarm.budget import messages_bound_nusd
+from swarm.calls import Outcome, guarded_call
+from swarm.catalog import ModelSpec
+from swarm.llm import Message
 from swarm.pricing import usd_of_nusd, usd_text
 from swarm.prompts import aggregate_messages
 from swarm.records import ErrorKind, JobSpec, NodeEnvelope
+from swarm.reduce import needs_reduction, pack
 from swarm.report import (
     JobStatus,
     build_report,
@@ -19,7 +23,14 @@ from swarm.report import (
     enough_succeeded,
 )
 from swarm.runtime import Runtime
-from swarm.subagent import attempt_hook
+from swarm.tokens import estimate_tokens
+
+MAX_REDUCE_LEVELS = 6
+REDUCE_PARALLELISM = 8
+REDUCE_INSTRUCTION = (
+    "Condense these sub-agent results for a later merge: keep every distinct finding, "
+    "each with the inputs (input refs) it concerns; drop repetition."
+)
 
 
 def run_aggregation(rt: Runtime, job_id: str) -> dict[str, Any]:
@@ -73,29 +84,88 @@ def run_aggregation(rt: Runtime, job_id: str) -> dict[str, Any]:
 def _aggregate(rt: Runtime, spec: JobSpec, ok: list[NodeEnvelope]) -> tuple[str, str | None, bool]:
     """The final text, or an error; the flag is True when the budget refused the call."""
     model = rt.catalog.model(spec.aggregate_model)
+    results, error = reduce_results(rt, spec, model, ok)
+    if error is not None:
+        return "", error, False
     messages = aggregate_messages(
-        spec.aggregate_instruction, ok, model.context_window, model.max_tokens
+        spec.aggregate_instruction, results, model.context_window, model.max_tokens
     )
-    budgeted = spec.budget_usd is not None
-    slot, limit = "aggregate", model.max_tokens
-    with CallGuard(rt, spec.job_id, slot, model, messages, limit, budgeted, closing=True) as guard:
-        if guard.reused is not None:
-            return guard.reused.content, None, False
-        if guard.refused:
-            left = usd_of_nusd(rt.store.budget(spec.job_id).left_nusd or 0)
-            bound = usd_of_nusd(guard.bound_nusd)
-            short = (
-                f"the budget left ({usd_text(left)}) does not cover the aggregation (up to "
-                f"{usd_text(bound)}); no aggregation call was made"
-            )
-            return "", short, True
-        gate = gate_for(rt, model, spec.job_id, messages, limit)
-        result = call_with_retries(
-            guard.recorded(gate.wrap(lambda: call_once(rt.client, model, messages, limit))),
-            rt.settings,
-            on_attempt=attempt_hook(rt, model.name),
+    outcome = _call(rt, spec, model, "aggregate", messages)
+    if outcome.error_kind is ErrorKind.BUDGET_EXCEEDED:
+        left = usd_of_nusd(rt.store.budget(spec.job_id).left_nusd or 0)
+        bound = usd_of_nusd(messages_bound_nusd(model, messages, model.max_tokens))
+        short = (
+            f"the budget left ({usd_text(left)}) does not cover the aggregation (up to "
+            f"{usd_text(bound)}); no aggregation call was made"
         )
-    if result.answer is None:
-        failed = f"aggregation on {model.name} failed: {result.error_kind}: {result.error}"
+        return "", short, True
+    if outcome.answer is None:
+        failed = f"aggregation on {model.name} failed: {outcome.error_kind}: {outcome.error}"
         return "", failed, False
-    return result.answer.content, None, False
+    return outcome.answer.content, None, False
+
+
+def _call(
+    rt: Runtime, spec: JobSpec, model: ModelSpec, slot: str, messages: list[Message]
+) -> Outcome:
+    return guarded_call(
+        rt,
+        spec.job_id,
+        slot,
+        model,
+        messages,
+        model.max_tokens,
+        budgeted=spec.budget_usd is not None,
+        closing=True,
+    )
+
+
+def reduce_results(
+    rt: Runtime, spec: JobSpec, model: ModelSpec, results: list[NodeEnvelope]
+) -> tuple[list[NodeEnvelope], str | None]:
+    """Results that fit one aggregation call: reduced in groups, level by level, while they
+    do not (a tree of intermediate summaries, each billed like any call)."""
+    budget = _results_budget(spec, model)
+    for level in range(1, MAX_REDUCE_LEVELS + 1):
+        sizes = [estimate_tokens(env.content) + 32 for env in results]
+        if not needs_reduction(sizes, budget):
+            return results, None
+        groups = [[results[i] for i in group] for group in pack(sizes, budget)]
+        with ThreadPoolExecutor(max_workers=min(len(groups), REDUCE_PARALLELISM)) as pool:
+            jobs = [
+                pool.submit(_reduce, rt, spec, model, level, i, g) for i, g in enumerate(groups)
+            ]
+            reduced = [job.result() for job in jobs]
+        failed = [env for env in reduced if not env.ok]
+        if failed:
+            return results, f"reducing results (level {level}) failed: {failed[0].error}"
+        results = reduced
+    return results, None
+
+
+def _results_budget(spec: JobSpec, model: ModelSpec) -> int:
+    overhead = estimate_tokens(spec.aggregate_instruction) + 1024
+    return max(model.context_window - model.max_tokens - overhead, 1024)
+
+
+def _reduce(
+    rt: Runtime,
+    spec: JobSpec,
+    model: ModelSpec,
+    level: int,
+    index: int,
+    group: list[NodeEnvelope],
+) -> NodeEnvelope:
+    messages = aggregate_messages(REDUCE_INSTRUCTION, group, model.context_window, model.max_tokens)
+    outcome = _call(rt, spec, model, f"reduce:{level}:{index}", messages)
+    refs = ", ".join(env.input_ref for env in group)
+    return NodeEnvelope(
+        node_id=f"r{level}.{index}",
+        input_ref=refs if len(refs) <= 200 else f"{group[0].input_ref} .. {group[-1].input_ref}",
+        model=model.name,
+        status="ok" if outcome.answer else "error",
+        content=outcome.answer.content if outcome.answer else "",
+        usage=outcome.usage,
+        error_kind=outcome.error_kind,
+        error=outcome.error,
+    )

@@ -26,13 +26,18 @@ from swarm.errors import (
     JobNotFinishedError,
     JobTimeoutError,
 )
-from swarm.queueing import AGGREGATE_TASK, SUBAGENT_TASK, job_priority, make_celery
-from swarm.records import InputItem, JobSpec
+from swarm.queueing import AGGREGATE_TASK, PLAN_TASK, SUBAGENT_TASK, job_priority, make_celery
+from swarm.records import InputItem, JobSpec, NodeTask
 from swarm.settings import Settings, load_settings
 from swarm.store import JobStore, Progress, RedisJobStore
 from swarm.taskrepr import NO_KWARGS, aggregate_argsrepr, subagent_argsrepr
 
 DEFAULT_INSTRUCTION = "Review this input. List concrete problems and risks, most severe first."
+DEFAULT_PLANNED_AGGREGATE = (
+    "Answer the question from the sub-agents' results: a structured survey in Markdown, "
+    "each claim followed by the documents it comes from in brackets."
+)
+PLAN_KIND = "plan"
 DEFAULT_AGGREGATE = (
     "Merge the sub-agents' results into one report: the most important findings first, "
     "each with the inputs it concerns; note disagreements."
@@ -106,6 +111,8 @@ class SwarmClient:
         job_id: str | None = None,
         budget_usd: float | None = None,
         force: bool = False,
+        output_schema: dict[str, Any] | None = None,
+        tasks: Sequence[NodeTask] | None = None,
     ) -> SwarmHandle:
         """Store the job, fan out one sub-agent per input, and return its handle.
 
@@ -113,6 +120,9 @@ class SwarmClient:
         BudgetExceededError, with nothing stored or enqueued, when it passes the budget
         unless ``force``; while running, calls reserve against the cap and the nodes that
         would pass it end ``budget_exceeded`` without calling the gateway.
+
+        ``output_schema`` asks every sub-agent for JSON following that schema; ``tasks``
+        (aligned with ``inputs``) gives nodes their own model, instruction and schema.
         """
         items = _items(inputs)
         if not instruction.strip():
@@ -124,23 +134,76 @@ class SwarmClient:
                 items, instruction, aggregate_instruction, spec_model, aggregate, max_tokens
             )
             preflight(bound, budget_usd, force)
+        if tasks is not None and len(tasks) != len(items):
+            raise InputError(f"{len(tasks)} tasks for {len(items)} inputs")
+        for task in tasks or ():
+            for name in task.models():
+                self.catalog.model(name)
         width = max(4, len(str(len(items) - 1)))
+        node_ids = tuple(f"n{i:0{width}d}" for i in range(len(items)))
         spec = JobSpec(
             job_id=job_id or uuid.uuid4().hex,
             instruction=instruction.strip(),
             aggregate_instruction=aggregate_instruction.strip() or DEFAULT_AGGREGATE,
             model=spec_model.name,
             aggregate_model=aggregate.name,
-            node_ids=tuple(f"n{i:0{width}d}" for i in range(len(items))),
+            node_ids=node_ids,
             input_refs=tuple(item.ref for item in items),
             submitted_at=time.time(),
             max_tokens=max_tokens,
             min_success_ratio=self.settings.min_success_ratio,
             budget_usd=budget_usd,
+            kind=None if model else kind,
+            fallback_models=() if model else self.catalog.routing[kind][1:],
+            output_schema=output_schema,
+            tasks=dict(zip(node_ids, tasks, strict=True)) if tasks else {},
         )
         try:
             self.store.create_job(spec, [item.text for item in items])
-            self._fan_out(spec, spec_model.queue, aggregate.queue, [len(i.text) for i in items])
+            self.fan_out(spec, [len(i.text) for i in items])
+        except (redis.RedisError, kombu.exceptions.OperationalError) as exc:
+            raise BrokerUnavailableError(f"cannot reach the broker: {exc}") from None
+        return SwarmHandle(spec.job_id, self.store)
+
+    def plan(
+        self,
+        documents: Sequence[InputItem],
+        query: str,
+        *,
+        aggregate_instruction: str = DEFAULT_PLANNED_AGGREGATE,
+        budget_usd: float | None = None,
+        job_id: str | None = None,
+    ) -> SwarmHandle:
+        """A planned job (seed 001): the planner splits ``query`` over the documents into
+        routed sub-tasks, they fan out as one chord, and the aggregation answers the query.
+        """
+        items = _items(documents)
+        if not query.strip():
+            raise InputError("the query is empty")
+        check_budget(budget_usd)
+        planner = self.catalog.route(PLAN_KIND)
+        width = max(4, len(str(len(items) - 1)))
+        spec = JobSpec(
+            job_id=job_id or uuid.uuid4().hex,
+            instruction=query.strip(),
+            aggregate_instruction=f"{aggregate_instruction}\n\nQuestion: {query.strip()}",
+            model=planner.name,
+            aggregate_model=self.catalog.route(AGGREGATE_KIND).name,
+            node_ids=tuple(f"d{i:0{width}d}" for i in range(len(items))),
+            input_refs=tuple(item.ref for item in items),
+            submitted_at=time.time(),
+            min_success_ratio=self.settings.min_success_ratio,
+            budget_usd=budget_usd,
+        )
+        try:
+            self.store.create_job(spec, [item.text for item in items])
+            self.app.signature(
+                PLAN_TASK,
+                args=(spec.job_id,),
+                queue=planner.queue,
+                task_id=f"{spec.job_id}-plan",
+                argsrepr=f"job={spec.job_id}",
+            ).apply_async()
         except (redis.RedisError, kombu.exceptions.OperationalError) as exc:
             raise BrokerUnavailableError(f"cannot reach the broker: {exc}") from None
         return SwarmHandle(spec.job_id, self.store)
@@ -165,31 +228,31 @@ class SwarmClient:
             spec = spec.model_copy(update={"budget_usd": budget_usd})
         done = {env.node_id for env in self.store.envelopes(job_id) if env.ok}
         todo = [node_id for node_id in spec.node_ids if node_id not in done]
-        model = self.catalog.model(spec.model)
-        aggregate = self.catalog.model(spec.aggregate_model)
         try:
             number = self.store.reopen(spec)
-            self._fan_out(spec, model.queue, aggregate.queue, only=todo, suffix=f"-r{number}")
+            self.fan_out(spec, only=todo, suffix=f"-r{number}")
         except (redis.RedisError, kombu.exceptions.OperationalError) as exc:
             raise BrokerUnavailableError(f"cannot reach the broker: {exc}") from None
         return SwarmHandle(job_id, self.store)
 
-    def _fan_out(
+    def fan_out(
         self,
         spec: JobSpec,
-        queue: str,
-        aggregate_queue: str,
         input_chars: Sequence[int | None] = (),
         *,
         only: Sequence[str] | None = None,
         suffix: str = "",
     ) -> None:
+        """Send the job's chord: one sub-agent per node on its model's queue, then the
+        aggregation on the aggregate model's queue (``only``: just those nodes)."""
         sizes = list(input_chars) or [None] * len(spec.node_ids)
+        wanted = None if only is None else set(only)
+        aggregate_queue = self.catalog.model(spec.aggregate_model).queue
         header = [
             self.app.signature(
                 SUBAGENT_TASK,
                 args=(spec.job_id, node_id),
-                queue=queue,
+                queue=self.catalog.model(spec.task(node_id).model).queue,
                 task_id=f"{spec.job_id}-{node_id}{suffix}",
                 # Flower and logs show this summary instead of the arguments.
                 argsrepr=subagent_argsrepr(spec, node_id, size),
@@ -199,7 +262,7 @@ class SwarmClient:
                 priority=job_priority(len(spec.node_ids)),
             )
             for node_id, size in zip(spec.node_ids, sizes, strict=True)
-            if only is None or node_id in only
+            if wanted is None or node_id in wanted
         ]
         body = self.app.signature(
             AGGREGATE_TASK,

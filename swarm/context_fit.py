@@ -9,27 +9,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from swarm.records import Frozen
+from swarm.records import Truncation
 from swarm.tokens import estimate_tokens
 
 HEAD_SHARE = 0.7
 TAIL_SHARE = 0.2
 SUMMARY_SHARE = 0.1
-
-
-class Truncation(Frozen):
-    """What context fitting did to one input."""
-
-    original_chars: int
-    """Characters of the input as given."""
-    original_tokens: int
-    """Estimated tokens of the input as given."""
-    kept_chars: int
-    """Characters kept verbatim (head plus tail)."""
-    summarized_chars: int
-    """Characters of the middle replaced by a summary."""
-    summary_chars: int = 0
-    """Characters of the summary that replaced them."""
 
 
 @dataclass(frozen=True)

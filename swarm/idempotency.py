@@ -31,8 +31,8 @@ from functools import cached_property
 from swarm.budget import messages_bound_nusd
 from swarm.catalog import ModelSpec
 from swarm.llm import Answer
-from swarm.pricing import cost_nusd, usd_text
-from swarm.records import ErrorKind, JobSpec, NodeEnvelope, Usage
+from swarm.pricing import cost_nusd
+from swarm.records import Usage
 from swarm.retry_policy import BadResponseError
 from swarm.runtime import Runtime
 from swarm.store.billing import BilledCall, StoredAnswer
@@ -149,30 +149,3 @@ class CallGuard:
             answer=stored,
         )
         self.rt.store.record_call(self.job_id, billed)
-
-    def skipped_envelope(self, spec: JobSpec, node_id: str) -> NodeEnvelope | None:
-        """A node's envelope when the guard skips its call (answer reused, budget refused)."""
-        if self.reused is None and not self.refused:
-            return None
-        ref, model = spec.input_ref(node_id), self.model.name
-        base = NodeEnvelope(node_id=node_id, input_ref=ref, model=model, status="error")
-        if (answer := self.reused) is not None:
-            return base.model_copy(
-                update={
-                    "status": "ok",
-                    "content": answer.content,
-                    "usage": answer.usage,
-                    "latency_ms": answer.latency_ms,
-                    "attempts": answer.attempts,
-                    "finish_reason": answer.finish_reason,
-                }
-            )
-        spent = usd_text(self.rt.store.budget(self.job_id).spent_usd)
-        budget = usd_text(spec.budget_usd or 0)
-        return base.model_copy(
-            update={
-                "error_kind": ErrorKind.BUDGET_EXCEEDED,
-                "error": f"budget {budget} reached (spent {spent}, plus calls in flight); "
-                "this node did not call the gateway",
-            }
-        )

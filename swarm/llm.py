@@ -83,13 +83,18 @@ def call_once(
     spec: ModelSpec,
     messages: Sequence[Message],
     max_tokens: int,
+    *,
+    json_mode: bool = False,
 ) -> Answer:
-    """One chat completion; raises openai errors or BadResponseError."""
+    """One chat completion (JSON mode: ``response_format`` json_object); raises openai
+    errors or BadResponseError."""
+    extra: dict[str, Any] = {"response_format": {"type": "json_object"}} if json_mode else {}
     completion = client.chat.completions.create(
         model=spec.gateway_name,
         messages=list(messages),  # type: ignore[arg-type]
         max_tokens=max_tokens,
         temperature=0.2,
+        **extra,
     )
     return _answer_of(completion)
 

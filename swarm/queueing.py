@@ -16,6 +16,7 @@ from swarm.settings import Settings
 
 SUBAGENT_TASK = "swarm.subagent"
 AGGREGATE_TASK = "swarm.aggregate"
+PLAN_TASK = "swarm.plan"
 EMBEDDED_BROKER = "memory://localhost/"
 EMBEDDED_BACKEND = "cache+memory://"
 

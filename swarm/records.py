@@ -7,9 +7,9 @@ task result) and serialises with ``model_dump(mode="json")`` on the way out.
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 
 class Frozen(BaseModel):
@@ -32,6 +32,8 @@ class ErrorKind(StrEnum):
     CONTEXT_OVERFLOW = "context_overflow"
     CANCELLED = "cancelled"
     BUDGET_EXCEEDED = "budget_exceeded"
+    BAD_OUTPUT = "bad_output"
+    PLAN_FAILED = "plan_failed"
     INTERNAL = "internal"
 
 
@@ -86,6 +88,10 @@ class NodeEnvelope(Frozen):
     """One-line description of the last error (never a key or a prompt)."""
     finish_reason: str | None = None
     """The gateway's finish_reason of the answer (``length`` means the answer was cut)."""
+    kind: str | None = None
+    """Task kind of the node (routing), when the job routes by kind."""
+    truncation: Truncation | None = None
+    """Set when the input did not fit the model's context and its middle was summarised."""
 
     @property
     def ok(self) -> bool:
@@ -100,6 +106,40 @@ class InputItem(Frozen):
     """Human-readable origin (path, stdin line, generated name)."""
     text: str
     """The input's content."""
+
+
+class Truncation(Frozen):
+    """What context fitting did to one input (seed 001, error 2)."""
+
+    original_chars: int
+    """Characters of the input as given."""
+    original_tokens: int
+    """Estimated tokens of the input as given."""
+    kept_chars: int
+    """Characters kept verbatim (head plus tail)."""
+    summarized_chars: int
+    """Characters of the middle replaced by a summary."""
+    summary_chars: int = 0
+    """Characters of the summary that replaced them (0 when the summary call failed)."""
+
+
+class NodeTask(Frozen):
+    """What one node does: its model (and fallbacks), instruction and output format."""
+
+    model: str
+    """Catalog model tried first."""
+    instruction: str
+    """What the sub-agent does with its input."""
+    kind: str | None = None
+    """Routing kind the model was chosen by."""
+    fallback_models: tuple[str, ...] = ()
+    """Models tried in turn when the first keeps failing after its retries."""
+    output_schema: dict[str, Any] | None = None
+    """JSON schema the answer must follow (JSON mode, repaired and validated)."""
+
+    def models(self) -> tuple[str, ...]:
+        """The model and its fallbacks, each once."""
+        return tuple(dict.fromkeys((self.model, *self.fallback_models)))
 
 
 class JobSpec(Frozen):
@@ -127,7 +167,34 @@ class JobSpec(Frozen):
     """Share of nodes that must succeed for the aggregation to run."""
     budget_usd: float | None = None
     """Cap on the job's billed cost in USD; None means no cap (see swarm.budget)."""
+    kind: str | None = None
+    """Routing kind of the sub-agents when chosen by kind."""
+    fallback_models: tuple[str, ...] = ()
+    """Models tried in turn when ``model`` keeps failing for a node."""
+    output_schema: dict[str, Any] | None = None
+    """JSON schema every sub-agent answer must follow; None for free text."""
+    tasks: dict[str, NodeTask] = Field(default_factory=dict)
+    """Per-node tasks that differ from the job's (planned and routed jobs)."""
+    _index: dict[str, int] = PrivateAttr(default_factory=dict)
+
+    def _position(self, node_id: str) -> int:
+        position = self._index.get(node_id)
+        if position is None or len(self._index) != len(self.node_ids):
+            self._index.clear()  # built lazily; a model_copy may carry another spec's
+            self._index.update((n, i) for i, n in enumerate(self.node_ids))
+            position = self._index[node_id]
+        return position
 
     def input_ref(self, node_id: str) -> str:
         """The input reference of a node."""
-        return self.input_refs[self.node_ids.index(node_id)]
+        return self.input_refs[self._position(node_id)]
+
+    def task(self, node_id: str) -> NodeTask:
+        """What a node does: its own task, or the job's."""
+        return self.tasks.get(node_id) or NodeTask(
+            model=self.model,
+            instruction=self.instruction,
+            kind=self.kind,
+            fallback_models=self.fallback_models,
+            output_schema=self.output_schema,
+        )

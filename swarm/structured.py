@@ -13,6 +13,8 @@ import re
 from typing import Any, TypeVar
 
 import json_repair
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError
 from pydantic import BaseModel, ValidationError
 
 M = TypeVar("M", bound=BaseModel)
@@ -56,3 +58,27 @@ def _first(exc: ValidationError) -> str:
     err = exc.errors()[0]
     loc = ".".join(str(p) for p in err["loc"]) or "(root)"
     return f"{loc}: {err['msg']}"
+
+
+def validate_against(text: str, schema: dict[str, Any]) -> dict[str, Any] | list[Any]:
+    """Parse ``text`` and check it against a JSON schema (jsonschema, Draft 2020-12)."""
+    value = extract_json(text)
+    try:
+        validator = Draft202012Validator(schema)
+    except SchemaError as exc:
+        raise BadOutputError(f"the output schema itself is invalid: {exc.message}") from None
+    error = next(iter(sorted(validator.iter_errors(value), key=lambda e: list(e.path))), None)
+    if error is not None:
+        where = ".".join(str(p) for p in error.absolute_path) or "(root)"
+        raise BadOutputError(f"answer does not match the schema at {where}: {error.message}")
+    return value
+
+
+def schema_instruction(instruction: str, schema: dict[str, Any] | None) -> str:
+    """The instruction, with the JSON schema the answer must follow appended."""
+    if schema is None:
+        return instruction
+    return (
+        f"{instruction}\n\nAnswer with one JSON object only, no prose.\n"
+        f"JSON schema:\n```json\n{json.dumps(schema)}\n```"
+    )

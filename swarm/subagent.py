@@ -1,18 +1,46 @@
-"""One sub-agent node: load its input, call its model with retries, store the envelope.
+"""One sub-agent node: fit its input, call its model (then fallbacks), store the envelope.
 
 Idempotent: a node whose ok envelope is stored (redelivery, duplicate message) returns it
-without calling the gateway again, and the call itself runs inside a CallGuard
-(swarm.idempotency: stored answers, claims, budget). It never raises for a gateway failure.
+without calling the gateway again, and every call runs through swarm.calls.guarded_call
+(stored answers, budget, admission). It never raises for a gateway failure: failures are
+error envelopes.
+
+Per node (swarm.records.NodeTask): the model chosen by kind and its fallbacks, tried in
+turn when one keeps failing after its retries; an input over the model's context keeps its
+head and tail and has its middle summarised by the fast model (seed 001, error 2); a JSON
+answer is repaired, validated against the schema and retried once with the error (seed 001,
+error 5), else the node ends ``bad_output`` with the raw text kept.
 """
 
 from __future__ import annotations
 
-from swarm.admission.gate import gate_for
-from swarm.idempotency import CallGuard
-from swarm.llm import AttemptHook, CallResult, call_once, call_with_retries
+from dataclasses import dataclass, field
+
+from swarm.calls import Outcome, attempt_hook, guarded_call
+from swarm.catalog import ModelSpec
+from swarm.context_fit import (
+    clip_to_tokens,
+    input_budget_tokens,
+    split_for_budget,
+    summary_budget_tokens,
+)
+from swarm.llm import Message
 from swarm.prompts import subagent_messages
-from swarm.records import ErrorKind, JobSpec, NodeEnvelope, Usage
+from swarm.records import ErrorKind, JobSpec, NodeEnvelope, NodeTask, Truncation, Usage
+from swarm.retry_policy import RETRYABLE
 from swarm.runtime import Runtime
+from swarm.structured import BadOutputError, schema_instruction, validate_against
+from swarm.tokens import estimate_tokens
+
+FALLBACK_KINDS: frozenset[ErrorKind] = RETRYABLE | {ErrorKind.NOT_FOUND, ErrorKind.BAD_OUTPUT}
+"""Errors after which the next model of the node's kind is tried."""
+SUMMARIZE_KIND = "summarize"
+SUMMARIZER_ROLE = (
+    "Summarise the excerpt below for another model that will not see it: keep every fact, "
+    "name, number, identifier and claim that could matter; drop repetition."
+)
+
+__all__ = ["attempt_hook", "run_node"]
 
 
 def run_node(rt: Runtime, job_id: str, node_id: str, *, may_requeue: bool = False) -> NodeEnvelope:
@@ -27,37 +55,166 @@ def run_node(rt: Runtime, job_id: str, node_id: str, *, may_requeue: bool = Fals
         return stored
     if rt.store.cancelled(job_id):
         return _finish(rt, job_id, _cancelled(spec, node_id))
-    model = rt.catalog.model(spec.model)
-    messages = subagent_messages(
-        spec.instruction, spec.input_ref(node_id), rt.store.input_text(job_id, node_id)
+    task = spec.task(node_id)
+    text = rt.store.input_text(job_id, node_id)
+    rt.store.mark_running(job_id, node_id, task.model)
+    tally = _Tally()
+    envelope: NodeEnvelope | None = None
+    for position, name in enumerate(task.models()):
+        run = _ModelRun(rt, spec, node_id, task, rt.catalog.model(name), may_requeue)
+        envelope = run.envelope(text, node_id if position == 0 else f"{node_id}@{name}", tally)
+        if envelope.ok or envelope.error_kind not in FALLBACK_KINDS:
+            break
+    assert envelope is not None  # a task has at least one model
+    rt.listener.node_finished(
+        envelope.model, envelope.ok, envelope.attempts, envelope.latency_ms / 1000
     )
-    max_tokens = spec.max_tokens or model.max_tokens
-    budgeted = spec.budget_usd is not None
-    with CallGuard(rt, job_id, node_id, model, messages, max_tokens, budgeted) as guard:
-        skipped = guard.skipped_envelope(spec, node_id)
-        if skipped is not None:  # answered by an earlier run, or over budget: no call
-            return _finish(rt, job_id, skipped)
-        rt.store.mark_running(job_id, node_id, model.name)
-        gate = gate_for(rt, model, job_id, messages, max_tokens, may_requeue=may_requeue)
-        result = call_with_retries(
-            guard.recorded(gate.wrap(lambda: call_once(rt.client, model, messages, max_tokens))),
-            rt.settings,
-            on_attempt=attempt_hook(rt, model.name),
+    return _finish(rt, job_id, envelope)
+
+
+@dataclass
+class _Tally:
+    """Usage, attempts and time of every call a node made, over all its models."""
+
+    usage: Usage = field(default_factory=Usage)
+    attempts: int = 0
+    latency_ms: int = 0
+
+    def add(self, outcome: Outcome) -> None:
+        self.usage = self.usage + outcome.usage
+        self.attempts += outcome.attempts
+        self.latency_ms += outcome.latency_ms
+
+
+@dataclass
+class _ModelRun:
+    """One node on one model: fit, call, validate."""
+
+    rt: Runtime
+    spec: JobSpec
+    node_id: str
+    task: NodeTask
+    model: ModelSpec
+    may_requeue: bool
+
+    @property
+    def max_tokens(self) -> int:
+        return self.spec.max_tokens or self.model.max_tokens
+
+    def call(self, slot: str, messages: list[Message], max_tokens: int, *, json: bool) -> Outcome:
+        return guarded_call(
+            self.rt,
+            self.spec.job_id,
+            slot,
+            self.model,
+            messages,
+            max_tokens,
+            budgeted=self.spec.budget_usd is not None,
+            json_mode=json,
+            may_requeue=self.may_requeue,
         )
-        envelope = envelope_of(spec, node_id, model.name, result)
-        rt.listener.node_finished(
-            model.name, envelope.ok, result.attempts, result.latency_ms / 1000
+
+    def envelope(self, text: str, slot: str, tally: _Tally) -> NodeEnvelope:
+        instruction = schema_instruction(self.task.instruction, self.task.output_schema)
+        fitted, truncation = self.fit(text, instruction, slot, tally)
+        messages = subagent_messages(instruction, self.spec.input_ref(self.node_id), fitted)
+        json = self.task.output_schema is not None
+        outcome = self.call(slot, messages, self.max_tokens, json=json)
+        tally.add(outcome)
+        if outcome.answer is not None and json:
+            outcome = self.validated(outcome, messages, slot, tally)
+        return self.build(outcome, tally, truncation)
+
+    def fit(
+        self, text: str, instruction: str, slot: str, tally: _Tally
+    ) -> tuple[str, Truncation | None]:
+        """The input as it fits the model's context, and what was cut."""
+        overhead = estimate_tokens(instruction) + 256
+        budget = input_budget_tokens(self.model.context_window, self.max_tokens, overhead)
+        split = split_for_budget(text, budget)
+        if split is None:
+            return text, None
+        summarizer = self.rt.catalog.route(SUMMARIZE_KIND)
+        room = input_budget_tokens(summarizer.context_window, summarizer.max_tokens, 512)
+        messages = [
+            {"role": "system", "content": SUMMARIZER_ROLE},
+            {"role": "user", "content": clip_to_tokens(split.middle, room)},
+        ]
+        limit = min(summary_budget_tokens(budget), summarizer.max_tokens)
+        outcome = guarded_call(
+            self.rt,
+            self.spec.job_id,
+            f"{slot}:summary",
+            summarizer,
+            messages,
+            limit,
+            budgeted=self.spec.budget_usd is not None,
+            may_requeue=self.may_requeue,
         )
-        return _finish(rt, job_id, envelope)
+        tally.add(outcome)
+        summary = outcome.answer.content if outcome.answer else ""
+        shown = summary or f"[summary unavailable: {outcome.error_kind}]"
+        return split.join(shown), split.truncation(summary)
+
+    def validated(
+        self, outcome: Outcome, messages: list[Message], slot: str, tally: _Tally
+    ) -> Outcome:
+        """The answer if it matches the schema, else one retry told the error."""
+        assert outcome.answer is not None and self.task.output_schema is not None
+        try:
+            validate_against(outcome.answer.content, self.task.output_schema)
+            return outcome
+        except BadOutputError as exc:
+            problem = str(exc)
+        retry = [
+            *messages,
+            {"role": "assistant", "content": outcome.answer.content},
+            {"role": "user", "content": f"Rejected: {problem}. Answer again: JSON only."},
+        ]
+        second = self.call(f"{slot}:fix", retry, self.max_tokens, json=True)
+        tally.add(second)
+        if second.answer is None:
+            return second
+        try:
+            validate_against(second.answer.content, self.task.output_schema)
+            return second
+        except BadOutputError as exc:
+            return Outcome(
+                second.answer,
+                second.usage,
+                second.attempts,
+                second.latency_ms,
+                ErrorKind.BAD_OUTPUT,
+                str(exc),
+            )
+
+    def build(self, outcome: Outcome, tally: _Tally, truncation: Truncation | None) -> NodeEnvelope:
+        answer = outcome.answer
+        ok = answer is not None and outcome.error_kind is None
+        return NodeEnvelope(
+            node_id=self.node_id,
+            input_ref=self.spec.input_ref(self.node_id),
+            model=self.model.name,
+            status="ok" if ok else "error",
+            content=answer.content if answer else "",
+            usage=tally.usage,
+            latency_ms=tally.latency_ms,
+            attempts=tally.attempts,
+            error_kind=None if ok else outcome.error_kind,
+            error=None if ok else _error_text(outcome, self.spec),
+            finish_reason=answer.finish_reason if answer else None,
+            kind=self.task.kind,
+            truncation=truncation,
+        )
 
 
-def attempt_hook(rt: Runtime, model: str) -> AttemptHook:
-    """Forward each attempt of a call on ``model`` to the runtime's listener."""
-
-    def hook(kind: ErrorKind | None, usage: Usage, latency_s: float) -> None:
-        rt.listener.attempt_finished(model, kind, usage, latency_s)
-
-    return hook
+def _error_text(outcome: Outcome, spec: JobSpec) -> str | None:
+    if outcome.error_kind is ErrorKind.BUDGET_EXCEEDED:
+        return (
+            f"budget ${spec.budget_usd} reached (spent plus calls in flight); this node did "
+            "not call the gateway"
+        )
+    return outcome.error
 
 
 def _finish(rt: Runtime, job_id: str, envelope: NodeEnvelope) -> NodeEnvelope:
@@ -69,26 +226,8 @@ def _cancelled(spec: JobSpec, node_id: str) -> NodeEnvelope:
     return NodeEnvelope(
         node_id=node_id,
         input_ref=spec.input_ref(node_id),
-        model=spec.model,
+        model=spec.task(node_id).model,
         status="error",
         error_kind=ErrorKind.CANCELLED,
         error="job cancelled before this node called the gateway",
-    )
-
-
-def envelope_of(spec: JobSpec, node_id: str, model: str, result: CallResult) -> NodeEnvelope:
-    """The envelope of a finished call, answered or not."""
-    answer = result.answer
-    return NodeEnvelope(
-        node_id=node_id,
-        input_ref=spec.input_ref(node_id),
-        model=model,
-        status="ok" if answer else "error",
-        content=answer.content if answer else "",
-        usage=result.usage,
-        latency_ms=result.latency_ms,
-        attempts=result.attempts,
-        error_kind=result.error_kind,
-        error=result.error,
-        finish_reason=answer.finish_reason if answer else None,
     )

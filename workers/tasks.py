@@ -11,8 +11,10 @@ from typing import Any
 from celery import Celery, Task
 
 from swarm.aggregation import run_aggregation
+from swarm.client import SwarmClient
 from swarm.errors import RetryLater
-from swarm.queueing import AGGREGATE_TASK, SUBAGENT_TASK
+from swarm.planning import run_plan
+from swarm.queueing import AGGREGATE_TASK, PLAN_TASK, SUBAGENT_TASK
 from swarm.subagent import run_node
 from workers import runtime
 
@@ -38,8 +40,19 @@ def aggregate(self: Task, results: list[dict[str, Any]], job_id: str) -> dict[st
     return {"job_id": job_id, "status": report["status"]}
 
 
+def plan(self: Task, job_id: str) -> dict[str, Any]:
+    """The planner step: plan (swarm.planning), then fan out the planned chord from here."""
+    rt = runtime.get()
+    spec = run_plan(rt, job_id)
+    if spec is None:
+        return {"job_id": job_id, "status": "failed"}
+    SwarmClient(rt.settings, rt.catalog, rt.store, self.app).fan_out(spec)
+    return {"job_id": job_id, "nodes": len(spec.node_ids)}
+
+
 def register(app: Celery) -> None:
     """Register the tasks on ``app`` under their stable names."""
     # max_retries=None: requeues for admission are bounded by SWARM_ADMISSION_MAX_REQUEUES.
     app.task(name=SUBAGENT_TASK, bind=True, acks_late=True, max_retries=None)(subagent)
     app.task(name=AGGREGATE_TASK, bind=True, acks_late=True)(aggregate)
+    app.task(name=PLAN_TASK, bind=True, acks_late=True)(plan)

@@ -1,4 +1,4 @@
-"""`swarm`: run, status, demo and sim.
+"""`swarm`: run, status, resume, demo, review, analyze, cost, sim, stack and bench.
 
 Every SwarmError becomes one line on stderr and exit status 2; a job that ends failed,
 cancelled or over budget exits 1; a completed job (succeeded or partial) exits 0.
@@ -6,59 +6,28 @@ cancelled or over budget exits 1; a completed job (succeeded or partial) exits 0
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Callable
-from contextlib import ExitStack
-from functools import wraps
-from typing import Any, ParamSpec, TypeVar
+from typing import Any
 
 import click
 from rich.console import Console
 
 from swarm.budget import check_budget
 from swarm.catalog import load_catalog
+from swarm.cli.execute import (
+    broker_client,
+    execute,
+    finish,
+    one_line_errors,
+    run_embedded,
+    stderr_console,
+    submitter,
+)
 from swarm.cli.inputs import read_inputs
-from swarm.cli.render import follow, print_json, print_progress, print_report
+from swarm.cli.render import follow, print_json, print_progress
 from swarm.client import DEFAULT_AGGREGATE, DEFAULT_INSTRUCTION, SwarmClient
 from swarm.demo_inputs import DEMO_AGGREGATE, DEMO_INSTRUCTION, demo_inputs
-from swarm.errors import ConfigError, InputError, SwarmError
-from swarm.llm import make_client
-from swarm.preflight import check_gateway
-from swarm.records import InputItem
-from swarm.report import COMPLETED
+from swarm.errors import ConfigError, InputError
 from swarm.settings import Settings, load_settings
-
-P = ParamSpec("P")
-R = TypeVar("R")
-
-
-def one_line_errors(fn: Callable[P, R]) -> Callable[P, R]:
-    """Turn SwarmError into `swarm: <message>` on stderr and exit status 2."""
-
-    @wraps(fn)
-    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-        try:
-            return fn(*args, **kwargs)
-        except SwarmError as exc:
-            click.echo(f"swarm: {exc}", err=True)
-            sys.exit(2)
-
-    return wrapper
-
-
-def _stderr_console() -> Console | None:
-    console = Console(stderr=True)
-    return console if console.is_terminal else None
-
-
-def _finish(report: dict[str, Any], as_json: bool) -> None:
-    if as_json:
-        print_json(report)
-    else:
-        print_report(report, Console())
-    if report["status"] not in COMPLETED:
-        click.echo(f"swarm: job ended {report['status']}: {report.get('error') or ''}", err=True)
-        sys.exit(1)
 
 
 @click.group()
@@ -105,7 +74,7 @@ def run(
         raise InputError("the instruction is empty")
     catalog = load_catalog(settings.config)
     catalog.model(model) if model else catalog.route(kind)
-    submit = _submitter(
+    submit = submitter(
         items,
         instruction,
         aggregate,
@@ -115,81 +84,9 @@ def run(
         budget_usd=budget_usd,
         force=force,
     )
-    if settings.embedded:
-        if no_wait:
-            raise ConfigError(
-                "--no-wait needs SWARM_BROKER_URL (embedded jobs die with this process)"
-            )
-        report = _run_embedded(settings, submit, simulate, timeout_s)
-        _finish(report, as_json)
-        return
-    if simulate:
-        raise ConfigError(
-            "--simulate runs in embedded mode only; with SWARM_BROKER_URL, start `swarm sim` "
-            "and point the workers' SWARM_BASE_URL at it"
-        )
-    client = _broker_client(settings)
-    handle = submit(client)
-    if no_wait:
-        click.echo(handle.id)
-        return
-    _finish(follow(handle, _stderr_console(), timeout_s), as_json)
-
-
-Submit = Callable[[SwarmClient], Any]
-
-
-def _submitter(
-    items: list[InputItem],
-    instruction: str,
-    aggregate: str,
-    model: str | None,
-    kind: str,
-    **options: Any,
-) -> Submit:
-    def submit(client: SwarmClient) -> Any:
-        return client.submit(
-            items, instruction, aggregate_instruction=aggregate, model=model, kind=kind, **options
-        )
-
-    return submit
-
-
-def _gateway(settings: Settings) -> tuple[str, str]:
-    if settings.base_url is None:
-        raise ConfigError(
-            "SWARM_BASE_URL is not set: point it at an OpenAI-compatible gateway, or use "
-            "--simulate (or `swarm demo`) for the built-in simulator"
-        )
-    return settings.base_url, settings.require_key()
-
-
-def _broker_client(settings: Settings) -> SwarmClient:
-    base_url, key = _gateway(settings)
-    client = SwarmClient.from_settings(settings)
-    check_gateway(make_client(settings, base_url, key), base_url)
-    return client
-
-
-def _run_embedded(
-    settings: Settings, submit: Submit, simulate: bool, timeout_s: float | None
-) -> dict[str, Any]:
-    from swarm.cli.embedded import embedded_swarm, simulated_gateway
-
-    catalog = load_catalog(settings.config)
-    with ExitStack() as stack:
-        if simulate:
-            base_url, key = stack.enter_context(simulated_gateway()), "simulated"
-            click.echo(
-                "swarm: gateway is SIMULATED (built-in `swarm sim`, no model is called)", err=True
-            )
-        else:
-            base_url, key = _gateway(settings)
-            check_gateway(make_client(settings, base_url, key), base_url)
-        client = stack.enter_context(embedded_swarm(settings, catalog, base_url, key, join_s=None))
-        handle = submit(client)
-        return follow(handle, _stderr_console(), timeout_s)
-    raise AssertionError("unreachable")  # pragma: no cover
+    execute(
+        settings, submit, simulate=simulate, no_wait=no_wait, timeout_s=timeout_s, as_json=as_json
+    )
 
 
 @main.command()
@@ -206,7 +103,7 @@ def demo(n_inputs: int, as_json: bool) -> None:
             items, DEMO_INSTRUCTION, aggregate_instruction=DEMO_AGGREGATE, kind="review"
         )
 
-    _finish(_run_embedded(settings, submit, True, None), as_json)
+    finish(run_embedded(settings, submit, True, None), as_json)
 
 
 @main.command()
@@ -232,7 +129,7 @@ def status(job_id: str | None, as_json: bool, models: bool) -> None:
     handle = SwarmClient.from_settings(settings).attach(job_id)
     report = handle.report()
     if report is not None:
-        _finish(report, as_json)
+        finish(report, as_json)
         return
     progress = handle.progress()
     if as_json:
@@ -255,11 +152,11 @@ def resume(
     settings = load_settings()
     if settings.embedded:
         raise ConfigError("`swarm resume` needs SWARM_BROKER_URL (the job store is in Redis)")
-    handle = _broker_client(settings).resume(job_id, budget_usd=budget_usd)
+    handle = broker_client(settings).resume(job_id, budget_usd=budget_usd)
     if no_wait:
         click.echo(handle.id)
         return
-    _finish(follow(handle, _stderr_console(), timeout_s), as_json)
+    finish(follow(handle, stderr_console(), timeout_s), as_json)
 
 
 def _add_cost() -> None:
@@ -283,6 +180,17 @@ def _models_status(settings: Settings, as_json: bool) -> None:
         print_json({"models": counters})
     else:
         print_models(counters, Console())
+
+
+def _add_review_and_analyze() -> None:
+    from swarm.cli.analyze_cmd import analyze_command
+    from swarm.cli.review_cmd import review_command
+
+    main.add_command(review_command)
+    main.add_command(analyze_command)
+
+
+_add_review_and_analyze()
 
 
 def _add_sim() -> None:

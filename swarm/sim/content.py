@@ -6,9 +6,11 @@ same request always gets the same content and token counts.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import random
+import re
 import time
 import uuid
 from collections import OrderedDict
@@ -171,6 +173,20 @@ class Completion:
     finish_reason: str
 
 
+REPLY_RE = re.compile(r"\[\[sim:reply_b64=([A-Za-z0-9+/=_-]+)\]\]")
+
+
+def scripted_reply(text: str) -> str | None:
+    """The answer a ``[[sim:reply_b64=...]]`` marker scripts (base64 of UTF-8 text)."""
+    match = REPLY_RE.search(text)
+    if match is None:
+        return None
+    try:
+        return base64.urlsafe_b64decode(match.group(1)).decode("utf-8")
+    except (ValueError, UnicodeDecodeError):
+        return None
+
+
 def make_completion(request: ChatRequest) -> Completion:
     """Deterministic answer: ``sim:<model>:<digest12> results=N`` then pseudo-words.
 
@@ -185,7 +201,10 @@ def make_completion(request: ChatRequest) -> Completion:
     results = count_result_tags(request.last_user_content)
     header = f"sim:{request.model}:{digest[:12]}"
     words = pseudo_words(digest, max(0, int(tokens * CHARS_PER_TOKEN) - len(header) - 12))
-    if request.json_schema is not None:
+    scripted = scripted_reply(request.last_user_content)
+    if scripted is not None:
+        content = scripted
+    elif request.json_schema is not None:
         content = json.dumps(instance_of(request.json_schema, int(digest[:8], 16)))
     elif request.json_mode:
         payload = {"model": request.model, "digest": digest[:12], "results": results}

@@ -9,6 +9,7 @@ Markers are written into the LAST user message and force one outcome for that re
     [[sim:latency_ms=N]]  take exactly N ms (no load slowdown)
     [[sim:empty_choices]] 200 with ``choices: []`` (usage still present)
     [[sim:no_usage]]      200 without ``usage``
+    [[sim:reply_b64=B]]   answer with the base64 (URL-safe) text B as content (swarm.sim.content)
 
 Precedence when several are present: status, drop, hang, bad_json; ``empty_choices``,
 ``no_usage`` and ``latency_ms`` combine with anything. Markers override random faults.

@@ -84,6 +84,11 @@ class JobStore(ABC):
         """Store a new job's spec and its inputs (aligned with spec.node_ids)."""
 
     @abstractmethod
+    def update_job(self, spec: JobSpec, texts: Sequence[str]) -> None:
+        """Replace a job's spec and add its nodes' inputs, keeping its ledger and budget
+        (the planner turns a job's documents into planned nodes this way)."""
+
+    @abstractmethod
     def spec(self, job_id: str) -> JobSpec:
         """The job's spec; JobNotFoundError when unknown."""
 

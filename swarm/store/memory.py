@@ -63,6 +63,12 @@ class MemoryJobStore(JobStore):
                 job.budget = BudgetState(cap_nusd=nusd_of_usd(spec.budget_usd))
             self._jobs[spec.job_id] = job
 
+    def update_job(self, spec: JobSpec, texts: Sequence[str]) -> None:
+        with self._lock:
+            job = self._job(spec.job_id)
+            job.spec = spec
+            job.texts.update(zip(spec.node_ids, texts, strict=True))
+
     def spec(self, job_id: str) -> JobSpec:
         with self._lock:
             return self._job(job_id).spec

@@ -87,6 +87,9 @@ class RedisJobStore(JobStore):
             pipe.expire(budget, self._ttl_s)
         pipe.execute()
 
+    def update_job(self, spec: JobSpec, texts: Sequence[str]) -> None:
+        self.create_job(spec, texts)  # only sets the spec, adds inputs and (re)sets the cap
+
     def spec(self, job_id: str) -> JobSpec:
         raw = self._r.get(_key(job_id, "spec"))
         if raw is None:

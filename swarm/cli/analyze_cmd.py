@@ -1,0 +1,67 @@
+"""`swarm analyze DOC... --query TEXT`: planner, routed extraction, synthesis on Kimi K2.5."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+from rich.console import Console
+
+from swarm.cli.execute import execute, one_line_errors
+from swarm.client import SwarmClient, SwarmHandle
+from swarm.settings import load_settings
+from swarm.sources.documents import read_documents
+
+
+def survey_markdown(report: dict[str, Any]) -> str:
+    """The survey: the synthesis, then its sources (which sub-agent read what, and how)."""
+    lines = [
+        f"# Survey ({report['status']})",
+        "",
+        report.get("final") or f"_{report.get('error')}_",
+    ]
+    lines += ["", "## Sources", ""]
+    for node in report["nodes"]:
+        mark = "ok" if node["status"] == "ok" else f"failed: {node['error_kind']}"
+        cut = " (truncated)" if node.get("truncation") else ""
+        lines.append(
+            f"- `{node['input_ref']}`{cut}: {node.get('kind') or '-'} on {node['model']}, {mark}"
+        )
+    lines += ["", f"_cost ${report['cost_usd']:.4f}, {report['wall_s']:.1f} s_"]
+    return "\n".join(lines)
+
+
+def _print_markdown(report: dict[str, Any], console: Console) -> None:
+    console.print(survey_markdown(report), markup=False, highlight=False)
+
+
+@click.command("analyze")
+@click.argument("documents", nargs=-1)
+@click.option("--query", required=True, help="The question the documents should answer.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@click.option("--simulate", is_flag=True, help="Embedded mode: use the built-in simulator.")
+@click.option("--no-wait", is_flag=True, help="Print the job id and return.")
+@click.option("--budget-usd", type=float, help="Cap on the job's cost in USD.")
+@one_line_errors
+def analyze_command(
+    documents: tuple[str, ...],
+    query: str,
+    as_json: bool,
+    simulate: bool,
+    no_wait: bool,
+    budget_usd: float | None,
+) -> None:
+    """Answer QUERY over DOCUMENTS (txt, md; pdf with pypdf installed)."""
+    items = read_documents(list(documents))
+
+    def submit(client: SwarmClient) -> SwarmHandle:
+        return client.plan(items, query, budget_usd=budget_usd)
+
+    execute(
+        load_settings(),
+        submit,
+        simulate=simulate,
+        no_wait=no_wait,
+        as_json=as_json,
+        render=_print_markdown,
+    )

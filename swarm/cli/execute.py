@@ -1,0 +1,146 @@
+"""Running a job from the CLI: embedded or through the broker, then waiting and printing.
+
+Shared by `run`, `demo`, `review`, `analyze` and `resume`. Every SwarmError becomes one line
+on stderr and exit status 2; a job that ends failed, cancelled or over budget exits 1.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from contextlib import ExitStack
+from functools import wraps
+from typing import Any, ParamSpec, TypeVar
+
+import click
+from rich.console import Console
+
+from swarm.catalog import load_catalog
+from swarm.cli.render import follow, print_json, print_report
+from swarm.client import SwarmClient, SwarmHandle
+from swarm.errors import ConfigError, SwarmError
+from swarm.llm import make_client
+from swarm.preflight import check_gateway
+from swarm.records import InputItem
+from swarm.report import COMPLETED
+from swarm.settings import Settings
+
+P = ParamSpec("P")
+R = TypeVar("R")
+Render = Callable[[dict[str, Any], Console], None]
+
+
+def one_line_errors(fn: Callable[P, R]) -> Callable[P, R]:
+    """Turn SwarmError into `swarm: <message>` on stderr and exit status 2."""
+
+    @wraps(fn)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return fn(*args, **kwargs)
+        except SwarmError as exc:
+            click.echo(f"swarm: {exc}", err=True)
+            sys.exit(2)
+
+    return wrapper
+
+
+def stderr_console() -> Console | None:
+    console = Console(stderr=True)
+    return console if console.is_terminal else None
+
+
+def finish(report: dict[str, Any], as_json: bool, render: Render = print_report) -> None:
+    """Print the report (JSON or rendered) and exit 1 unless the job completed."""
+    if as_json:
+        print_json(report)
+    else:
+        render(report, Console())
+    if report["status"] not in COMPLETED:
+        click.echo(f"swarm: job ended {report['status']}: {report.get('error') or ''}", err=True)
+        sys.exit(1)
+
+
+Submit = Callable[[SwarmClient], Any]
+
+
+def submitter(
+    items: list[InputItem],
+    instruction: str,
+    aggregate: str,
+    model: str | None,
+    kind: str,
+    **options: Any,
+) -> Submit:
+    def submit(client: SwarmClient) -> Any:
+        return client.submit(
+            items, instruction, aggregate_instruction=aggregate, model=model, kind=kind, **options
+        )
+
+    return submit
+
+
+def gateway(settings: Settings) -> tuple[str, str]:
+    if settings.base_url is None:
+        raise ConfigError(
+            "SWARM_BASE_URL is not set: point it at an OpenAI-compatible gateway, or use "
+            "--simulate (or `swarm demo`) for the built-in simulator"
+        )
+    return settings.base_url, settings.require_key()
+
+
+def broker_client(settings: Settings) -> SwarmClient:
+    base_url, key = gateway(settings)
+    client = SwarmClient.from_settings(settings)
+    check_gateway(make_client(settings, base_url, key), base_url)
+    return client
+
+
+def run_embedded(
+    settings: Settings, submit: Submit, simulate: bool, timeout_s: float | None
+) -> dict[str, Any]:
+    from swarm.cli.embedded import embedded_swarm, simulated_gateway
+
+    catalog = load_catalog(settings.config)
+    with ExitStack() as stack:
+        if simulate:
+            base_url, key = stack.enter_context(simulated_gateway()), "simulated"
+            click.echo(
+                "swarm: gateway is SIMULATED (built-in `swarm sim`, no model is called)", err=True
+            )
+        else:
+            base_url, key = gateway(settings)
+            check_gateway(make_client(settings, base_url, key), base_url)
+        client = stack.enter_context(embedded_swarm(settings, catalog, base_url, key, join_s=None))
+        handle = submit(client)
+        return follow(handle, stderr_console(), timeout_s)
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def execute(
+    settings: Settings,
+    submit: Submit,
+    *,
+    simulate: bool = False,
+    no_wait: bool = False,
+    timeout_s: float | None = None,
+    as_json: bool = False,
+    render: Render = print_report,
+) -> None:
+    """Submit (embedded, or through the broker), wait, print; exit as the contract says."""
+    if settings.embedded:
+        if no_wait:
+            raise ConfigError(
+                "--no-wait needs SWARM_BROKER_URL (embedded jobs die with this process)"
+            )
+        finish(run_embedded(settings, submit, simulate, timeout_s), as_json, render)
+        return
+    if simulate:
+        raise ConfigError(
+            "--simulate runs in embedded mode only; with SWARM_BROKER_URL, start `swarm sim` "
+            "and point the workers' SWARM_BASE_URL at it"
+        )
+    handle: SwarmHandle = submit(broker_client(settings))
+    if no_wait:
+        click.echo(handle.id)
+        return
+    finish(follow(handle, stderr_console(), timeout_s), as_json, render)

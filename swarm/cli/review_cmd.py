@@ -1,0 +1,72 @@
+"""`swarm review REPO`: one sub-agent per commit, a JSON review each, then a summary."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+
+from swarm.cli.execute import execute, one_line_errors
+from swarm.client import SwarmClient, SwarmHandle
+from swarm.errors import InputError
+from swarm.review import (
+    REVIEW_AGGREGATE,
+    REVIEW_INSTRUCTION,
+    REVIEW_KIND,
+    REVIEW_SCHEMA,
+    review_markdown,
+)
+from swarm.settings import load_settings
+from swarm.sources.git import commit_inputs
+
+
+def _print_markdown(report: dict[str, Any], console: Console) -> None:
+    console.print(review_markdown(report), markup=False, highlight=False)
+
+
+@click.command("review")
+@click.argument("repo", type=click.Path(path_type=Path), default=".")
+@click.option("--last", type=click.IntRange(min=1), help="The last N commits of HEAD.")
+@click.option("--range", "rev_range", help="A revision range, e.g. main..feature.")
+@click.option("--model", default=None, help="Review model (default: the catalog's `review`).")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@click.option("--simulate", is_flag=True, help="Embedded mode: use the built-in simulator.")
+@click.option("--no-wait", is_flag=True, help="Print the job id and return.")
+@click.option("--budget-usd", type=float, help="Cap on the job's cost in USD.")
+@one_line_errors
+def review_command(
+    repo: Path,
+    last: int | None,
+    rev_range: str | None,
+    model: str | None,
+    as_json: bool,
+    simulate: bool,
+    no_wait: bool,
+    budget_usd: float | None,
+) -> None:
+    """Review commits of a git repository (default: the last 10)."""
+    if last is not None and rev_range is not None:
+        raise InputError("give --last or --range, not both")
+    items = commit_inputs(repo, last=last or (None if rev_range else 10), rev_range=rev_range)
+
+    def submit(client: SwarmClient) -> SwarmHandle:
+        return client.submit(
+            items,
+            REVIEW_INSTRUCTION,
+            aggregate_instruction=REVIEW_AGGREGATE,
+            model=model,
+            kind=REVIEW_KIND,
+            output_schema=REVIEW_SCHEMA,
+            budget_usd=budget_usd,
+        )
+
+    execute(
+        load_settings(),
+        submit,
+        simulate=simulate,
+        no_wait=no_wait,
+        as_json=as_json,
+        render=_print_markdown,
+    )

@@ -1,0 +1,85 @@
+"""`swarm review` over a git repository the test creates, and `swarm analyze` over files,
+as a user runs them (embedded mode, simulated gateway)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+
+def swarm(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SWARM_", "OPENAI_"))}
+    return subprocess.run(
+        [sys.executable, "-m", "swarm.cli.main", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def git(repo: Path, *args: str) -> None:
+    subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True)
+
+
+def test_review_of_known_commits(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "config", "user.email", "t@example.invalid")
+    git(repo, "config", "user.name", "T")
+    for i, msg in enumerate(["add parser", "fix off-by-one", "drop auth check"]):
+        (repo / f"m{i}.py").write_text(f"def f{i}():\n    return {i}\n")
+        git(repo, "add", "-A")
+        git(repo, "commit", "-q", "-m", msg)
+    text = swarm(["review", str(repo), "--last", "2", "--simulate"], tmp_path)
+    assert text.returncode == 0, text.stderr
+    out = text.stdout
+    assert "# Review of 2 commits" in out and "fix off-by-one" in out and "drop auth check" in out
+    assert "add parser" not in out and "## Summary" in out
+    assert any(f"**{s}**" in out for s in ("high", "medium", "low"))
+    done = swarm(["review", str(repo), "--simulate", "--json"], tmp_path)
+    report = json.loads(done.stdout)
+    assert report["total"] == 3 and report["succeeded"] == 3
+    for node in report["nodes"]:
+        review = json.loads(node["content"])
+        assert node["kind"] == "review" and node["model"] == "kimi-k2.5"
+        assert set(review) == {"risks", "summary"}
+    bad = swarm(["review", str(tmp_path / "nowhere"), "--simulate"], tmp_path)
+    assert bad.returncode == 2 and "not a git repository" in bad.stderr
+
+
+def test_analyze_plans_over_documents(tmp_path: Path) -> None:
+    for i in range(3):
+        (tmp_path / f"paper{i}.md").write_text(f"# Paper {i}\nWe measured {i * 10}% gains.\n")
+    done = swarm(
+        [
+            "analyze",
+            "paper0.md",
+            "paper1.md",
+            "paper2.md",
+            "--query",
+            "Who gains most?",
+            "--simulate",
+            "--json",
+        ],
+        tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["status"] == "succeeded" and report["total"] == 3
+    assert sorted(n["input_ref"] for n in report["nodes"]) == [
+        "paper0.md",
+        "paper1.md",
+        "paper2.md",
+    ]
+    calls = sum(m["calls"] for m in report["models"].values())
+    assert calls == 3 + 2  # planner, three sub-agents, aggregation
+    text = swarm(["analyze", "paper0.md", "--query", "Who?", "--simulate"], tmp_path)
+    assert text.returncode == 0 and "## Sources" in text.stdout and "paper0.md" in text.stdout
+    empty = swarm(["analyze", "paper0.md", "--query", " ", "--simulate"], tmp_path)
+    assert empty.returncode == 2 and "query is empty" in empty.stderr

@@ -1,0 +1,73 @@
+"""Issue 5 on real workers: each kind's model on its own queue, and the planner's chord."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+import pytest
+from stack import Stack, start_stack
+
+from swarm.records import InputItem, NodeTask
+
+FAST = "llm.gemini-2.5-flash,llm.deepseek-v3.2"
+MAIN = "llm.kimi-k2.5,llm.claude-sonnet-4.5,llm.gpt-4.1"
+
+
+@pytest.fixture(scope="module")
+def stack(redis_server, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:  # type: ignore[no-untyped-def]
+    client = redis_server.client()
+    client.flushall()
+    client.close()
+    logs = tmp_path_factory.mktemp("routing-logs")
+    st = start_stack(redis_server.url, logs, ["--latency-ms", "20"])
+    try:
+        st.add_worker("fast", logs, queues=FAST, c=8)
+        st.add_worker("main", logs, queues=MAIN, c=8)
+        yield st
+    finally:
+        st.stop()
+
+
+def ran_on(stack: Stack, task_id: str) -> str:
+    pattern = rf"Task swarm\.\w+\[{re.escape(task_id)}\] succeeded"
+    hosts = [w.log_path.stem for w in stack.workers if re.search(pattern, w.log_text())]
+    assert len(hosts) == 1, (task_id, hosts)
+    return hosts[0]
+
+
+def test_each_kind_runs_on_its_models_queue(stack: Stack) -> None:
+    catalog = stack.client().catalog
+    kinds = ["extract", "code", "summarize", "reason", "default"]
+    tasks = [NodeTask(model=catalog.routing[k][0], instruction=f"do {k}", kind=k) for k in kinds]
+    items = [InputItem(ref=f"in-{k}", text=f"input for {k}") for k in kinds]
+    handle = stack.client().submit(items, "unused", tasks=tasks)
+    report = handle.wait(timeout=60)
+    assert report["status"] == "succeeded"
+    expected = {
+        "extract": "fast",
+        "summarize": "fast",
+        "code": "main",
+        "reason": "main",
+        "default": "main",
+    }
+    for node in report["nodes"]:
+        assert node["model"] == catalog.routing[node["kind"]][0]
+        worker = ran_on(stack, f"{handle.id}-{node['node_id']}")
+        assert worker.startswith(f"celery-{expected[node['kind']]}"), (node["kind"], worker)
+    assert set(report["models"]) == {catalog.routing[k][0] for k in kinds} | {"kimi-k2.5"}
+
+
+def test_planned_job_plans_on_a_worker_then_fans_out(stack: Stack) -> None:
+    stack.reset_stats()
+    docs = [InputItem(ref=f"paper{i}.md", text=f"# Paper {i}\nresult {i}") for i in range(4)]
+    handle = stack.client().plan(docs, "Which result is best?")
+    report = handle.wait(timeout=60)
+    assert report["status"] == "succeeded", report.get("error")
+    assert sorted(n["input_ref"] for n in report["nodes"]) == sorted(d.ref for d in docs)
+    assert all(n["kind"] for n in report["nodes"])
+    stats = stack.stats()
+    calls = sum(m["calls"] for m in report["models"].values())
+    assert calls == stats["completed"] == len(docs) + 2  # planner + nodes + aggregation
+    assert report["usage"]["prompt_tokens"] == stats["prompt_tokens"]
+    assert ran_on(stack, f"{handle.id}-plan").startswith("celery-main")
