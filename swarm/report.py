@@ -50,6 +50,10 @@ class Report(Frozen):
     nodes: list[NodeEnvelope]
     aggregate_model: str
     failures_by_kind: dict[str, int] = Field(default_factory=dict)
+    inputs_truncated: int = 0
+    """Nodes whose input did not fit their model's context (middle summarised)."""
+    outputs_cut: int = 0
+    """Nodes whose answer stopped at max_tokens (finish_reason ``length``)."""
     error: str | None = None
     """Why the job failed or was cut short; None when it completed."""
     budget_usd: float | None = None
@@ -157,6 +161,8 @@ def build_report(
         nodes=list(nodes),
         aggregate_model=spec.aggregate_model,
         failures_by_kind=dict(Counter(str(env.error_kind) for env in failed)),
+        inputs_truncated=sum(1 for env in nodes if env.truncation is not None),
+        outputs_cut=sum(1 for env in nodes if env.finish_reason == "length"),
         error=error,
         budget_usd=spec.budget_usd,
     )

@@ -80,6 +80,12 @@ def print_report(report: dict[str, Any], console: Console) -> None:
     if report.get("final"):
         console.print(Panel(report["final"], title=f"final ({report['aggregate_model']})"))
     console.print(_models_table(report))
+    for field, what in (
+        ("inputs_truncated", "inputs did not fit their model's context (middle summarised)"),
+        ("outputs_cut", "answers stopped at max_tokens (finish_reason length)"),
+    ):
+        if report.get(field):
+            console.print(f"[yellow]{report[field]} {what}[/]")
     failures = report.get("failures_by_kind") or {}
     if failures:
         console.print(

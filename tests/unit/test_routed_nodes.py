@@ -201,3 +201,14 @@ def test_thousand_results_aggregate_through_a_tree(
     final_prompt = aggregation_calls[-1]["messages"][-1]["content"]
     assert 'node="r' in final_prompt  # the final call merges intermediate summaries
     assert report["models"]["kimi-k2.5"]["calls"] == 1000 + len(aggregation_calls)
+
+
+def test_report_flags_truncated_inputs_and_cut_outputs(rt: Runtime) -> None:
+    big = "word " * 1_200_000  # ~6 MB: over kimi's window
+    job(rt, [big, "short"], max_tokens=5)
+    for node_id in ("n0", "n1"):
+        run_node(rt, "j", node_id)
+    report = run_aggregation(rt, "j")
+    assert report["inputs_truncated"] == 1
+    assert report["outputs_cut"] == 2  # the simulator's answers exceed 5 tokens
+    assert all(n["finish_reason"] == "length" for n in report["nodes"])
