@@ -76,6 +76,7 @@ def run_aggregation(rt: Runtime, job_id: str) -> dict[str, Any]:
         wall_s=time.time() - spec.submitted_at,
         error=error,
         rate_limited=rate_limited_by_model(rt, spec),
+        hedges=rt.store.hedges(job_id),
     )
     rt.store.save_report(job_id, report.model_dump(mode="json"))
     return rt.store.report(job_id) or report.model_dump(mode="json")

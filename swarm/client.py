@@ -26,11 +26,13 @@ from swarm.errors import (
     JobNotFinishedError,
     JobTimeoutError,
 )
-from swarm.queueing import AGGREGATE_TASK, PLAN_TASK, SUBAGENT_TASK, job_priority, make_celery
+from swarm.fanout import header_signatures, nodes_per_task
+from swarm.queueing import AGGREGATE_TASK, PLAN_TASK, make_celery
 from swarm.records import InputItem, JobSpec, NodeTask
 from swarm.settings import Settings, load_settings
 from swarm.store import JobStore, Progress, RedisJobStore
-from swarm.taskrepr import NO_KWARGS, aggregate_argsrepr, subagent_argsrepr
+from swarm.taskrepr import NO_KWARGS, aggregate_argsrepr
+from swarm.watchdog import send_watch
 
 DEFAULT_INSTRUCTION = "Review this input. List concrete problems and risks, most severe first."
 DEFAULT_PLANNED_AGGREGATE = (
@@ -38,6 +40,8 @@ DEFAULT_PLANNED_AGGREGATE = (
     "each claim followed by the documents it comes from in brackets."
 )
 PLAN_KIND = "plan"
+WAIT_CHUNK_S = 60.0
+"""SwarmHandle.wait without a timeout waits in chunks of this long."""
 DEFAULT_AGGREGATE = (
     "Merge the sub-agents' results into one report: the most important findings first, "
     "each with the inputs it concerns; note disagreements."
@@ -60,13 +64,18 @@ class SwarmHandle:
         return self._store.report(self.id)
 
     def wait(self, timeout: float | None = None, poll_s: float = 0.05) -> dict[str, Any]:
-        """Block until the report exists; JobTimeoutError after ``timeout`` seconds."""
+        """Block until the report exists; JobTimeoutError after ``timeout`` seconds.
+
+        The Redis store wakes up as soon as the report is written (``poll_s`` is the
+        in-memory store's polling interval)."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        while (report := self.report()) is None:
-            if deadline is not None and time.monotonic() > deadline:
+        while True:
+            left_s = WAIT_CHUNK_S if deadline is None else deadline - time.monotonic()
+            report = self._store.wait_report(self.id, max(left_s, 0.0), poll_s)
+            if report is not None:
+                return report
+            if deadline is not None and time.monotonic() >= deadline:
                 raise JobTimeoutError(f"job {self.id} has no report after {timeout:.0f} s")
-            time.sleep(poll_s)
-        return report
 
     def cancel(self) -> None:
         """Stop the job: nodes that have not called the gateway end as cancelled without
@@ -242,28 +251,21 @@ class SwarmClient:
         *,
         only: Sequence[str] | None = None,
         suffix: str = "",
+        watch: bool = True,
     ) -> None:
-        """Send the job's chord: one sub-agent per node on its model's queue, then the
-        aggregation on the aggregate model's queue (``only``: just those nodes)."""
-        sizes = list(input_chars) or [None] * len(spec.node_ids)
-        wanted = None if only is None else set(only)
+        """Send the job's chord: the sub-agent nodes on their models' queues, one or several
+        per task (swarm.fanout), then the aggregation on the aggregate model's queue
+        (``only``: just those nodes), and the job's watchdog (swarm.watchdog; ``watch``
+        False: the watchdog itself re-sends)."""
+        chars = list(input_chars) or [None] * len(spec.node_ids)
+        sizes = dict(zip(spec.node_ids, chars, strict=True))
+        wanted = set(spec.node_ids if only is None else only)
+        nodes = [node_id for node_id in spec.node_ids if node_id in wanted]
         aggregate_queue = self.catalog.model(spec.aggregate_model).queue
-        header = [
-            self.app.signature(
-                SUBAGENT_TASK,
-                args=(spec.job_id, node_id),
-                queue=self.catalog.model(spec.task(node_id).model).queue,
-                task_id=f"{spec.job_id}-{node_id}{suffix}",
-                # Flower and logs show this summary instead of the arguments.
-                argsrepr=subagent_argsrepr(spec, node_id, size),
-                kwargsrepr=NO_KWARGS,
-                # Smaller jobs first (swarm.queueing.job_priority): a 10-input job is not
-                # queued behind the 1000 tasks of a job submitted before it.
-                priority=job_priority(len(spec.node_ids)),
-            )
-            for node_id, size in zip(spec.node_ids, sizes, strict=True)
-            if wanted is None or node_id in wanted
-        ]
+        per_task = nodes_per_task(self.settings.nodes_per_task, len(spec.node_ids))
+        header = header_signatures(
+            self.app, self.catalog, spec, nodes, sizes, per_task=per_task, suffix=suffix
+        )
         body = self.app.signature(
             AGGREGATE_TASK,
             args=(spec.job_id,),
@@ -273,9 +275,15 @@ class SwarmClient:
             kwargsrepr=NO_KWARGS,
         )
         if header:
-            chord(header, app=self.app)(body)
+            # A lazy header: Celery's Redis backend then keeps only weak references to the
+            # header's results. Given a list, it tracks (and SUBSCRIBEs to) each header
+            # task's result for the life of this process, which reads none of them: 1.6 KB
+            # and one Redis subscription per node, and a reconnect at exit (celery#4824).
+            chord((sig for sig in header), app=self.app)(body)
         else:  # a resume with every node done: only the aggregation runs again
             body.clone(args=([],)).apply_async()
+        if watch:
+            send_watch(self.app, self.settings, spec, aggregate_queue, suffix)
 
 
 def _items(inputs: Sequence[InputItem | str]) -> list[InputItem]:

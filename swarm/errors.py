@@ -19,6 +19,8 @@ Each class's docstring says when it is raised. Messages are one line, meant for 
 
 from __future__ import annotations
 
+import redis
+
 
 class SwarmError(Exception):
     """Root of all swarm errors."""
@@ -80,3 +82,12 @@ class RetryLater(SwarmError):
         """Seconds to wait before the task runs again."""
         self.reason = reason
         """The limit that refused (rpm, tpm, paused, ...)."""
+
+
+STORE_OUTAGES: tuple[type[Exception], ...] = (
+    redis.exceptions.ConnectionError,  # refused, reset, closed; BusyLoadingError after a restart
+    redis.exceptions.TimeoutError,
+)
+"""Redis (job store, admission, result backend, broker) unreachable. Not a node's failure:
+the gateway call loop lets them through (a billed answer that could not be recorded must
+not become an error envelope) and the task adapters run the task again later."""

@@ -87,8 +87,7 @@ class CallGuard:
 
     def __enter__(self) -> CallGuard:
         store = self.rt.store
-        self._claim()
-        self.reused = store.answer(self.job_id, self.key)
+        self.reused = self._claim()
         if self.reused is None and self.budgeted:
             res_id = self._reservation_id
             self._reserved = store.reserve(
@@ -106,12 +105,15 @@ class CallGuard:
     def _reservation_id(self) -> str:
         return f"{self.slot}:{self.owner}"
 
-    def _claim(self) -> None:
+    def _claim(self) -> StoredAnswer | None:
+        """Take the claim (or wait for its holder's answer); the answer stored, if any."""
         ttl_s = self.rt.settings.visibility_timeout_s
-        store = self.rt.store
-        while not store.claim(self.job_id, self.slot, self.owner, ttl_s):
-            if store.answer(self.job_id, self.key) is not None:
-                return
+        while True:
+            claimed, stored = self.rt.store.claim_or_answer(
+                self.job_id, self.slot, self.owner, ttl_s, self.key
+            )
+            if claimed or stored is not None:
+                return stored
             time.sleep(CLAIM_POLL_S)
 
     def recorded(self, call: Callable[[], Answer]) -> Callable[[], Answer]:
@@ -130,6 +132,11 @@ class CallGuard:
 
         return attempt
 
+    def bill(self, usage: Usage) -> None:
+        """Record a billed response whose answer is not used (a hedge that lost the race
+        but was answered before its cancel took effect)."""
+        self._record(usage, None)
+
     def _record(self, usage: Usage, answer: Answer | None) -> None:
         stored = None
         if answer is not None:
@@ -137,6 +144,7 @@ class CallGuard:
                 content=answer.content,
                 usage=usage,
                 finish_reason=answer.finish_reason,
+                usage_missing=answer.usage_missing,
                 attempts=self._attempts,
                 latency_ms=int((time.perf_counter() - self._started) * 1000),
             )

@@ -15,10 +15,16 @@ from swarm.catalog import Catalog
 from swarm.settings import Settings
 
 SUBAGENT_TASK = "swarm.subagent"
+SUBAGENTS_TASK = "swarm.subagents"
+"""Several nodes of one job in one message (swarm.batch)."""
 AGGREGATE_TASK = "swarm.aggregate"
 PLAN_TASK = "swarm.plan"
+WATCH_TASK = "swarm.watch"
+"""The job watchdog (swarm.watchdog): re-sends what the broker lost."""
 EMBEDDED_BROKER = "memory://localhost/"
 EMBEDDED_BACKEND = "cache+memory://"
+UNACKED_MUTEX_EXPIRE_S = 60
+"""Lifetime of kombu's restore-sweep mutex on the Redis broker (a sweep takes milliseconds)."""
 
 
 def celery_config(settings: Settings, catalog: Catalog) -> dict[str, Any]:
@@ -36,6 +42,10 @@ def celery_config(settings: Settings, catalog: Catalog) -> dict[str, Any]:
         # A crashed worker's task is redelivered, not lost; one message per slot.
         "task_acks_late": True,
         "task_reject_on_worker_lost": True,
+        # A lost broker connection lets running tasks finish (the threads pool cannot cancel
+        # them); their acks are lost too, so they run again (idempotently) after the
+        # visibility timeout. Explicit: Celery 6 changes the default.
+        "worker_cancel_long_running_tasks_on_connection_loss": False,
         "worker_prefetch_multiplier": 1,
         "broker_transport_options": _transport_options(settings),
         "result_expires": settings.result_expires_s,
@@ -79,7 +89,18 @@ def _transport_options(settings: Settings) -> dict[str, Any]:
     if settings.embedded:
         # The in-memory transport polls its queues; its 1 s default would dominate a demo.
         return {"polling_interval": 0.01}
-    return {"visibility_timeout": settings.visibility_timeout_s}
+    return {
+        # A task unacked this long (its worker was killed) goes back to its queue; the
+        # settings keep it above the longest task, or a running task would run twice.
+        "visibility_timeout": settings.visibility_timeout_s,
+        # Every worker sweeps for such tasks every interval (throttle 1: kombu's default
+        # scans only every 10th tick, i.e. every 100 s).
+        "unacked_restore_interval": settings.unacked_restore_interval_s,
+        "unacked_restore_throttle": 1,
+        # The sweep's mutex: a worker killed while holding it blocks sweeps this long
+        # (kombu's default is 300 s).
+        "unacked_mutex_expire": UNACKED_MUTEX_EXPIRE_S,
+    }
 
 
 def make_celery(settings: Settings, catalog: Catalog, name: str = "swarm") -> Celery:

@@ -88,6 +88,9 @@ class NodeEnvelope(Frozen):
     """One-line description of the last error (never a key or a prompt)."""
     finish_reason: str | None = None
     """The gateway's finish_reason of the answer (``length`` means the answer was cut)."""
+    usage_missing: bool = False
+    """True when the gateway's answer had no usage field: this node's tokens and cost are
+    unknown (counted as 0 in the usage, the ledger and the budget)."""
     kind: str | None = None
     """Task kind of the node (routing), when the job routes by kind."""
     truncation: Truncation | None = None
@@ -178,12 +181,13 @@ class JobSpec(Frozen):
     _index: dict[str, int] = PrivateAttr(default_factory=dict)
 
     def _position(self, node_id: str) -> int:
-        position = self._index.get(node_id)
-        if position is None or len(self._index) != len(self.node_ids):
-            self._index.clear()  # built lazily; a model_copy may carry another spec's
-            self._index.update((n, i) for i, n in enumerate(self.node_ids))
-            position = self._index[node_id]
-        return position
+        index = self._index
+        if index.get(node_id) is None or len(index) != len(self.node_ids):
+            # Built lazily (a model_copy may carry another spec's) and replaced whole, never
+            # cleared in place: the node threads of one task (swarm.batch) read it at once.
+            index = {n: i for i, n in enumerate(self.node_ids)}
+            self._index = index
+        return index[node_id]
 
     def input_ref(self, node_id: str) -> str:
         """The input reference of a node."""

@@ -11,7 +11,7 @@ from pydantic import Field
 from swarm.catalog import Catalog
 from swarm.pricing import cost_usd
 from swarm.records import ErrorKind, Frozen, JobSpec, NodeEnvelope, Usage
-from swarm.store.base import LedgerLine
+from swarm.store.base import HedgeCounts, LedgerLine
 
 JobStatus = Literal["succeeded", "partial", "failed", "budget_exceeded", "cancelled"]
 COMPLETED: frozenset[str] = frozenset({"succeeded", "partial"})
@@ -58,6 +58,10 @@ class Report(Frozen):
     """Why the job failed or was cut short; None when it completed."""
     budget_usd: float | None = None
     """The job's budget cap, if it had one (cost_usd is what it spent)."""
+    hedges_sent: int = 0
+    """Duplicate requests sent for calls that ran past the hedge delay (swarm.hedging)."""
+    hedges_won: int = 0
+    """Hedges whose answer came first (the original request was cancelled)."""
 
 
 def decide_status(
@@ -142,6 +146,7 @@ def build_report(
     wall_s: float,
     error: str | None = None,
     rate_limited: Mapping[str, int] | None = None,
+    hedges: HedgeCounts | None = None,
 ) -> Report:
     """Assemble the report; usage and cost come from the ledger (every billed call), 429s
     per model from ``rate_limited``."""
@@ -165,4 +170,6 @@ def build_report(
         outputs_cut=sum(1 for env in nodes if env.finish_reason == "length"),
         error=error,
         budget_usd=spec.budget_usd,
+        hedges_sent=hedges.sent if hedges else 0,
+        hedges_won=hedges.won if hedges else 0,
     )

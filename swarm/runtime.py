@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import openai
 
@@ -11,6 +12,9 @@ from swarm.catalog import Catalog
 from swarm.events import CallListener
 from swarm.settings import Settings
 from swarm.store.base import JobStore
+
+if TYPE_CHECKING:  # swarm.hedging needs the Runtime's other parts at import time
+    from swarm.hedging.race import Hedger
 
 
 @dataclass(frozen=True)
@@ -25,3 +29,5 @@ class Runtime:
     """Hooks for metrics and counters (no-op by default)."""
     admission: AdmissionController = field(default_factory=Unlimited)
     """Per-model admission control (swarm.admission); admits everything by default."""
+    hedger: Hedger | None = None
+    """Hedged calls (swarm.hedging), when SWARM_HEDGE_* turns them on; None = off."""

@@ -48,6 +48,10 @@ class Settings(BaseSettings):
     """How long job data, results and chord state live in Redis."""
     visibility_timeout_s: int = Field(default=900, gt=0)
     """Redis broker: an unacked task is redelivered after this long."""
+    unacked_restore_interval_s: float = Field(default=10.0, gt=0)
+    """Redis broker: how often each worker puts unacked tasks older than the visibility
+    timeout (a killed worker's) back in their queue. A killed worker's tasks run again
+    within visibility_timeout_s + this (kombu's own default sweep: every 100 s)."""
     worker_concurrency: int = Field(default=32, ge=1)
     """Threads per worker process (I/O-bound calls)."""
     worker_soft_shutdown_s: float = Field(default=0.0, ge=0)
@@ -76,6 +80,21 @@ class Settings(BaseSettings):
     worker_rate_limit: str | None = None
     """Celery's per-task rate_limit (e.g. ``"100/s"``): a guard PER WORKER PROCESS only; the
     global limits are the admission controller's. None = no Celery rate limit."""
+    nodes_per_task: int = Field(default=0, ge=0)
+    """Sub-agent nodes carried by one task message, their calls run concurrently
+    (swarm.batch); 0 = auto: 1 up to 49 nodes, then one more per 25 nodes, at most 16."""
+    hedge_after_s: float | None = Field(default=None, gt=0)
+    """Hedged calls (swarm.hedging): a sub-agent call still unanswered after this many
+    seconds gets one duplicate request; the first answer wins, the other is cancelled.
+    None (default) = no fixed delay (hedging is off unless hedge_quantile is set)."""
+    hedge_quantile: float | None = Field(default=None, gt=0, lt=1)
+    """Hedge after the model's recently observed latency at this quantile (e.g. 0.9, from a
+    per-model sketch in Redis) instead; with hedge_after_s too, the later of the two. None
+    (default) = off."""
+    hedge_max_ratio: float = Field(default=0.1, ge=0, le=1)
+    """At most this share of a job's nodes (at least one) get a hedge."""
+    hedge_min_samples: int = Field(default=20, ge=1)
+    """hedge_quantile waits for this many observed calls of the model."""
     cny_per_usd: float = Field(default=7.3, gt=0)
     """CNY per USD for `swarm cost` (the official rate the seeds quote, ¥7.3 = $1)."""
 

@@ -40,7 +40,7 @@ SUMMARIZER_ROLE = (
     "name, number, identifier and claim that could matter; drop repetition."
 )
 
-__all__ = ["attempt_hook", "run_node"]
+__all__ = ["attempt_hook", "call_node", "cancel_node", "run_node"]
 
 
 def run_node(rt: Runtime, job_id: str, node_id: str, *, may_requeue: bool = False) -> NodeEnvelope:
@@ -54,10 +54,19 @@ def run_node(rt: Runtime, job_id: str, node_id: str, *, may_requeue: bool = Fals
     if stored is not None and stored.ok:
         return stored
     if rt.store.cancelled(job_id):
-        return _finish(rt, job_id, _cancelled(spec, node_id))
-    task = spec.task(node_id)
+        return cancel_node(rt, spec, node_id)
     text = rt.store.input_text(job_id, node_id)
-    rt.store.mark_running(job_id, node_id, task.model)
+    rt.store.mark_running(job_id, node_id, spec.task(node_id).model)
+    return call_node(rt, spec, node_id, text, may_requeue=may_requeue)
+
+
+def call_node(
+    rt: Runtime, spec: JobSpec, node_id: str, text: str, *, may_requeue: bool = False
+) -> NodeEnvelope:
+    """Call a node's model (then its fallbacks) on ``text`` and store its envelope; the
+    caller has checked that no ok envelope is stored and marked the node running."""
+    job_id = spec.job_id
+    task = spec.task(node_id)
     tally = _Tally()
     envelope: NodeEnvelope | None = None
     for position, name in enumerate(task.models()):
@@ -112,6 +121,7 @@ class _ModelRun:
             budgeted=self.spec.budget_usd is not None,
             json_mode=json,
             may_requeue=self.may_requeue,
+            hedge_cap=self.rt.hedger.policy.job_cap(self.spec) if self.rt.hedger else 0,
         )
 
     def envelope(self, text: str, slot: str, tally: _Tally) -> NodeEnvelope:
@@ -203,6 +213,7 @@ class _ModelRun:
             error_kind=None if ok else outcome.error_kind,
             error=None if ok else _error_text(outcome, self.spec),
             finish_reason=answer.finish_reason if answer else None,
+            usage_missing=answer.usage_missing if answer else False,
             kind=self.task.kind,
             truncation=truncation,
         )
@@ -217,8 +228,14 @@ def _error_text(outcome: Outcome, spec: JobSpec) -> str | None:
     return outcome.error
 
 
+def cancel_node(rt: Runtime, spec: JobSpec, node_id: str) -> NodeEnvelope:
+    """End a node of a cancelled job without calling the gateway."""
+    return _finish(rt, spec.job_id, _cancelled(spec, node_id))
+
+
 def _finish(rt: Runtime, job_id: str, envelope: NodeEnvelope) -> NodeEnvelope:
-    rt.store.finish_node(job_id, envelope)
+    if rt.store.finish_node(job_id, envelope):
+        return envelope
     return rt.store.envelope(job_id, envelope.node_id) or envelope
 
 

@@ -19,6 +19,16 @@ def subagent_argsrepr(spec: JobSpec, node_id: str, input_chars: int | None) -> s
     return f"job={spec.job_id} node={node_id} model={spec.model}{size}"
 
 
+def subagents_argsrepr(
+    spec: JobSpec, node_ids: tuple[str, ...], input_chars: list[int | None]
+) -> str:
+    """Summary of a task carrying several nodes (swarm.batch)."""
+    known = [n for n in input_chars if n is not None]
+    size = f" input_chars={sum(known)}" if known else ""
+    span = f"{node_ids[0]}..{node_ids[-1]}"
+    return f"job={spec.job_id} nodes={span} ({len(node_ids)}) model={spec.model}{size}"
+
+
 def aggregate_argsrepr(spec: JobSpec) -> str:
     """Summary of the chord callback (the header results are not shown)."""
     return f"job={spec.job_id} nodes={len(spec.node_ids)} model={spec.aggregate_model}"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 from celery import Celery
 
 from swarm.catalog import Catalog
@@ -9,10 +11,17 @@ from swarm.queueing import make_celery
 from swarm.settings import Settings
 from workers import signals, tasks
 
+QUIET_LOGGERS = ("httpx2", "httpcore2")
+"""The HTTP client logs one INFO line per gateway call: at hundreds of calls per second
+that is a measurable share of a worker's CPU (issue 8), and the job store, the ledger
+and the metrics already record every call. Warnings and errors still show."""
+
 
 def create_app(settings: Settings, catalog: Catalog) -> Celery:
     """A worker-capable app for this deployment."""
     app = make_celery(settings, catalog, name="workers")
     tasks.register(app)
     signals.connect()
+    for name in QUIET_LOGGERS:
+        logging.getLogger(name).setLevel(logging.WARNING)
     return app

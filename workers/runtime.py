@@ -4,12 +4,16 @@ embedded mode. This module holds the only process-global state of the worker sid
 from __future__ import annotations
 
 import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import redis
 
 from swarm.admission import AdmissionController, AdmissionPolicy, Unlimited
 from swarm.admission.redis import RedisAdmission
 from swarm.catalog import load_catalog
 from swarm.errors import ConfigError
 from swarm.events import CallListener
+from swarm.hedging import HedgePolicy, Hedger, LatencySketch
 from swarm.llm import make_client
 from swarm.runtime import Runtime
 from swarm.settings import Settings, load_settings
@@ -18,6 +22,10 @@ from workers.metrics import SwarmMetrics
 
 _lock = threading.Lock()
 _runtime: Runtime | None = None
+_task_threads: int | None = None
+_node_pool: ThreadPoolExecutor | None = None
+NODE_THREADS_PER_TASK_THREAD = 2
+"""Node threads (batched tasks' calls) per task thread of the worker's pool."""
 
 
 def install(runtime: Runtime | None) -> None:
@@ -42,6 +50,31 @@ def current() -> Runtime | None:
         return _runtime
 
 
+def set_task_threads(threads: int) -> None:
+    """Record the worker pool's concurrency (``-c``), read when the worker starts."""
+    global _task_threads
+    with _lock:
+        _task_threads = threads
+
+
+def node_pool() -> ThreadPoolExecutor:
+    """Threads that run the nodes of batched tasks (swarm.batch), shared by the process.
+
+    Twice the pool's task threads: a worker holds at most ``-c`` messages, and when a job's
+    messages split unevenly between workers one worker may hold more nodes than ``-c``;
+    they still all run at once (a 100-node job on two ``-c 50`` workers), while the number
+    of concurrent calls and Redis connections of a process stays bounded.
+    """
+    global _node_pool
+    with _lock:
+        if _node_pool is None:
+            threads = _task_threads or (_runtime.settings.worker_concurrency if _runtime else 32)
+            _node_pool = ThreadPoolExecutor(
+                max_workers=NODE_THREADS_PER_TASK_THREAD * threads, thread_name_prefix="node"
+            )
+        return _node_pool
+
+
 def from_settings(settings: Settings) -> Runtime:
     """A worker Runtime for a deployment with a broker and a real (or simulated) gateway."""
     if settings.base_url is None:
@@ -59,7 +92,16 @@ def from_settings(settings: Settings) -> Runtime:
         # Prometheus metrics only when this process serves them (SWARM_METRICS_PORT).
         listener=SwarmMetrics(catalog) if settings.metrics_port else CallListener(),
         admission=_admission(settings, store_url, settings.base_url),
+        hedger=_hedger(settings, store_url, settings.base_url, key),
     )
+
+
+def _hedger(settings: Settings, redis_url: str, gateway: str, key: str) -> Hedger | None:
+    """Hedged calls when SWARM_HEDGE_* turn them on; the latency sketch shares Redis."""
+    if not HedgePolicy.from_settings(settings).enabled:
+        return None
+    client = redis.Redis.from_url(redis_url, socket_timeout=5, health_check_interval=30)
+    return Hedger(settings, gateway, key, LatencySketch(client, gateway))
 
 
 def _admission(settings: Settings, redis_url: str, gateway: str) -> AdmissionController:

@@ -19,6 +19,13 @@ def _warm_runtime(**_: Any) -> None:
     runtime.get()
 
 
+def _record_threads(sender: Any = None, **_: Any) -> None:
+    """The pool's concurrency (``-c`` or the setting) sizes the node pool (swarm.batch)."""
+    threads = getattr(sender, "concurrency", None)
+    if isinstance(threads, int) and threads > 0:
+        runtime.set_task_threads(threads)
+
+
 def _serve_metrics(**_: Any) -> None:
     """Start this worker's /metrics endpoint (main process; threads pool) when configured."""
     rt = runtime.get()
@@ -55,6 +62,7 @@ def connect() -> None:
     """Connect the listeners once per process."""
     global _connected
     if not _connected:
+        signals.worker_init.connect(_record_threads, weak=False)
         signals.worker_init.connect(_warm_runtime, weak=False)
         signals.worker_init.connect(_serve_metrics, weak=False)
         signals.worker_process_init.connect(_warm_runtime, weak=False)

@@ -6,17 +6,25 @@ envelopes themselves stay in the job store and the callback reads them from ther
 
 from __future__ import annotations
 
+import logging
+from dataclasses import asdict
 from typing import Any
 
 from celery import Celery, Task
 
 from swarm.aggregation import run_aggregation
+from swarm.batch import run_nodes
 from swarm.client import SwarmClient
-from swarm.errors import RetryLater
+from swarm.errors import STORE_OUTAGES, RetryLater
 from swarm.planning import run_plan
-from swarm.queueing import AGGREGATE_TASK, PLAN_TASK, SUBAGENT_TASK
+from swarm.queueing import AGGREGATE_TASK, PLAN_TASK, SUBAGENT_TASK, SUBAGENTS_TASK, WATCH_TASK
 from swarm.subagent import run_node
+from swarm.watchdog import Action, Seen, check_every_s, check_job, stall_s
 from workers import runtime
+
+log = logging.getLogger(__name__)
+STORE_RETRY_S = 2.0
+"""Countdown of a task sent again because Redis was unreachable."""
 
 
 def subagent(self: Task, job_id: str, node_id: str) -> dict[str, Any]:
@@ -31,28 +39,91 @@ def subagent(self: Task, job_id: str, node_id: str) -> dict[str, Any]:
         envelope = run_node(rt, job_id, node_id, may_requeue=may_requeue)
     except RetryLater as later:
         raise self.retry(countdown=later.delay_s) from None
+    except STORE_OUTAGES as exc:
+        raise again_later(self, exc) from None
     return {"node_id": envelope.node_id, "status": envelope.status}
+
+
+def subagents(self: Task, job_id: str, node_ids: list[str]) -> dict[str, Any]:
+    """Several nodes of one job (swarm.batch): like ``subagent`` for each, concurrently.
+
+    Nodes that admission sends back to the queue are retried alone (the message is sent
+    again with only those nodes); the others are done and stay done.
+    """
+    rt = runtime.get()
+    may_requeue = self.request.retries < rt.settings.admission_max_requeues
+    try:
+        outcome = run_nodes(rt, job_id, node_ids, may_requeue=may_requeue, pool=runtime.node_pool())
+    except STORE_OUTAGES as exc:  # the nodes that ended are stored: they are not run again
+        raise again_later(self, exc) from None
+    if outcome.requeue:
+        args = (job_id, list(outcome.requeue))
+        raise self.retry(args=args, countdown=outcome.delay_s) from None
+    ok = sum(1 for env in outcome.envelopes if env.ok)
+    return {"job_id": job_id, "nodes": len(node_ids), "ok": ok}
 
 
 def aggregate(self: Task, results: list[dict[str, Any]], job_id: str) -> dict[str, Any]:
     """The chord callback: aggregation and the report (read back from the job store)."""
-    report = run_aggregation(runtime.get(), job_id)
+    try:
+        report = run_aggregation(runtime.get(), job_id)
+    except STORE_OUTAGES as exc:
+        raise again_later(self, exc) from None
     return {"job_id": job_id, "status": report["status"]}
 
 
 def plan(self: Task, job_id: str) -> dict[str, Any]:
     """The planner step: plan (swarm.planning), then fan out the planned chord from here."""
     rt = runtime.get()
-    spec = run_plan(rt, job_id)
-    if spec is None:
-        return {"job_id": job_id, "status": "failed"}
-    SwarmClient(rt.settings, rt.catalog, rt.store, self.app).fan_out(spec)
+    try:
+        spec = run_plan(rt, job_id)
+        if spec is None:
+            return {"job_id": job_id, "status": "failed"}
+        SwarmClient(rt.settings, rt.catalog, rt.store, self.app).fan_out(spec)
+    except STORE_OUTAGES as exc:
+        raise again_later(self, exc) from None
     return {"job_id": job_id, "nodes": len(spec.node_ids)}
+
+
+def watch(self: Task, job_id: str, seen: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The job watchdog (swarm.watchdog): one check, a re-send when the job stalled, and
+    the next check (same task id) until the job has its report."""
+    rt = runtime.get()
+    try:
+        check = check_job(rt.store, rt.settings, job_id, Seen(**seen) if seen else None)
+    except STORE_OUTAGES as exc:
+        raise again_later(self, exc) from None
+    if check.action is Action.DONE:
+        return {"job_id": job_id, "watch": "done"}
+    if check.action is not Action.WAIT:
+        only = list(check.missing) if check.action is Action.RESEND_NODES else []
+        log.warning(
+            "swarm watchdog: job %s made no progress for %.0f s; sending %s again",
+            job_id,
+            stall_s(rt.settings),
+            f"{len(only)} node(s) and the aggregation" if only else "the aggregation",
+        )
+        client = SwarmClient(rt.settings, rt.catalog, rt.store, self.app)
+        suffix = f"-w{check.seen.resends}"
+        client.fan_out(rt.store.spec(job_id), only=only, suffix=suffix, watch=False)
+    raise self.retry(args=(job_id, asdict(check.seen)), countdown=check_every_s(rt.settings))
+
+
+def again_later(task: Task, exc: Exception) -> Exception:
+    """Redis is down: send ``task`` again in STORE_RETRY_S (never end it failed: a failed
+    chord member stops the aggregation). If the broker is down too, the retry cannot be
+    sent, the ack neither, and the broker redelivers the task after the visibility timeout."""
+    log.warning("swarm: Redis unreachable (%s); task %s runs again", exc, task.request.id)
+    retry: Exception = task.retry(countdown=STORE_RETRY_S, exc=exc, throw=False)
+    return retry
 
 
 def register(app: Celery) -> None:
     """Register the tasks on ``app`` under their stable names."""
-    # max_retries=None: requeues for admission are bounded by SWARM_ADMISSION_MAX_REQUEUES.
+    # max_retries=None: requeues for admission are bounded by SWARM_ADMISSION_MAX_REQUEUES,
+    # and a task waiting out a Redis outage (again_later) tries until Redis is back.
     app.task(name=SUBAGENT_TASK, bind=True, acks_late=True, max_retries=None)(subagent)
-    app.task(name=AGGREGATE_TASK, bind=True, acks_late=True)(aggregate)
-    app.task(name=PLAN_TASK, bind=True, acks_late=True)(plan)
+    app.task(name=SUBAGENTS_TASK, bind=True, acks_late=True, max_retries=None)(subagents)
+    app.task(name=AGGREGATE_TASK, bind=True, acks_late=True, max_retries=None)(aggregate)
+    app.task(name=PLAN_TASK, bind=True, acks_late=True, max_retries=None)(plan)
+    app.task(name=WATCH_TASK, bind=True, acks_late=True, max_retries=None)(watch)

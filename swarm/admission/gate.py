@@ -96,22 +96,42 @@ class Gate:
         """``attempt`` with admission around each of its calls."""
         return lambda: self.call(attempt)
 
+    def try_acquire(self) -> Permit | None:
+        """A permit if the model admits a call right now, else None (never waits; a hedge
+        asks once and is not sent when the model is at its limits)."""
+        return self.controller.acquire(self.spec, self.job_id, self.tokens).permit
+
     def call(self, attempt: Callable[[], Answer]) -> Answer:
         """One admitted attempt: acquire, call, then finish with its outcome."""
         permit = self.acquire()
         try:
             answer = attempt()
         except BaseException as exc:
-            outcome = outcome_of_error(exc, time.time())
-            self.controller.finish(self.spec, permit, outcome)
-            if outcome.rate_limited and outcome.retry_after_s is not None:
-                # A long pause goes back to the queue now, not after sleeping a backoff.
-                wait_or_requeue(outcome.retry_after_s, "paused", self.max_wait_s,
-                                self.max_countdown_s, self.may_requeue)  # fmt: skip
+            self.settle(permit, error=exc)
             raise
-        used = answer.usage.total_tokens or None
-        self.controller.finish(self.spec, permit, Outcome(used_tokens=used))
+        self.settle(permit, answer=answer)
         return answer
+
+    def settle(
+        self,
+        permit: Permit,
+        answer: Answer | None = None,
+        error: BaseException | None = None,
+        *,
+        requeue: bool = True,
+    ) -> None:
+        """Finish ``permit``: tokens of ``answer``, or ``error``'s outcome (a 429 pauses the
+        model; with ``requeue`` a long pause raises RetryLater now rather than after a
+        backoff); neither refunds the reservation (a cancelled request)."""
+        if error is None:
+            used = (answer.usage.total_tokens or None) if answer is not None else 0
+            self.controller.finish(self.spec, permit, Outcome(used_tokens=used))
+            return
+        outcome = outcome_of_error(error, time.time())
+        self.controller.finish(self.spec, permit, outcome)
+        if requeue and outcome.rate_limited and outcome.retry_after_s is not None:
+            wait_or_requeue(outcome.retry_after_s, "paused", self.max_wait_s,
+                            self.max_countdown_s, self.may_requeue)  # fmt: skip
 
 
 def gate_for(

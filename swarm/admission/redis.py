@@ -50,7 +50,10 @@ class RedisAdmission(AdmissionController):
     @classmethod
     def from_url(cls, url: str, gateway: str, policy: AdmissionPolicy) -> RedisAdmission:
         """A controller on the Redis at ``url`` (the job store's Redis)."""
-        client = redis.Redis.from_url(url, socket_timeout=10, health_check_interval=30)
+        # One connection per calling thread at most (see swarm.store.redis.MAX_CONNECTIONS).
+        client = redis.Redis.from_url(
+            url, socket_timeout=10, health_check_interval=30, max_connections=1024
+        )
         return cls(client, gateway, policy)
 
     def _keys(self, model: str, *names: str) -> list[str]:

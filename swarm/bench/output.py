@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from swarm.bench.goodput import Goodput
+from swarm.bench.overhead import Row as OverheadRow
 from swarm.bench.sweep import Row
 
 SWEEP_HEADER = (
@@ -61,3 +62,25 @@ def sweep_plot(rows: Sequence[Row], path: Path) -> str:
     fig.savefig(path, dpi=100)
     plt.close(fig)
     return f"plot written to {path}"
+
+
+TARGETS = {
+    "a": "<= 1.10",
+    "b": "hedged <= 1.6, extra <= 10%",
+    "c": ">= 400 and >= 2x plain",
+    "d": "<= 150",
+}
+
+
+def overhead_markdown(rows: Sequence[OverheadRow]) -> str:
+    """`swarm bench overhead`: one line per scenario and client, with the issue's target."""
+    lines = [
+        "| scenario | client | figure | unit | target | measured |",
+        "|---|---|---:|---|---|---|",
+    ]
+    for r in rows:
+        target = TARGETS.get(r.scenario.split()[0].rstrip("'"), "")
+        lines.append(
+            f"| {r.scenario} | {r.client} | {r.value:.2f} | {r.unit} | {target} | {r.detail} |"
+        )
+    return "\n".join(lines) + "\n"

@@ -125,16 +125,23 @@ def sim(folder: Path, args: Sequence[str]) -> Iterator[Sim]:
 
 @contextlib.contextmanager
 def workers(
-    folder: Path, env: dict[str, str], count: int, concurrency: int, queue: str
+    folder: Path,
+    env: dict[str, str],
+    count: int,
+    concurrency: int,
+    queue: str,
+    app: str = "workers",
 ) -> Iterator[list[Proc]]:
-    """``count`` `celery -A workers worker` processes of ``concurrency`` threads each."""
+    """``count`` `celery -A APP worker` processes of ``concurrency`` threads each."""
     procs: list[Proc] = []
+    run = time.monotonic_ns()  # a fresh log per start: " ready." of an earlier one must not count
     try:
         for i in range(count):
-            argv = [sys.executable, "-m", "celery", "-A", "workers", "worker", "-P", "threads"]
+            argv = [sys.executable, "-m", "celery", "-A", app, "worker", "-P", "threads"]
             argv += ["-c", str(concurrency), "-n", f"bench{i}-{concurrency}@%h", "-Q", queue]
             argv += ["--without-gossip", "--without-mingle", "--loglevel=INFO"]
-            procs.append(Proc(argv, folder / f"worker{i}-c{concurrency}.log", env))
+            log = folder / f"{app}-worker{i}-c{concurrency}-{run}.log"
+            procs.append(Proc(argv, log, env))
         for proc in procs:
             proc.wait_for(" ready.")
         yield procs

@@ -1,4 +1,5 @@
-"""`swarm bench sweep` and `swarm bench goodput`: the issue 3 benchmarks (local only)."""
+"""`swarm bench sweep` and `swarm bench goodput` (issue 3) and `swarm bench overhead`
+(issue 8): benchmarks on local processes only."""
 
 from __future__ import annotations
 
@@ -73,4 +74,41 @@ def goodput_command(duration_s: float, rpm: int, workers: int, concurrency: int,
         result = run_goodput(Path(folder), duration_s, rpm, workers, concurrency)
     table = goodput_markdown(result, workers)
     (out / "goodput.md").write_text(table, "utf-8")
+    click.echo(table)
+
+
+@bench_group.command(name="overhead")
+@click.option(
+    "--only",
+    default="a,b,b',c,d",
+    show_default=True,
+    help="Scenarios to run (see `swarm bench overhead --help` text).",
+)
+@click.option("--repeat", type=click.IntRange(min=1), default=3, show_default=True)
+@click.option("--out", type=click.Path(path_type=Path), default=DEFAULT_OUT, show_default=True)
+def overhead_command(only: str, repeat: int, out: Path) -> None:
+    """Plain Celery chord vs swarm: (a) 100 x 1 s + 1 s aggregation vs the ideal 2 s,
+    (b) seed 000 latency with and without hedging (b': with 2% hung requests),
+    (c) calls/s at 0 ms over 2,000 inputs, (d) worker RSS at 100 calls in flight."""
+    from swarm.bench import procs
+    from swarm.bench.output import overhead_markdown
+    from swarm.bench.overhead import Bench
+    from swarm.bench.overhead_runs import SCENARIOS
+
+    wanted = [name.strip() for name in only.split(",") if name.strip()]
+    unknown = [name for name in wanted if name not in SCENARIOS]
+    if unknown:
+        raise click.BadParameter(f"unknown scenario {unknown[0]!r}; known: {', '.join(SCENARIOS)}")
+    out.mkdir(parents=True, exist_ok=True)
+    rows = []
+    with (
+        tempfile.TemporaryDirectory(prefix="swarm-bench-") as folder,
+        procs.redis_server(Path(folder)) as redis_url,
+    ):
+        bench = Bench(Path(folder), redis_url, repeat)
+        for name in wanted:
+            rows += SCENARIOS[name](bench)
+            click.echo(overhead_markdown(rows), err=True)
+    table = overhead_markdown(rows)
+    (out / "overhead.md").write_text(table, "utf-8")
     click.echo(table)

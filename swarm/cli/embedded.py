@@ -19,6 +19,7 @@ from celery.worker import state as worker_state
 from swarm.admission import AdmissionPolicy, MemoryAdmission
 from swarm.catalog import Catalog
 from swarm.client import SwarmClient
+from swarm.hedging import HedgePolicy, Hedger, LatencySketch
 from swarm.llm import make_client
 from swarm.runtime import Runtime
 from swarm.settings import Settings
@@ -81,7 +82,11 @@ def embedded_swarm(
     store = MemoryJobStore()
     admission = MemoryAdmission(AdmissionPolicy.from_settings(settings))
     client = make_client(settings, base_url, key)
-    worker_runtime.install(Runtime(settings, catalog, store, client, admission=admission))
+    hedger = None
+    if HedgePolicy.from_settings(settings).enabled:  # the latency sketch stays in process
+        hedger = Hedger(settings, base_url, key, LatencySketch(None, base_url))
+    runtime = Runtime(settings, catalog, store, client, admission=admission, hedger=hedger)
+    worker_runtime.install(runtime)
     try:
         with in_process_worker(app, settings.worker_concurrency, join_s):
             yield SwarmClient(settings, catalog, store, app)

@@ -69,6 +69,7 @@ def run(
     """One sub-agent per INPUT file (- reads one input per line from stdin), then aggregate."""
     settings = load_settings()
     check_budget(budget_usd)
+    check_timeout(timeout_s)
     items = read_inputs(inputs)
     if not instruction.strip():
         raise InputError("the instruction is empty")
@@ -150,6 +151,7 @@ def resume(
 ) -> None:
     """Run again the nodes of an ended job that did not succeed, then aggregate again."""
     settings = load_settings()
+    check_timeout(timeout_s)
     if settings.embedded:
         raise ConfigError("`swarm resume` needs SWARM_BROKER_URL (the job store is in Redis)")
     handle = broker_client(settings).resume(job_id, budget_usd=budget_usd)
@@ -157,6 +159,12 @@ def resume(
         click.echo(handle.id)
         return
     finish(follow(handle, stderr_console(), timeout_s), as_json)
+
+
+def check_timeout(timeout_s: float | None) -> None:
+    """Refuse a ``--timeout`` that is not a positive number, before anything is submitted."""
+    if timeout_s is not None and not 0 < timeout_s < float("inf"):
+        raise InputError(f"--timeout must be a positive number of seconds, not {timeout_s:g}")
 
 
 def _add_cost() -> None:

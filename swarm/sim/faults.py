@@ -7,6 +7,8 @@ Markers are written into the LAST user message and force one outcome for that re
     [[sim:bad_json]]      200 with a text/html body that is not JSON
     [[sim:drop]]          close the TCP connection without answering
     [[sim:latency_ms=N]]  take exactly N ms (no load slowdown)
+    [[sim:straggle_ms=N]] the first request with this exact body takes N ms; repeats of it
+                          (a retry, a hedge) take the usual latency (a straggler)
     [[sim:empty_choices]] 200 with ``choices: []`` (usage still present)
     [[sim:no_usage]]      200 without ``usage``
     [[sim:reply_b64=B]]   answer with the base64 (URL-safe) text B as content (swarm.sim.content)
@@ -51,6 +53,7 @@ class Markers:
     bad_json: bool = False
     drop: bool = False
     latency_ms: int | None = None
+    straggle_ms: int | None = None
     empty_choices: bool = False
     no_usage: bool = False
 
@@ -65,6 +68,7 @@ def parse_markers(text: str) -> Markers:
     flags: set[str] = set()
     status: int | None = None
     latency: int | None = None
+    straggle: int | None = None
     for name, value in MARKER_RE.findall(text):
         if name in _FLAGS and not value:
             flags.add(name)
@@ -72,12 +76,15 @@ def parse_markers(text: str) -> Markers:
             status = int(value)
         elif name == "latency_ms" and value:
             latency = int(value)
+        elif name == "straggle_ms" and value:
+            straggle = int(value)
     return Markers(
         status=status,
         hang="hang" in flags,
         bad_json="bad_json" in flags,
         drop="drop" in flags,
         latency_ms=latency,
+        straggle_ms=straggle,
         empty_choices="empty_choices" in flags,
         no_usage="no_usage" in flags,
     )

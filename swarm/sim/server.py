@@ -9,6 +9,7 @@ Everything runs on one event loop; no locks, no threads.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hmac
 import math
 import time
@@ -39,6 +40,8 @@ from swarm.sim.limits import (
     format_seconds,
 )
 
+SEEN_MAX = 100_000
+"""Distinct requests remembered for straggle markers (then forgotten all at once)."""
 HANG_POLL_S = 0.05
 """How often a hung request checks whether its client went away."""
 BAD_JSON_BODY = "<html><body><h1>502 Bad Gateway</h1>upstream sent garbage</body></html>"
@@ -65,6 +68,7 @@ class ModelStats:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cached_tokens: int = 0
+    cancelled: int = 0
     inflight: int = 0
     max_inflight_seen: int = 0
     admitted_60s: PeakCounter = field(default_factory=lambda: PeakCounter(MINUTE_S))
@@ -81,6 +85,7 @@ class ModelStats:
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
             "cached_tokens": self.cached_tokens,
+            "cancelled": self.cancelled,
             "inflight": self.inflight,
             "max_inflight_seen": self.max_inflight_seen,
         }
@@ -98,7 +103,8 @@ class Stats:
     ``completed`` (200 answers carrying usage that were written to the socket),
     ``rate_limited`` (429s), ``errors`` (5xx), ``client_errors`` (other 4xx),
     ``prompt_tokens``/``completion_tokens``/``cached_tokens`` (summed over completed
-    answers only, i.e. exactly the usage clients saw), ``inflight`` and
+    answers only, i.e. exactly the usage clients saw), ``cancelled`` (admitted requests
+    whose client went away before the answer, e.g. a hedge's loser), ``inflight`` and
     ``max_inflight_seen`` (admitted requests being served, hangs included), ``faults``
     (hang, bad_json, drop, empty_choices, no_usage), ``models`` (the same per model) and
     ``windows`` (per model: most requests admitted in any sliding 60 s and 1 s window).
@@ -173,6 +179,18 @@ class Simulator:
         self.latency = LatencyModel(config)
         self.arrivals = PeakCounter(SECOND_S)
         self._limiters: dict[str, ModelLimiter] = {}
+        self._seen: set[int] = set()
+        """Requests seen (for ``[[sim:straggle_ms=N]]``)."""
+
+    def _first_time(self, chat: ChatRequest) -> bool:
+        """True the first time this exact request (model and messages) arrives."""
+        key = hash((chat.model, chat.roles, chat.contents))
+        if key in self._seen:
+            return False
+        if len(self._seen) >= SEEN_MAX:
+            self._seen.clear()
+        self._seen.add(key)
+        return True
 
     def limiter(self, model: str) -> ModelLimiter:
         """The limiter of ``model`` (created on first use)."""
@@ -230,6 +248,8 @@ class Simulator:
         markers = parse_markers(chat.last_user_content)
         rate = float(self.arrivals.count(now)) if self.config.knee_rps is not None else 0.0
         plan = plan_request(markers, self.injector, self.latency, rate)
+        if markers.straggle_ms is not None and self._first_time(chat):
+            plan = dataclasses.replace(plan, latency_s=markers.straggle_ms / 1000.0)
         return await self._admit_and_serve(request, chat, plan, now)
 
     async def _admit_and_serve(
@@ -249,6 +269,10 @@ class Simulator:
         self._enter(chat.model, now)
         try:
             return await self._serve_admitted(request, chat, plan, limiter)
+        except asyncio.CancelledError:  # the client went away (aiohttp cancels the handler)
+            for stats in (self.stats.total, self.stats.model(chat.model)):
+                stats.cancelled += 1
+            raise
         finally:
             limiter.release(decision.ticket)
             self._leave(chat.model)

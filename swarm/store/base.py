@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from swarm.records import Frozen, JobSpec, NodeEnvelope, Usage
@@ -69,6 +71,27 @@ def progress_from_states(total: int, states: Mapping[str, str], finished: bool) 
         models=models,
         finished=finished,
     )
+
+
+@dataclass(frozen=True)
+class NodeBatch:
+    """What a task carrying several nodes of one job reads before calling."""
+
+    envelopes: Mapping[str, NodeEnvelope]
+    """Stored envelopes of the nodes that have one."""
+    texts: Mapping[str, str]
+    """Input text of every node asked for."""
+    cancelled: bool
+    """True once the job is cancelled."""
+
+
+class HedgeCounts(Frozen):
+    """Hedged calls of one job (swarm.hedging)."""
+
+    sent: int = 0
+    """Duplicate requests sent for calls that ran past the hedge delay."""
+    won: int = 0
+    """Hedges whose answer came first (the original was cancelled)."""
 
 
 def should_replace(existing: NodeEnvelope | None) -> bool:
@@ -179,3 +202,49 @@ class JobStore(ABC):
         """Make a finished job resumable: store ``spec`` (its budget may differ), delete the
         report and cancel flag, clear the budget's exhaustion and stale reservations and set
         the cap from ``spec``; returns the resume's number (1, 2, ...)."""
+
+    # -- hedged calls (swarm.hedging) --
+    @abstractmethod
+    def take_hedge(self, job_id: str, cap: int) -> bool:
+        """Count one hedge of the job unless ``cap`` were sent already; True when counted."""
+
+    @abstractmethod
+    def hedge_won(self, job_id: str) -> None:
+        """Count a hedge whose answer came first."""
+
+    @abstractmethod
+    def hedges(self, job_id: str) -> HedgeCounts:
+        """The job's hedge counts."""
+
+    # -- fast paths: defaults built from the methods above (RedisJobStore pipelines them) --
+    def load_nodes(self, job_id: str, node_ids: Sequence[str]) -> NodeBatch:
+        """Stored envelopes, inputs and the cancel flag of several nodes at once."""
+        found = {n: self.envelope(job_id, n) for n in node_ids}
+        return NodeBatch(
+            envelopes={n: env for n, env in found.items() if env is not None},
+            texts={n: self.input_text(job_id, n) for n in node_ids},
+            cancelled=self.cancelled(job_id),
+        )
+
+    def mark_running_many(self, job_id: str, models: Mapping[str, str]) -> None:
+        """mark_running for several nodes (node id -> model)."""
+        for node_id, model in models.items():
+            self.mark_running(job_id, node_id, model)
+
+    def claim_or_answer(
+        self, job_id: str, slot: str, owner: str, ttl_s: float, key: str
+    ) -> tuple[bool, StoredAnswer | None]:
+        """``claim`` and the answer stored under ``key``, together."""
+        return self.claim(job_id, slot, owner, ttl_s), self.answer(job_id, key)
+
+    def wait_report(
+        self, job_id: str, timeout_s: float, poll_s: float = 0.05
+    ) -> dict[str, Any] | None:
+        """The report once written, or None after ``timeout_s`` (polls every ``poll_s``)."""
+        deadline = time.monotonic() + timeout_s
+        while (report := self.report(job_id)) is None:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return None
+            time.sleep(min(poll_s, remaining))
+        return report

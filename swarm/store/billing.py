@@ -21,6 +21,8 @@ class StoredAnswer(Frozen):
     """Tokens that answer billed."""
     finish_reason: str | None = None
     """The gateway's finish_reason."""
+    usage_missing: bool = False
+    """True when the answer had no usage field."""
     attempts: int = 1
     """Attempts it took (the answered one included)."""
     latency_ms: int = 0

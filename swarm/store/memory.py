@@ -16,6 +16,7 @@ from swarm.store.base import (
     ERROR,
     OK,
     RUNNING,
+    HedgeCounts,
     JobStore,
     LedgerLine,
     Progress,
@@ -41,6 +42,7 @@ class _Job:
     claims: dict[str, tuple[str, float]] = field(default_factory=dict)
     """slot -> (owner, monotonic deadline)"""
     resumes: int = 0
+    hedges: HedgeCounts = field(default_factory=HedgeCounts)
 
 
 class MemoryJobStore(JobStore):
@@ -207,3 +209,20 @@ class MemoryJobStore(JobStore):
             job.budget = BudgetState(cap_nusd=cap, spent_nusd=job.budget.spent_nusd)
             job.resumes += 1
             return job.resumes
+
+    def take_hedge(self, job_id: str, cap: int) -> bool:
+        with self._lock:
+            job = self._job(job_id)
+            if job.hedges.sent >= cap:
+                return False
+            job.hedges = job.hedges.model_copy(update={"sent": job.hedges.sent + 1})
+            return True
+
+    def hedge_won(self, job_id: str) -> None:
+        with self._lock:
+            job = self._job(job_id)
+            job.hedges = job.hedges.model_copy(update={"won": job.hedges.won + 1})
+
+    def hedges(self, job_id: str) -> HedgeCounts:
+        with self._lock:
+            return self._job(job_id).hedges

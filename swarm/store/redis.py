@@ -15,6 +15,8 @@ Keys of one job share the hash tag ``{job:<id>}`` (one slot on Redis Cluster) an
     swarm:{job:<id>}:budget   hash    cap_nusd, spent_nusd, reserved_nusd, exhausted, res:<id>
     swarm:{job:<id>}:claim:<node>  string  owner of the right to call for that node (SET NX PX)
     swarm:{job:<id>}:resumes  string  how many times the job was resumed
+    swarm:{job:<id>}:hedges   hash    sent, won (hedged calls, swarm.hedging)
+    swarm:{job:<id>}:done     channel published once the report is written (wait_report)
 
 The billing keys are written by the Lua scripts in ``swarm/store/lua/`` (see scripts.py).
 """
@@ -22,6 +24,7 @@ The billing keys are written by the Lua scripts in ``swarm/store/lua/`` (see scr
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -34,8 +37,10 @@ from swarm.store.base import (
     ERROR,
     OK,
     RUNNING,
+    HedgeCounts,
     JobStore,
     LedgerLine,
+    NodeBatch,
     Progress,
     progress_from_states,
     should_replace,
@@ -44,6 +49,11 @@ from swarm.store.billing import BilledCall, BudgetState, StoredAnswer
 from swarm.store.scripts import register_scripts
 
 _LEDGER_FIELDS = ("calls", "prompt_tokens", "completion_tokens", "cached_tokens")
+MAX_CONNECTIONS = 1024
+"""Connections per process: one per thread using Redis at once (task threads plus the node
+threads of batched tasks; redis-py's own default of 100 raises MaxConnectionsError)."""
+REPORT_RECHECK_S = 1.0
+"""wait_report reads the report again at least this often (a missed publish costs no more)."""
 
 
 def _key(job_id: str, part: str) -> str:
@@ -62,7 +72,11 @@ class RedisJobStore(JobStore):
     def from_url(cls, url: str, ttl_s: int) -> RedisJobStore:
         """Connect lazily to ``url``; check() verifies the connection."""
         client = redis.Redis.from_url(
-            url, decode_responses=True, socket_connect_timeout=5, health_check_interval=30
+            url,
+            decode_responses=True,
+            socket_connect_timeout=5,
+            health_check_interval=30,
+            max_connections=MAX_CONNECTIONS,
         )
         return cls(client, ttl_s)
 
@@ -174,8 +188,29 @@ class RedisJobStore(JobStore):
         return bool(self._r.exists(_key(job_id, "cancel")))
 
     def save_report(self, job_id: str, report: Mapping[str, Any]) -> bool:
-        text = json.dumps(report)
-        return bool(self._r.set(_key(job_id, "report"), text, nx=True, ex=self._ttl_s))
+        pipe = self._r.pipeline(transaction=False)
+        pipe.set(_key(job_id, "report"), json.dumps(report), nx=True, ex=self._ttl_s)
+        pipe.publish(_key(job_id, "done"), "1")
+        stored, _ = pipe.execute()
+        return bool(stored)
+
+    def wait_report(
+        self, job_id: str, timeout_s: float, poll_s: float = 0.05
+    ) -> dict[str, Any] | None:
+        """Subscribed to the job's ``done`` channel, so the report is read as soon as it is
+        written instead of at the next poll."""
+        pubsub = self._r.pubsub(ignore_subscribe_messages=True)  # type: ignore[no-untyped-call]
+        try:
+            pubsub.subscribe(_key(job_id, "done"))
+            deadline = time.monotonic() + timeout_s
+            while (report := self.report(job_id)) is None:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return None
+                pubsub.get_message(timeout=min(remaining, REPORT_RECHECK_S))
+            return report
+        finally:
+            pubsub.close()
 
     def report(self, job_id: str) -> dict[str, Any] | None:
         raw = self._r.get(_key(job_id, "report"))
@@ -224,6 +259,19 @@ class RedisJobStore(JobStore):
             exhausted="exhausted" in raw,
         )
 
+    def claim_or_answer(
+        self, job_id: str, slot: str, owner: str, ttl_s: float, key: str
+    ) -> tuple[bool, StoredAnswer | None]:
+        """One round trip: SET NX the claim, read its owner and the stored answer."""
+        claim = _key(job_id, f"claim:{slot}")
+        pipe = self._r.pipeline(transaction=False)
+        pipe.set(claim, owner, nx=True, px=max(int(ttl_s * 1000), 1))
+        pipe.get(claim)
+        pipe.hget(_key(job_id, "answers"), key)
+        taken, holder, raw = pipe.execute()
+        stored = StoredAnswer.model_validate_json(raw) if raw else None
+        return bool(taken) or holder == owner, stored
+
     def claim(self, job_id: str, slot: str, owner: str, ttl_s: float) -> bool:
         key = _key(job_id, f"claim:{slot}")
         if self._r.set(key, owner, nx=True, px=max(int(ttl_s * 1000), 1)):
@@ -240,3 +288,56 @@ class RedisJobStore(JobStore):
         args = [cap, spec.model_dump_json(), self._ttl_s]
         keys = [_key(spec.job_id, part) for part in parts]
         return int(self._scripts["reopen"](keys=keys, args=args))
+
+    def take_hedge(self, job_id: str, cap: int) -> bool:
+        """Count first, give back when over the cap: never more than ``cap`` are granted
+        (a concurrent refusal may refuse one more, which only errs on the safe side)."""
+        key = _key(job_id, "hedges")
+        pipe = self._r.pipeline(transaction=False)
+        pipe.hincrby(key, "sent", 1)
+        pipe.expire(key, self._ttl_s)
+        sent, _ = pipe.execute()
+        if int(sent) <= cap:
+            return True
+        self._r.hincrby(key, "sent", -1)
+        return False
+
+    def hedge_won(self, job_id: str) -> None:
+        key = _key(job_id, "hedges")
+        pipe = self._r.pipeline(transaction=False)
+        pipe.hincrby(key, "won", 1)
+        pipe.expire(key, self._ttl_s)
+        pipe.execute()
+
+    def hedges(self, job_id: str) -> HedgeCounts:
+        sent, won = self._r.hmget(_key(job_id, "hedges"), ["sent", "won"])
+        return HedgeCounts(sent=int(sent or 0), won=int(won or 0))
+
+    def load_nodes(self, job_id: str, node_ids: Sequence[str]) -> NodeBatch:
+        """One round trip: envelopes, inputs and the cancel flag."""
+        pipe = self._r.pipeline(transaction=False)
+        pipe.hmget(_key(job_id, "env"), list(node_ids))
+        pipe.hmget(_key(job_id, "inputs"), list(node_ids))
+        pipe.exists(_key(job_id, "cancel"))
+        envelopes, texts, cancelled = pipe.execute()
+        missing = [n for n, text in zip(node_ids, texts, strict=True) if text is None]
+        if missing:
+            raise JobNotFoundError(f"no input {missing[0]!r} in job {job_id!r}")
+        return NodeBatch(
+            envelopes={
+                n: NodeEnvelope.model_validate_json(raw)
+                for n, raw in zip(node_ids, envelopes, strict=True)
+                if raw
+            },
+            texts=dict(zip(node_ids, texts, strict=True)),
+            cancelled=bool(cancelled),
+        )
+
+    def mark_running_many(self, job_id: str, models: Mapping[str, str]) -> None:
+        if not models:
+            return
+        key = _key(job_id, "state")
+        pipe = self._r.pipeline(transaction=False)
+        pipe.hset(key, mapping={n: f"{RUNNING}|{model}" for n, model in models.items()})
+        pipe.expire(key, self._ttl_s)
+        pipe.execute()

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
 from typing import Any
 
 import httpx2
 import openai
+
+from swarm.records import JobSpec
 
 Handler = Callable[[dict[str, Any], int], httpx2.Response]
 
@@ -58,3 +61,18 @@ class MockGateway:
     def client(self) -> openai.OpenAI:
         http = httpx2.Client(transport=httpx2.MockTransport(self))
         return openai.OpenAI(base_url="http://gw/v1", api_key="k", max_retries=0, http_client=http)
+
+
+def job_spec(n: int, job_id: str = "j1", **fields: Any) -> JobSpec:
+    """A job of ``n`` kimi-k2.5 nodes ``n00``, ``n01``, ... (``fields`` override)."""
+    return JobSpec(
+        job_id=job_id,
+        instruction="find bugs",
+        aggregate_instruction="merge",
+        model="kimi-k2.5",
+        aggregate_model="kimi-k2.5",
+        node_ids=tuple(f"n{i:02d}" for i in range(n)),
+        input_refs=tuple(f"f{i}" for i in range(n)),
+        submitted_at=time.time(),
+        **fields,
+    )

@@ -1,0 +1,113 @@
+"""Issue 8: hedged calls against the simulator, through Redis and a real worker process.
+
+``[[sim:straggle_ms=N]]`` makes the first request with a given body take N ms and its
+repeats (the hedge) the usual latency, or the ``latency_ms`` marker's; the simulator's
+``cancelled`` counts requests whose client went away before the answer.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import procs
+import pytest
+from stack import Stack, start_stack
+
+from swarm.records import InputItem
+
+pytestmark = pytest.mark.integration
+
+HEDGE_ENV = {"SWARM_HEDGE_AFTER_S": "2.0", "SWARM_HEDGE_MAX_RATIO": "0.2"}
+"""Hedge after 2.0 s (40 times the usual 50 ms, so a loaded CI machine does not hedge a
+normal node); at most 20% of a job's nodes (10 nodes: 2
+hedges; 1 node: 1)."""
+HEDGED_QUEUE = "llm.kimi-k2.5"
+PLAIN_QUEUE = "llm.gemini-2.5-flash"
+
+
+@pytest.fixture(scope="module")
+def stack(redis_server, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:  # type: ignore[no-untyped-def]
+    client = redis_server.client()
+    client.flushall()
+    client.close()
+    logs = tmp_path_factory.mktemp("hedge-logs")
+    st = start_stack(redis_server.url, logs, ["--latency-ms", "50"])
+    try:
+        st.workers.append(
+            procs.start_celery_worker({**st.env, **HEDGE_ENV}, HEDGED_QUEUE, 16, "hedge@%h", logs)
+        )
+        yield st
+    finally:
+        st.stop()
+
+
+def settled(stack: Stack, timeout_s: float = 30.0) -> dict[str, int]:
+    """The simulator's counters once no request is in flight any more."""
+    deadline = time.monotonic() + timeout_s
+    while (stats := stack.stats())["inflight"] and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return stats
+
+
+def assert_ledger_is_what_the_gateway_served(stack: Stack, job_id: str) -> None:
+    stats = settled(stack)
+    ledger = stack.client().store.ledger(job_id)
+    assert sum(line.calls for line in ledger.values()) == stats["completed"]
+    assert sum(line.usage.prompt_tokens for line in ledger.values()) == stats["prompt_tokens"]
+    completion = sum(line.usage.completion_tokens for line in ledger.values())
+    assert completion == stats["completion_tokens"]
+
+
+def test_slow_first_answers_lose_to_hedges_within_the_jobs_cap(stack: Stack) -> None:
+    # Five stragglers (first answer after 6 s, a repeat after 50 ms) among ten nodes; the
+    # cap (20% of 10) allows two hedges: two stragglers are rescued, three wait.
+    stack.reset_stats()
+    items = [
+        InputItem(ref=f"d{i}", text=f"diff {i}" + (" [[sim:straggle_ms=6000]]" if i < 5 else ""))
+        for i in range(10)
+    ]
+    handle = stack.client().submit(
+        items, "Review", aggregate_instruction="Merge. [[sim:latency_ms=10]]"
+    )
+    report = handle.wait(timeout=120)
+
+    assert report["status"] == "succeeded"
+    assert (report["hedges_sent"], report["hedges_won"]) == (2, 2)
+    stats = settled(stack)
+    # 10 nodes + 2 hedges + the aggregation reached the gateway; the 2 rescued originals
+    # were cancelled (their client went away), so they were neither completed nor billed.
+    assert (stats["requests"], stats["cancelled"], stats["completed"]) == (13, 2, 11)
+    assert_ledger_is_what_the_gateway_served(stack, handle.id)
+
+
+def test_a_hedge_is_cancelled_when_the_first_answer_wins(stack: Stack) -> None:
+    # The original answers after 3.5 s; its hedge (sent at 2.0 s) would take 20 s.
+    stack.reset_stats()
+    item = InputItem(ref="d", text="diff [[sim:straggle_ms=3500]] [[sim:latency_ms=20000]]")
+    handle = stack.client().submit([item], "Review", aggregate_instruction="Merge.")
+    report = handle.wait(timeout=60)
+
+    assert report["status"] == "succeeded"
+    assert (report["hedges_sent"], report["hedges_won"]) == (1, 0)
+    stats = settled(stack, timeout_s=10)  # the hedge is gone long before its 20 s
+    assert stats["inflight"] == 0
+    assert (stats["requests"], stats["cancelled"], stats["completed"]) == (3, 1, 2)
+    assert_ledger_is_what_the_gateway_served(stack, handle.id)
+
+
+def test_hedging_is_off_by_default(stack: Stack, tmp_logs: Path) -> None:
+    # A worker without SWARM_HEDGE_* on its own queue: a straggler just waits.
+    worker = procs.start_celery_worker(stack.env, PLAIN_QUEUE, 4, "plain@%h", tmp_logs)
+    try:
+        stack.reset_stats()
+        item = InputItem(ref="d", text="x [[sim:straggle_ms=1500]]")
+        client = stack.client()
+        handle = client.submit([item], "Extract", model="gemini-2.5-flash")
+        report = handle.wait(timeout=60)
+    finally:
+        worker.terminate(timeout=10)
+    assert report["status"] == "succeeded"
+    assert report["hedges_sent"] == 0
+    assert stack.stats()["cancelled"] == 0
