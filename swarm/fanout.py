@@ -18,18 +18,26 @@ from swarm.queueing import SUBAGENT_TASK, SUBAGENTS_TASK, job_priority
 from swarm.records import JobSpec
 from swarm.taskrepr import NO_KWARGS, subagent_argsrepr, subagents_argsrepr
 
-AUTO_NODES_PER_STEP = 25
-"""Auto batching: one more node per task for every this many nodes in the job ..."""
+AUTO_FIRST_BATCHED = 50
+"""Auto batching: jobs smaller than this send one node per task ..."""
+AUTO_MESSAGES_PER_JOB = 10
+"""... larger ones about this many messages (publishing a message costs the producer
+about 1.2 ms, and several times that while the workers already run the first ones: the
+last message of a 100-wide job went out 176 ms after the first at 4 nodes per message,
+and the job's wall time follows its last message) ..."""
 AUTO_MAX_PER_TASK = 16
-"""... up to this many nodes per task."""
+"""... with at most this many nodes per task."""
 
 
 def nodes_per_task(setting: int, job_nodes: int) -> int:
     """Nodes per task message: the setting, or (0 = auto) 1 for jobs up to 49 nodes, then
-    one more per 25 nodes up to 16 (100 nodes: 4 per task; 400 or more: 16)."""
+    about ten messages per job, at most 16 nodes each (100 nodes: 10 per task; 160 or
+    more: 16)."""
     if setting > 0:
         return setting
-    return max(1, min(AUTO_MAX_PER_TASK, job_nodes // AUTO_NODES_PER_STEP))
+    if job_nodes < AUTO_FIRST_BATCHED:
+        return 1
+    return min(AUTO_MAX_PER_TASK, -(-job_nodes // AUTO_MESSAGES_PER_JOB))
 
 
 def node_batches(

@@ -43,7 +43,6 @@ from swarm.store.base import (
     NodeBatch,
     Progress,
     progress_from_states,
-    should_replace,
 )
 from swarm.store.billing import BilledCall, BudgetState, StoredAnswer
 from swarm.store.scripts import register_scripts
@@ -127,16 +126,10 @@ class RedisJobStore(JobStore):
         self._set_state(job_id, node_id, f"{RUNNING}|{model}")
 
     def finish_node(self, job_id: str, envelope: NodeEnvelope) -> bool:
-        if not should_replace(self.envelope(job_id, envelope.node_id)):
-            return False
-        key, state = _key(job_id, "env"), _key(job_id, "state")
-        pipe = self._r.pipeline(transaction=True)
-        pipe.hset(key, envelope.node_id, envelope.model_dump_json())
-        pipe.hset(state, envelope.node_id, f"{OK if envelope.ok else ERROR}|{envelope.model}")
-        pipe.expire(key, self._ttl_s)
-        pipe.expire(state, self._ttl_s)
-        pipe.execute()
-        return True
+        keys = [_key(job_id, "env"), _key(job_id, "state")]
+        state = f"{OK if envelope.ok else ERROR}|{envelope.model}"
+        args: list[str | int] = [envelope.node_id, envelope.model_dump_json(), state, self._ttl_s]
+        return bool(self._scripts["finish"](keys=keys, args=args))
 
     def envelope(self, job_id: str, node_id: str) -> NodeEnvelope | None:
         raw = self._r.hget(_key(job_id, "env"), node_id)

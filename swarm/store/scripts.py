@@ -12,7 +12,7 @@ from importlib import resources
 import redis
 from redis.commands.core import Script
 
-SCRIPTS = ("record", "reserve", "release", "unclaim", "reopen")
+SCRIPTS = ("record", "reserve", "release", "unclaim", "reopen", "finish")
 """Names of the scripts (swarm/store/lua/<name>.lua); each file documents its keys."""
 
 

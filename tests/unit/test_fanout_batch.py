@@ -30,7 +30,16 @@ def job(rt: Runtime | None, n: int, tasks: dict[str, NodeTask] | None = None) ->
 
 @pytest.mark.parametrize(
     ("setting", "nodes", "per_task"),
-    [(0, 1, 1), (0, 49, 1), (0, 50, 2), (0, 100, 4), (0, 400, 16), (0, 5000, 16), (3, 10, 3)],
+    [
+        (0, 1, 1),
+        (0, 49, 1),
+        (0, 50, 5),
+        (0, 100, 10),
+        (0, 101, 11),
+        (0, 160, 16),
+        (0, 5000, 16),
+        (3, 10, 3),
+    ],
 )
 def test_nodes_per_task(setting: int, nodes: int, per_task: int) -> None:
     assert nodes_per_task(setting, nodes) == per_task

@@ -1,16 +1,19 @@
-"""The same behaviour from both job stores (RedisJobStore over fakeredis)."""
+"""The same behaviour from both job stores (RedisJobStore on a real redis-server: its
+Lua scripts run there)."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Iterator
 
-import fakeredis
 import pytest
+import redis
 
 from swarm.errors import JobNotFoundError
 from swarm.records import ErrorKind, JobSpec, NodeEnvelope, Usage
 from swarm.store import JobStore, LedgerLine, MemoryJobStore, RedisJobStore
+
+pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(params=["memory", "redis"])
@@ -18,7 +21,11 @@ def store(request: pytest.FixtureRequest) -> Iterator[JobStore]:
     if request.param == "memory":
         yield MemoryJobStore()
     else:
-        yield RedisJobStore(fakeredis.FakeRedis(decode_responses=True), ttl_s=60)
+        client = redis.Redis.from_url(request.getfixturevalue("redis_url"), decode_responses=True)
+        try:
+            yield RedisJobStore(client, ttl_s=60)
+        finally:
+            client.close()
 
 
 def spec(n: int = 3) -> JobSpec:
@@ -104,8 +111,8 @@ def test_report_is_written_once_and_cancel_flag(store: JobStore) -> None:
     assert store.cancelled("job")
 
 
-def test_redis_keys_share_one_hash_slot_and_expire() -> None:
-    r = fakeredis.FakeRedis(decode_responses=True)
+def test_redis_keys_share_one_hash_slot_and_expire(redis_url: str) -> None:
+    r = redis.Redis.from_url(redis_url, decode_responses=True)
     store = RedisJobStore(r, ttl_s=60)
     store.create_job(spec(), ["a", "b", "c"])
     store.mark_running("job", "n0", "m")

@@ -1,0 +1,16 @@
+-- Store a node's envelope and its state, unless the node already has an ok envelope (an
+-- ok envelope is final; an error may be replaced by a later run). One round trip, and
+-- the check and the write cannot interleave with another run's.
+--
+-- KEYS[1] envelopes hash   KEYS[2] states hash
+-- ARGV[1] node id   ARGV[2] envelope JSON   ARGV[3] state value   ARGV[4] ttl in seconds
+-- Returns 1 when stored, 0 when an ok envelope was already there.
+local existing = redis.call('HGET', KEYS[1], ARGV[1])
+if existing and cjson.decode(existing)['status'] == 'ok' then
+  return 0
+end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+redis.call('HSET', KEYS[2], ARGV[1], ARGV[3])
+redis.call('EXPIRE', KEYS[1], ARGV[4])
+redis.call('EXPIRE', KEYS[2], ARGV[4])
+return 1
