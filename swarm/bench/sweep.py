@@ -1,8 +1,13 @@
 """Concurrency sweep: the seed 000 table for the baseline client and for swarm, side by side.
 
 The simulator is set up like the seed's gateway: 80 requests/s per tenant (429 above), the
-latency rising past 40 requests/s, p50 1.18 s and p99 2.38 s. Concurrency means requests in
-flight at most: the baseline's semaphore, and swarm's worker threads (4 processes x C/4).
+latency rising past 40 requests/s, p50 1.18 s and p99 2.38 s. Concurrency C is the
+baseline's semaphore (requests in flight at most) and, for swarm, its task threads (4
+processes x C/4): the operator's concurrency setting. A swarm task thread can carry several
+nodes (swarm.batch), so swarm's calls in flight are bounded by the catalog's limits (the
+admission controller), not by C. The third client, "swarm, in flight <= C", also caps calls
+in flight cluster-wide at C through the catalog's max_inflight: the same concurrency as the
+baseline, call for call.
 """
 
 from __future__ import annotations
@@ -99,7 +104,6 @@ def run_sweep(
 ) -> list[Row]:
     """Both clients at every concurrency level, against one seed-like simulator."""
     rows: list[Row] = []
-    catalog = bench_catalog(folder, rpm=80 * 60, rps=80, max_inflight=10_000)
     with procs.redis_server(folder) as redis_url, procs.sim(folder, SEED_GATEWAY) as sim:
         for level in levels:
             tasks = tasks_for[level]
@@ -108,15 +112,22 @@ def run_sweep(
             ok = [r.latency_ms for r in base.results if r.ok]
             rl = int(sim.stats()["rate_limited"])
             rows.append(make_row("baseline", level, tasks, ok, base.elapsed_s, rl))
-            per_worker = max(1, level // workers)
-            env = swarm_env(redis_url, sim.base_url, catalog, per_worker)
-            with procs.workers(folder, env, workers, per_worker, QUEUE):
-                _fresh(sim)
-                settings = swarm_settings(env)
-                run = run_job(settings, tasks)
-                rl = int(sim.stats()["rate_limited"])
-            rows.append(make_row("swarm", level, tasks, run.latencies_ms, run.elapsed_s, rl))
+            for client, max_inflight in (("swarm", 10_000), ("swarm, in flight <= C", level)):
+                catalog = bench_catalog(folder, rpm=80 * 60, rps=80, max_inflight=max_inflight)
+                env = swarm_env(redis_url, sim.base_url, catalog, max(1, level // workers))
+                rows.append(_swarm_row(client, folder, env, sim, level, tasks, workers))
     return rows
+
+
+def _swarm_row(
+    client: str, folder: Path, env: dict[str, str], sim: procs.Sim, level: int, tasks: int, n: int
+) -> Row:
+    """One job of ``tasks`` inputs on ``n`` worker processes with ``env``."""
+    with procs.workers(folder, env, n, int(env["SWARM_WORKER_CONCURRENCY"]), QUEUE):
+        _fresh(sim)
+        run = run_job(swarm_settings(env), tasks)
+        rl = int(sim.stats()["rate_limited"])
+    return make_row(client, level, tasks, run.latencies_ms, run.elapsed_s, rl)
 
 
 def swarm_settings(env: dict[str, str]) -> Settings:
