@@ -7,7 +7,7 @@ from typing import Any
 import click
 from rich.console import Console
 
-from swarm.cli.execute import execute, one_line_errors
+from swarm.cli.execute import execute, job_options, one_line_errors
 from swarm.client import SwarmClient, SwarmHandle
 from swarm.settings import load_settings
 from swarm.sources.documents import read_documents
@@ -38,10 +38,7 @@ def _print_markdown(report: dict[str, Any], console: Console) -> None:
 @click.command("analyze")
 @click.argument("documents", nargs=-1)
 @click.option("--query", required=True, help="The question the documents should answer.")
-@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
-@click.option("--simulate", is_flag=True, help="Embedded mode: use the built-in simulator.")
-@click.option("--no-wait", is_flag=True, help="Print the job id and return.")
-@click.option("--budget-usd", type=float, help="Cap on the job's cost in USD.")
+@job_options
 @one_line_errors
 def analyze_command(
     documents: tuple[str, ...],

@@ -30,6 +30,22 @@ R = TypeVar("R")
 Render = Callable[[dict[str, Any], Console], None]
 
 
+JOB_OPTIONS = (
+    click.option("--json", "as_json", is_flag=True, help="Print the report as JSON."),
+    click.option("--no-wait", is_flag=True, help="Print the job id and return."),
+    click.option("--simulate", is_flag=True, help="Embedded mode: use the built-in simulator."),
+    click.option("--budget-usd", type=float, help="Cap on the job's cost in USD (see README)."),
+)
+"""The options every job-submitting command has (run, review, analyze)."""
+
+
+def job_options(fn: Callable[P, R]) -> Callable[P, R]:
+    """``fn`` with JOB_OPTIONS (parameters as_json, no_wait, simulate, budget_usd)."""
+    for option in reversed(JOB_OPTIONS):
+        fn = option(fn)
+    return fn
+
+
 def one_line_errors(fn: Callable[P, R]) -> Callable[P, R]:
     """Turn SwarmError into `swarm: <message>` on stderr and exit status 2."""
 

@@ -17,6 +17,7 @@ from swarm.cli.execute import (
     broker_client,
     execute,
     finish,
+    job_options,
     one_line_errors,
     run_embedded,
     stderr_console,
@@ -44,12 +45,9 @@ def main() -> None:
 )
 @click.option("--model", default=None, help="Catalog model of the sub-agents.")
 @click.option("--kind", default="default", show_default=True, help="Task kind (routing table).")
-@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
-@click.option("--no-wait", is_flag=True, help="Print the job id and return.")
-@click.option("--simulate", is_flag=True, help="Embedded mode: use the built-in simulator.")
+@job_options
 @click.option("--timeout", "timeout_s", type=float, default=None, help="Give up waiting after S.")
 @click.option("--max-tokens", type=click.IntRange(min=1), help="Completion cap per sub-agent.")
-@click.option("--budget-usd", type=float, help="Cap on the job's cost in USD (see README).")
 @click.option("--force", is_flag=True, help="Run even if the estimate passes --budget-usd.")
 @one_line_errors
 def run(

@@ -8,7 +8,7 @@ from typing import Any
 import click
 from rich.console import Console
 
-from swarm.cli.execute import execute, one_line_errors
+from swarm.cli.execute import execute, job_options, one_line_errors
 from swarm.client import SwarmClient, SwarmHandle
 from swarm.errors import InputError
 from swarm.review import (
@@ -31,10 +31,7 @@ def _print_markdown(report: dict[str, Any], console: Console) -> None:
 @click.option("--last", type=click.IntRange(min=1), help="The last N commits of HEAD.")
 @click.option("--range", "rev_range", help="A revision range, e.g. main..feature.")
 @click.option("--model", default=None, help="Review model (default: the catalog's `review`).")
-@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
-@click.option("--simulate", is_flag=True, help="Embedded mode: use the built-in simulator.")
-@click.option("--no-wait", is_flag=True, help="Print the job id and return.")
-@click.option("--budget-usd", type=float, help="Cap on the job's cost in USD.")
+@job_options
 @one_line_errors
 def review_command(
     repo: Path,
