@@ -15,7 +15,7 @@ work: read the nodes in one round trip, call them concurrently, report what to r
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Executor, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -45,9 +45,12 @@ def run_nodes(
     *,
     may_requeue: bool = False,
     pool: Executor | None = None,
+    on_node_done: Callable[[], None] | None = None,
 ) -> BatchOutcome:
     """Run (or reuse) the nodes of one task, their calls concurrently on ``pool`` (the
-    worker's node threads; default: a thread per node for this call only)."""
+    worker's node threads; default: a thread per node for this call only).
+    ``on_node_done`` is called once per node as it ends (or at once for a node that had
+    already ended), from the thread that ran it."""
     spec = rt.store.spec(job_id)
     loaded = rt.store.load_nodes(job_id, node_ids)
     done = {n: env for n, env in loaded.envelopes.items() if env.ok}
@@ -55,6 +58,9 @@ def run_nodes(
     if loaded.cancelled:
         done.update((n, cancel_node(rt, spec, n)) for n in todo)
         todo = []
+    if on_node_done is not None:
+        for _ in range(len(node_ids) - len(todo)):
+            on_node_done()
     rt.store.mark_running_many(job_id, {n: spec.task(n).model for n in todo})
     requeue: dict[str, float] = {}
     with _executor(pool, len(todo)) as run_on:
@@ -62,6 +68,9 @@ def run_nodes(
             n: run_on.submit(call_node, rt, spec, n, loaded.texts[n], may_requeue=may_requeue)
             for n in todo
         }
+        if on_node_done is not None:
+            for future in futures.values():
+                future.add_done_callback(lambda _ended: on_node_done())
         for node_id, future in futures.items():
             try:
                 done[node_id] = future.result()

@@ -54,6 +54,9 @@ class Settings(BaseSettings):
     within visibility_timeout_s + this (kombu's own default sweep: every 100 s)."""
     worker_concurrency: int = Field(default=32, ge=1)
     """Threads per worker process (I/O-bound calls)."""
+    node_threads: int | None = Field(default=None, ge=1)
+    """Calls in flight per worker process (the node threads that run a message's nodes).
+    None = max(2 x worker concurrency, 64): admission, not the task threads, bounds calls."""
     worker_soft_shutdown_s: float = Field(default=0.0, ge=0)
     """Celery soft shutdown: on a cold stop (SIGQUIT, or SIGTERM with REMAP_SIGTERM=SIGQUIT)
     running tasks get this long before they are cancelled and requeued; 0 = off. Prefork and
@@ -68,10 +71,13 @@ class Settings(BaseSettings):
     """Workers share per-model admission control through Redis (false: no global limits)."""
     admission_max_wait_s: float = Field(default=2.0, ge=0)
     """A wait for admission up to this long sleeps in the task; longer goes back to the queue."""
+    admission_reserve_s: float = Field(default=1.0, ge=0)
+    """A rate-limit wait up to this long (and up to admission_max_wait_s) books the call's
+    slot: waiters go in arrival order and ask Redis once, not at every free slot."""
     admission_lease_s: float | None = Field(default=None, gt=0)
     """In-flight lease lifetime: a killed worker's permit returns after this; must exceed
     node_timeout_s. None = node_timeout_s + 15 s."""
-    admission_window_slack_s: float = Field(default=0.05, ge=0)
+    admission_window_slack_s: float = Field(default=0.1, ge=0)
     """Tolerated shift between admission and arrival at the gateway (rate margin)."""
     admission_max_countdown_s: float = Field(default=60.0, gt=0)
     """Longest countdown of a task sent back to the queue to wait for admission."""

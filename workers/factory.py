@@ -10,6 +10,7 @@ from swarm.catalog import Catalog
 from swarm.queueing import make_celery
 from swarm.settings import Settings
 from workers import signals, tasks
+from workers.intake import NodeIntakeStep
 
 QUIET_LOGGERS = ("httpx2", "httpcore2")
 """The HTTP client logs one INFO line per gateway call: at hundreds of calls per second
@@ -21,6 +22,7 @@ def create_app(settings: Settings, catalog: Catalog) -> Celery:
     """A worker-capable app for this deployment."""
     app = make_celery(settings, catalog, name="workers")
     tasks.register(app)
+    app.steps["consumer"].add(NodeIntakeStep)
     signals.connect()
     for name in QUIET_LOGGERS:
         logging.getLogger(name).setLevel(logging.WARNING)

@@ -26,6 +26,8 @@ _task_threads: int | None = None
 _node_pool: ThreadPoolExecutor | None = None
 NODE_THREADS_PER_TASK_THREAD = 2
 """Node threads (batched tasks' calls) per task thread of the worker's pool."""
+MIN_NODE_THREADS = 64
+"""Fewest node threads of a process: calls in flight do not shrink with ``-c``."""
 
 
 def install(runtime: Runtime | None) -> None:
@@ -60,23 +62,36 @@ def set_task_threads(threads: int) -> None:
 def node_pool() -> ThreadPoolExecutor:
     """Threads that run the nodes of batched tasks (swarm.batch), shared by the process.
 
-    Twice the pool's task threads: a worker holds at most ``-c`` messages, and when a job's
-    messages (about ten, swarm.fanout) split unevenly between workers one worker may hold
-    more nodes than ``-c``; they still all run at once (a 100-node job on two ``-c 50``
-    workers split 7:3), while the number of concurrent calls and Redis connections of a
-    process stays bounded. Not more: at 0 ms calls a worker is CPU-bound, and every extra
-    runnable thread costs (2,000 calls at 0 ms on two ``-c 50`` workers: 4x gave 290-300
-    calls/s, 2x 335-350, 1x 390-445; but 1x ran a 100 x 1 s job in two waves in 3 of 5
-    runs). Threads start only when there is a node for them.
+    Their number (``node_threads``) bounds the calls a process has in flight; admission,
+    not ``-c``, bounds them cluster-wide. Twice the task threads: a worker holds at most
+    ``-c`` messages, and when a job's messages (about ten, swarm.fanout) split unevenly
+    between workers one worker may hold more nodes than ``-c``; they still run at once (a
+    100-node job on two ``-c 50`` workers split 7:3). At least MIN_NODE_THREADS, so a
+    worker with few task threads still keeps enough calls in flight to reach a model's
+    rate limit (the sweep, issue 3: 4 workers x ``-c 5`` reached 25 tasks/s with 10 node
+    threads each and 33 with 32 against an 80 req/s gateway). Not more by default: at 0 ms
+    calls a worker is CPU-bound and every runnable thread costs (2,000 calls at 0 ms on two
+    ``-c 50`` workers: 4x gave 290-300 calls/s, 2x 335-408, 1x 390-445, 800 threads 310;
+    but 1x ran a 100 x 1 s job in two waves in 3 of 5 runs). Threads start only when there
+    is a node for them.
     """
     global _node_pool
     with _lock:
         if _node_pool is None:
-            threads = _task_threads or (_runtime.settings.worker_concurrency if _runtime else 32)
+            settings = _runtime.settings if _runtime else None
+            threads = _task_threads or (settings.worker_concurrency if settings else 32)
             _node_pool = ThreadPoolExecutor(
-                max_workers=NODE_THREADS_PER_TASK_THREAD * threads, thread_name_prefix="node"
+                max_workers=node_threads(settings.node_threads if settings else None, threads),
+                thread_name_prefix="node",
             )
         return _node_pool
+
+
+def node_threads(configured: int | None, task_threads: int) -> int:
+    """SWARM_NODE_THREADS if set, else max(2 x task threads, MIN_NODE_THREADS)."""
+    if configured is not None:
+        return configured
+    return max(NODE_THREADS_PER_TASK_THREAD * task_threads, MIN_NODE_THREADS)
 
 
 def from_settings(settings: Settings) -> Runtime:

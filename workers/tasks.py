@@ -20,7 +20,7 @@ from swarm.planning import run_plan
 from swarm.queueing import AGGREGATE_TASK, PLAN_TASK, SUBAGENT_TASK, SUBAGENTS_TASK, WATCH_TASK
 from swarm.subagent import run_node
 from swarm.watchdog import Action, Seen, check_every_s, check_job, stall_s
-from workers import runtime
+from workers import intake, runtime
 
 log = logging.getLogger(__name__)
 STORE_RETRY_S = 2.0
@@ -53,7 +53,14 @@ def subagents(self: Task, job_id: str, node_ids: list[str]) -> dict[str, Any]:
     rt = runtime.get()
     may_requeue = self.request.retries < rt.settings.admission_max_requeues
     try:
-        outcome = run_nodes(rt, job_id, node_ids, may_requeue=may_requeue, pool=runtime.node_pool())
+        outcome = run_nodes(
+            rt,
+            job_id,
+            node_ids,
+            may_requeue=may_requeue,
+            pool=runtime.node_pool(),
+            on_node_done=intake.node_done_callback(self.request.id, len(node_ids)),
+        )
     except STORE_OUTAGES as exc:  # the nodes that ended are stored: they are not run again
         raise again_later(self, exc) from None
     if outcome.requeue:

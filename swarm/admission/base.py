@@ -55,6 +55,9 @@ class Decision:
     pauses; a polling hint for in-flight and fair-share refusals)."""
     reason: Refusal | None = None
     """When refused: which limit refused."""
+    start_in_s: float = 0.0
+    """When admitted for a booked rate slot (``acquire(reserve_s=...)``): seconds to wait
+    before calling. 0 = call now."""
 
 
 @dataclass(frozen=True)
@@ -97,11 +100,20 @@ class AdmissionController(ABC):
 
     @abstractmethod
     def acquire(
-        self, spec: ModelSpec, job_id: str, tokens: int, lease_id: str | None = None
+        self,
+        spec: ModelSpec,
+        job_id: str,
+        tokens: int,
+        lease_id: str | None = None,
+        reserve_s: float = 0.0,
     ) -> Decision:
         """Try to admit one call of ``job_id`` on ``spec`` reserving ``tokens``; never blocks.
 
-        Pass the same ``lease_id`` on every try of one call (it counts as one waiter).
+        Pass the same ``lease_id`` on every try of one call (it counts as one waiter). With
+        ``reserve_s``, a call that only the rate limits hold back for at most that long is
+        admitted for its slot (``Decision.start_in_s``): callers queue in arrival order
+        instead of all asking again when the next slot opens; a longer rate wait is refused
+        with the time until the slot is within ``reserve_s``.
         """
 
     @abstractmethod
@@ -121,7 +133,12 @@ class Unlimited(AdmissionController):
     """Admits everything and records nothing (the Runtime's default)."""
 
     def acquire(
-        self, spec: ModelSpec, job_id: str, tokens: int, lease_id: str | None = None
+        self,
+        spec: ModelSpec,
+        job_id: str,
+        tokens: int,
+        lease_id: str | None = None,
+        reserve_s: float = 0.0,
     ) -> Decision:
         """Always a permit."""
         return Decision(Permit(spec.name, lease_id or "unlimited", job_id, tokens))

@@ -1,9 +1,11 @@
 """Admission around one gateway attempt: wait in the task or go back to the queue.
 
-The domain decides, the task adapter only applies: a wait up to ``max_wait_s`` sleeps here
-(with jitter, so waiters do not wake together); a longer one raises RetryLater when the
-caller may requeue (the adapter turns it into ``self.retry(countdown=...)`` and the worker
-slot serves other work meanwhile), and sleeps otherwise.
+The domain decides, the task adapter only applies: a rate-limit wait up to ``reserve_s``
+books the call's slot and sleeps until it (waiters in arrival order, one round trip each);
+another wait up to ``max_wait_s`` sleeps here (with jitter, so waiters do not wake
+together); a longer one raises RetryLater when the caller may requeue (the adapter turns
+it into ``self.retry(countdown=...)`` and the worker slot serves other work meanwhile),
+and sleeps otherwise.
 """
 
 from __future__ import annotations
@@ -62,6 +64,7 @@ class Gate:
         max_wait_s: float,
         max_countdown_s: float,
         may_requeue: bool,
+        reserve_s: float = 0.0,
         sleep: Callable[[float], None] = time.sleep,
         rand: Callable[[], float] = random.random,
     ) -> None:
@@ -72,6 +75,7 @@ class Gate:
         self.max_wait_s = max_wait_s
         self.max_countdown_s = max_countdown_s
         self.may_requeue = may_requeue
+        self.reserve_s = min(reserve_s, max_wait_s)
         self.sleep = sleep
         self.rand = rand
 
@@ -79,8 +83,12 @@ class Gate:
         """Block until admitted, or raise RetryLater (see module docstring)."""
         lease_id = uuid.uuid4().hex
         while True:
-            decision = self.controller.acquire(self.spec, self.job_id, self.tokens, lease_id)
+            decision = self.controller.acquire(
+                self.spec, self.job_id, self.tokens, lease_id, self.reserve_s
+            )
             if decision.permit is not None:
+                if decision.start_in_s > 0:
+                    self.sleep(decision.start_in_s)
                 return decision.permit
             delay = wait_or_requeue(
                 decision.retry_after_s,
@@ -152,6 +160,7 @@ def gate_for(
         max_wait_s=rt.settings.admission_max_wait_s,
         max_countdown_s=rt.settings.admission_max_countdown_s,
         may_requeue=may_requeue,
+        reserve_s=rt.settings.admission_reserve_s,
     )
 
 

@@ -25,6 +25,9 @@ from swarm.admission.feedback import aimd_decrease, aimd_increase
 from swarm.admission.limits import AdmissionPolicy, gcra, interval_ms, model_limits, refund_tat
 from swarm.catalog import ModelSpec
 
+RATE_REFUSALS = frozenset({Refusal.RPM, Refusal.RPS, Refusal.TPM})
+"""Refusals a caller may book a slot past (the others have no known time)."""
+
 
 @dataclass
 class _ModelState:
@@ -60,6 +63,14 @@ class _ModelState:
         return counts
 
 
+def beyond_reserve(wait_ms: float, reserve_s: float) -> float:
+    """Retry time of a rate wait past the reserve: when the slot is within reach, but not
+    before half the reserve has gone by (as acquire.lua does)."""
+    if reserve_s <= 0:
+        return wait_ms
+    return max(wait_ms - reserve_s * 1000, reserve_s * 500)
+
+
 class MemoryAdmission(AdmissionController):
     """Admission for the models of one process; ``clock_ms`` is injectable for tests."""
 
@@ -76,26 +87,39 @@ class MemoryAdmission(AdmissionController):
         return self._models.setdefault(model, _ModelState())
 
     def acquire(
-        self, spec: ModelSpec, job_id: str, tokens: int, lease_id: str | None = None
+        self,
+        spec: ModelSpec,
+        job_id: str,
+        tokens: int,
+        lease_id: str | None = None,
+        reserve_s: float = 0.0,
     ) -> Decision:
-        """Admit now, or refuse with the wait (the longest of the limits that refuse)."""
+        """Admit now or for a booked slot, or refuse with the wait (the longest of the
+        limits that refuse)."""
         lease_id = lease_id or f"m{next(self._ids)}"
         with self._lock:
             now, st = self._clock_ms(), self._state(spec.name)
             st.purge(now)
             self._recover(st, now)
             refusals, new_tats = self._check(spec, st, job_id, tokens, now)
-            if refusals:
-                wait_ms, reason = max(refusals, key=lambda r: r[0])
+            wait_ms, reason = max(refusals, key=lambda r: r[0], default=(0.0, None))
+            start_ms = 0.0
+            if all(why in RATE_REFUSALS for _, why in refusals):  # only rates: may book
+                if wait_ms <= reserve_s * 1000:
+                    start_ms, reason = wait_ms, None
+                else:
+                    wait_ms = beyond_reserve(wait_ms, reserve_s)
+            if reason is not None:
                 until = now + wait_ms + self.policy.poll_s * 4000 + 1000
                 st.waiters[lease_id] = until
                 st.waiting_jobs[job_id] = max(until, st.waiting_jobs.get(job_id, 0.0))
                 st.refused += 1
                 return Decision(None, wait_ms / 1000.0, reason)
             st.tats.update(new_tats)
-            st.leases[lease_id] = (now + self.policy.lease_s * 1000, job_id)
+            st.leases[lease_id] = (now + start_ms + self.policy.lease_s * 1000, job_id)
             st.admitted += 1
-            return Decision(Permit(spec.name, lease_id, job_id, tokens))
+            permit = Permit(spec.name, lease_id, job_id, tokens)
+            return Decision(permit, start_in_s=start_ms / 1000.0)
 
     def _recover(self, st: _ModelState, now: float) -> None:
         if st.factor < 1 and now - st.factor_at >= self.policy.quiet_s * 1000:

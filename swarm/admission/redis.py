@@ -61,9 +61,15 @@ class RedisAdmission(AdmissionController):
         return [f"{prefix}:{name}" for name in names]
 
     def acquire(
-        self, spec: ModelSpec, job_id: str, tokens: int, lease_id: str | None = None
+        self,
+        spec: ModelSpec,
+        job_id: str,
+        tokens: int,
+        lease_id: str | None = None,
+        reserve_s: float = 0.0,
     ) -> Decision:
-        """One round trip: admitted with a lease, or refused with the exact wait."""
+        """One round trip: admitted with a lease (now or for a booked slot), or refused
+        with the exact wait."""
         policy = self.policy
         lease_id = lease_id or uuid.uuid4().hex
         keys = self._keys(spec.name, "state", "leases", "owners", "jobs", "waiters", "wjobs")
@@ -77,12 +83,14 @@ class RedisAdmission(AdmissionController):
             policy.poll_s * 1000,
             policy.increase,
             policy.quiet_s * 1000,
+            reserve_s * 1000,
         ]
         for limit in model_limits(spec, policy):
             args += [limit.name, limit.limit, limit.window_ms, limit.burst]
         admitted, wait_ms, reason, _inflight, _factor = self._acquire(keys=keys, args=args)
         if int(admitted):
-            return Decision(Permit(spec.name, lease_id, job_id, tokens))
+            start_in_s = float(wait_ms) / 1000.0
+            return Decision(Permit(spec.name, lease_id, job_id, tokens), start_in_s=start_in_s)
         return Decision(None, float(wait_ms) / 1000.0, Refusal(_text(reason)))
 
     def finish(self, spec: ModelSpec, permit: Permit, outcome: Outcome) -> None:

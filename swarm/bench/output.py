@@ -23,7 +23,27 @@ def sweep_markdown(rows: Sequence[Row]) -> str:
         f"| {r.success_pct:.1f}% | {r.throughput:.1f} | {r.rate_limited} |"
         for r in rows
     ]
-    return SWEEP_HEADER + "\n".join(lines) + "\n"
+    return SWEEP_HEADER + "\n".join(lines) + "\n" + target_line(rows)
+
+
+def target_line(rows: Sequence[Row]) -> str:
+    """Issue 3's target under the table: each client's worst point vs the baseline's best."""
+    base = [r for r in rows if r.client == "baseline"]
+    if not base:
+        return ""
+    best = max(base, key=lambda r: r.throughput)
+    out = [f"\nbaseline's best: {best.throughput:.1f} tasks/s (C={best.concurrency})."]
+    for client in dict.fromkeys(r.client for r in rows if r.client != "baseline"):
+        own = [r for r in rows if r.client == client]
+        worst = min(own, key=lambda r: r.throughput)
+        full = all(r.success_pct == 100.0 for r in own)
+        verdict = "at or above" if worst.throughput >= best.throughput else "below"
+        out.append(
+            f"{client}: lowest {worst.throughput:.1f} tasks/s (C={worst.concurrency}), "
+            f"{verdict} the baseline's best; success 100% at every point: "
+            f"{'yes' if full else 'no'}."
+        )
+    return "\n".join(out) + "\n"
 
 
 def goodput_markdown(g: Goodput, workers: int) -> str:

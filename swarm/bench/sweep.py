@@ -1,13 +1,14 @@
 """Concurrency sweep: the seed 000 table for the baseline client and for swarm, side by side.
 
 The simulator is set up like the seed's gateway: 80 requests/s per tenant (429 above), the
-latency rising past 40 requests/s, p50 1.18 s and p99 2.38 s. Concurrency C is the
-baseline's semaphore (requests in flight at most) and, for swarm, its task threads (4
-processes x C/4): the operator's concurrency setting. A swarm task thread can carry several
-nodes (swarm.batch), so swarm's calls in flight are bounded by the catalog's limits (the
-admission controller), not by C. The third client, "swarm, in flight <= C", also caps calls
-in flight cluster-wide at C through the catalog's max_inflight: the same concurrency as the
-baseline, call for call.
+latency rising past 40 requests/s, p50 1.18 s and p99 2.38 s. Every point runs the same
+job (``--tasks``, 800 by default), so the rows differ only in concurrency. Concurrency C is
+the baseline's semaphore (requests in flight at most) and, for swarm, its task threads (4
+processes x C/4): the operator's concurrency setting. A swarm task thread carries several
+nodes (swarm.batch) on at least 64 node threads per process, so swarm's calls in flight
+are bounded by the admission controller (the catalog's limits), not by C. The third
+client, "swarm, in flight <= C", also caps calls in flight cluster-wide at C through the
+catalog's max_inflight: the same concurrency as the baseline, call for call.
 """
 
 from __future__ import annotations

@@ -30,9 +30,10 @@ def bench_group() -> None:
 @click.option("--concurrency", "levels", default="20,50,100,200", show_default=True)
 @click.option(
     "--tasks",
-    type=click.IntRange(min=0),
-    default=0,
-    help="Tasks per point (0 = max(300, 4 x concurrency)).",
+    type=click.IntRange(min=1),
+    default=800,
+    show_default=True,
+    help="Tasks per point: the same job at every concurrency.",
 )
 @click.option("--workers", type=click.IntRange(min=1), default=4, show_default=True)
 @click.option("--out", type=click.Path(path_type=Path), default=DEFAULT_OUT, show_default=True)
@@ -42,7 +43,7 @@ def sweep_command(levels: str, tasks: int, workers: int, out: Path) -> None:
     from swarm.bench.sweep import run_sweep
 
     points = _levels(levels)
-    tasks_for = {level: tasks or max(300, 4 * level) for level in points}
+    tasks_for = dict.fromkeys(points, tasks)
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="swarm-bench-") as folder:
         rows = run_sweep(Path(folder), points, tasks_for, workers)

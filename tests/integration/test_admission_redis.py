@@ -3,6 +3,7 @@ controller (tests/unit/admission), on Redis TIME, shared by independent clients.
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Iterator
 
@@ -110,3 +111,19 @@ def test_keys_share_one_cluster_slot(client: redis.Redis) -> None:
     keys = [k.decode() for k in client.keys("{llm:*")]
     assert len(keys) >= 4
     assert len({k[: k.index("}") + 1] for k in keys}) == 1
+
+
+def test_rate_waits_within_the_reserve_book_slots_on_redis(client: redis.Redis) -> None:
+    ctl, model = controller(client), spec(rps=5)  # one call per 275 ms
+    booked = [ctl.acquire(model, "a", 1, reserve_s=1.0) for _ in range(4)]
+    assert all(d.permit is not None for d in booked)
+    starts = [d.start_in_s for d in booked]
+    assert starts[0] == 0.0
+    for earlier, later in itertools.pairwise(starts):
+        assert later - earlier == pytest.approx(0.275, abs=0.02)  # one slot each, in order
+    beyond = ctl.acquire(model, "a", 1, reserve_s=1.0)
+    assert beyond.permit is None and beyond.reason is Refusal.RPS
+    assert beyond.retry_after_s == pytest.approx(0.5, abs=0.02)
+    assert ctl.counters(model).inflight == 4
+    held = ctl.acquire(model, "b", 1, reserve_s=0.0)  # no reserve: refused, nothing booked
+    assert held.permit is None and held.retry_after_s > 1.0

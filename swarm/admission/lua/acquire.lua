@@ -1,15 +1,21 @@
 -- Admit one gateway call, or say how long to wait. Atomic; clock = Redis TIME (ms).
 -- Checks, all before any write: 429 pause, in-flight leases (expired ones purged first),
 -- the job's fair share of max_inflight while other jobs wait, then every GCRA rate limit.
--- Commits (TATs, lease, per-job count, counters) only when everything passes.
+-- Commits (TATs, lease, per-job count, counters) only when everything passes, or when
+-- only the rate limits refuse and their wait is at most the caller's reserve: then the
+-- caller books its slot (TATs move on, the lease starts now) and waits for it, so waiters
+-- are served in arrival order and do not all ask again when the next slot opens. A rate
+-- wait past the reserve is refused with max(wait - reserve, reserve / 2).
 --
 -- KEYS: 1 state hash, 2 leases zset (lease -> expiry), 3 owners hash (lease -> job),
 --       4 jobs hash (job -> leases out), 5 waiters zset (caller -> expiry),
 --       6 waiting jobs zset (job -> expiry)
 -- ARGV: 1 lease id, 2 job id, 3 tokens, 4 lease ms, 5 max inflight, 6 slack ms,
---       7 poll ms, 8 increase step, 9 quiet ms, then one group of 4 per rate limit:
---       name, limit, window ms, burst (the limit named "tpm" costs tokens, others 1)
--- Returns {admitted 0/1, wait ms (string), reason, inflight, factor (string)}.
+--       7 poll ms, 8 increase step, 9 quiet ms, 10 reserve ms (0 = never book a slot),
+--       then one group of 4 per rate limit: name, limit, window ms, burst
+--       (the limit named "tpm" costs tokens, others 1)
+-- Returns {admitted 0/1, wait ms (string), reason, inflight, factor (string)}; admitted
+-- with a wait > 0 (reason "reserved") means: call after that wait.
 
 local state, leases, owners, jobs, waiters, waiting_jobs =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
@@ -17,6 +23,7 @@ local lease_id, job, tokens = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local lease_ms, max_inflight = tonumber(ARGV[4]), tonumber(ARGV[5])
 local slack_ms, poll_ms = tonumber(ARGV[6]), tonumber(ARGV[7])
 local step, quiet_ms = tonumber(ARGV[8]), tonumber(ARGV[9])
+local reserve_ms = tonumber(ARGV[10])
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000
@@ -48,16 +55,16 @@ if factor < 1 then
   end
 end
 
-local wait, reason = 0, ''
+local wait, reason, hard = 0, '', false
 local function refuse(why, ms)
   if reason == '' or ms > wait then wait, reason = ms, why end
 end
 
 local pause_until = tonumber(redis.call('HGET', state, 'pause_until') or '0')
-if pause_until > now then refuse('paused', pause_until - now) end
+if pause_until > now then refuse('paused', pause_until - now); hard = true end
 
 local inflight = redis.call('ZCARD', leases)
-if inflight >= max_inflight then refuse('inflight', poll_ms) end
+if inflight >= max_inflight then refuse('inflight', poll_ms); hard = true end
 
 -- Fair share: while other jobs wait, a job may hold ceil(max_inflight / active jobs).
 local mine = tonumber(redis.call('HGET', jobs, job) or '0')
@@ -72,12 +79,12 @@ if others_wait and mine > 0 then
   for _, name in ipairs(waiting) do active[name] = true end
   active[job] = true
   for _ in pairs(active) do n = n + 1 end
-  if mine >= math.ceil(max_inflight / n) then refuse('fair_share', poll_ms) end
+  if mine >= math.ceil(max_inflight / n) then refuse('fair_share', poll_ms); hard = true end
 end
 
 -- GCRA per rate limit, on the factor-scaled rate.
 local new_tats = {}
-for i = 10, #ARGV, 4 do
+for i = 11, #ARGV, 4 do
   local name, limit = ARGV[i], tonumber(ARGV[i + 1])
   local window_ms, burst = tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3])
   local cost = 1
@@ -95,6 +102,16 @@ for i = 10, #ARGV, 4 do
 end
 
 local factor_s = string.format('%.6f', factor)
+local start_ms = 0
+if reason ~= '' and not hard then
+  if wait <= reserve_ms then
+    start_ms, reason = wait, ''
+  elseif reserve_ms > 0 then
+    -- come back when the slot is within reach, but not before half the reserve has gone
+    -- by (then about that many slots are free to book): no spinning behind the bookings
+    wait = math.max(wait - reserve_ms, reserve_ms / 2)
+  end
+end
 if reason ~= '' then
   local until_ms = now + wait + poll_ms * 4 + 1000
   redis.call('ZADD', waiters, until_ms, lease_id)
@@ -104,9 +121,12 @@ if reason ~= '' then
 end
 
 redis.call('HSET', state, unpack(new_tats))
-redis.call('ZADD', leases, now + lease_ms, lease_id)
+redis.call('ZADD', leases, now + start_ms + lease_ms, lease_id)
 redis.call('HSET', owners, lease_id, job)
 redis.call('HINCRBY', jobs, job, 1)
 redis.call('ZREM', waiters, lease_id)
 redis.call('HINCRBY', state, 'admitted', 1)
+if start_ms > 0 then
+  return {1, string.format('%.3f', start_ms), 'reserved', inflight + 1, factor_s}
+end
 return {1, '0', 'ok', inflight + 1, factor_s}

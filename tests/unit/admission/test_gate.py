@@ -72,6 +72,20 @@ def test_gate_waits_then_requeues_and_feeds_back_429s() -> None:
         short.call(limited)
 
 
+def test_a_booked_slot_is_slept_before_the_call() -> None:
+    model = load_catalog().model("kimi-k2.5").model_copy(update={"rps": 5})
+    ctl = MemoryAdmission(AdmissionPolicy())
+    slept: list[float] = []
+    gate = Gate(ctl, model, "job", 10, max_wait_s=2.0, max_countdown_s=60.0,
+                may_requeue=True, reserve_s=1.0, sleep=slept.append)  # fmt: skip
+    answer = Answer("ok", Usage(prompt_tokens=3, completion_tokens=4), "stop")
+    for _ in range(3):
+        gate.call(lambda: answer)
+    assert len(slept) == 2  # no refusal, no second ask: one sleep per booked call
+    assert 0.2 < slept[0] < slept[1] <= 0.6
+    assert ctl.counters(model).refused == 0
+
+
 @pytest.mark.parametrize(
     ("nodes", "priority"), [(1, 0), (10, 0), (100, 0), (101, 3), (1000, 3), (5000, 6), (10**5, 9)]
 )

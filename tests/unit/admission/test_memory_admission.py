@@ -134,3 +134,32 @@ def test_fair_share_between_two_jobs(ctl: MemoryAdmission, clock: Clock) -> None
     ctl.finish(model, big[1], Outcome(used_tokens=1))
     assert acquire("small").permit is not None  # small reaches its share of 2
     assert acquire("big").reason is Refusal.INFLIGHT
+
+
+def test_rate_waits_within_the_reserve_book_slots_in_arrival_order(
+    ctl: MemoryAdmission, clock: Clock
+) -> None:
+    model = spec(rps=5)  # one call per 275 ms (1.1 s / 4)
+    booked = [ctl.acquire(model, "a", 1, reserve_s=1.0) for _ in range(4)]
+    assert all(d.permit is not None for d in booked)
+    starts = [d.start_in_s for d in booked]
+    assert starts == pytest.approx([0.0, 0.275, 0.55, 0.825])
+    assert ctl.counters(model).inflight == 4  # a booked call holds its lease from now
+    beyond = ctl.acquire(model, "a", 1, reserve_s=1.0)  # its slot is 1.1 s away
+    assert beyond.permit is None and beyond.reason is Refusal.RPS
+    assert beyond.retry_after_s == pytest.approx(0.5)  # not before half the reserve
+    clock.advance(0.5)
+    late = ctl.acquire(model, "a", 1, reserve_s=1.0)
+    assert late.permit is not None and late.start_in_s == pytest.approx(0.6)
+
+
+def test_a_pause_or_the_inflight_cap_is_never_booked(ctl: MemoryAdmission, clock: Clock) -> None:
+    model = spec(rps=5, max_inflight=1)
+    first = ctl.acquire(model, "a", 1, reserve_s=1.0).permit
+    assert first is not None
+    full = ctl.acquire(model, "a", 1, reserve_s=1.0)
+    assert full.permit is None and full.reason is Refusal.RPS  # the longest wait names it
+    ctl.finish(model, first, Outcome(rate_limited=True, retry_after_s=2.0))
+    paused = ctl.acquire(model, "a", 1, reserve_s=1.0)
+    assert paused.permit is None and paused.reason is Refusal.PAUSED
+    assert paused.retry_after_s == pytest.approx(2.0)

@@ -1,0 +1,129 @@
+"""Intake counted in nodes: a worker takes another message only while its node threads can
+run the nodes it already holds.
+
+Celery counts prefetch in messages (``-c`` x multiplier). A swarm.subagents message carries
+up to 16 nodes (swarm.fanout), so a ``-c 50`` worker may take 50 messages, 800 nodes, for
+its 100 node threads while the other workers run out of work: the job's tail then runs on
+one worker (issue 3's sweep, 800 nodes on four workers: arrivals at the gateway fell from
+72 to 20-30 req/s for the last quarter of the job). kombu's Redis transport asks
+``channel.qos.can_consume()`` before every fetch; Celery's own ``worker_disable_prefetch``
+wraps the same method, and so does this step, adding the node count to it.
+
+A message held by the worker (Celery's ``reserved_requests``: received, not yet finished)
+costs ``max(k, per_message)`` units, where ``k`` is its node count and ``per_message`` is
+node threads / task threads (a message also takes a task thread: single-node messages
+keep Celery's prefetch of ``-c``). Each node that ends gives one unit back down to
+``per_message``, so a batch waiting for its slowest node does not hold the threads its
+finished nodes freed. The worker fetches while the units held are below its node threads.
+
+Nothing here can stop a worker for good: the count is rebuilt from Celery's own set of
+held requests on every check, so a message that ends in any way stops counting.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from types import MethodType
+from typing import Any
+
+from celery import bootsteps
+from celery.worker import state
+
+from swarm.queueing import SUBAGENTS_TASK
+from workers import runtime
+
+log = logging.getLogger(__name__)
+SNAPSHOT_TRIES = 3
+"""Tries to copy Celery's held-request set while task threads change it."""
+
+
+def message_cost(task_name: str, args: Sequence[Any], per_message: int) -> int:
+    """Units a held message costs: its nodes, at least ``per_message``."""
+    nodes = 1
+    if task_name == SUBAGENTS_TASK and len(args) > 1 and isinstance(args[1], list | tuple):
+        nodes = len(args[1])
+    return max(nodes, per_message)
+
+
+class NodeIntake:
+    """The node count of one worker process (thread-safe)."""
+
+    def __init__(self, node_threads: int, task_threads: int) -> None:
+        self.capacity = node_threads
+        self.per_message = max(1, math.ceil(node_threads / max(1, task_threads)))
+        self._released: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def node_done(self, request_id: str, nodes: int) -> None:
+        """One node of the message ``request_id`` (of ``nodes`` nodes) ended."""
+        spare = max(nodes, self.per_message) - self.per_message
+        with self._lock:
+            done = self._released.get(request_id, 0)
+            if done < spare:
+                self._released[request_id] = done + 1
+
+    def held(self, requests: Iterable[Any]) -> int:
+        """Units the held ``requests`` (Celery Request objects) cost now."""
+        total, live = 0, set()
+        with self._lock:
+            for req in requests:
+                rid = str(req.id)
+                live.add(rid)
+                cost = message_cost(str(req.name), req.args or (), self.per_message)
+                total += cost - self._released.get(rid, 0)
+            for rid in [r for r in self._released if r not in live]:
+                del self._released[rid]
+        return total
+
+    def can_take(self, requests: Callable[[], Iterable[Any]]) -> bool:
+        """True while the held messages cost less than the node threads."""
+        for _ in range(SNAPSHOT_TRIES):
+            try:
+                snapshot = list(requests())
+            except RuntimeError:  # the set changed size while it was copied: try again
+                continue
+            return self.held(snapshot) < self.capacity
+        return True
+
+
+_intake: NodeIntake | None = None
+
+
+def current() -> NodeIntake | None:
+    """This worker's intake, once its consumer started (None in the embedded mode)."""
+    return _intake
+
+
+def node_done_callback(request_id: str | None, nodes: int) -> Callable[[], None] | None:
+    """What a batched task calls as each of its ``nodes`` nodes ends (None: nothing)."""
+    intake = _intake
+    if intake is None or request_id is None:
+        return None
+    return lambda: intake.node_done(request_id, nodes)
+
+
+class NodeIntakeStep(bootsteps.StartStopStep):  # type: ignore[misc]  # celery is untyped
+    """Consumer bootstep: wrap the task channel's ``can_consume`` with the node count."""
+
+    requires = ("celery.worker.consumer.tasks:Tasks",)
+
+    def start(self, c: Any) -> None:
+        """Install on the (re)started task consumer's channel; Redis transport only."""
+        global _intake
+        qos = getattr(getattr(c.task_consumer, "channel", None), "qos", None)
+        if qos is None or not hasattr(qos, "can_consume"):
+            log.info("swarm: node-counted intake needs the Redis transport; not installed")
+            return
+        task_threads = int(getattr(c.pool, "num_processes", 0) or c.app.conf.worker_concurrency)
+        settings = runtime.get().settings
+        threads = runtime.node_threads(settings.node_threads, task_threads)
+        intake = _intake = NodeIntake(threads, task_threads)
+        original = qos.can_consume
+
+        def can_consume(_qos: Any) -> bool:
+            return bool(original()) and intake.can_take(lambda: state.reserved_requests)
+
+        qos.can_consume = MethodType(can_consume, qos)
