@@ -35,7 +35,10 @@ class AdmissionPolicy:
     window_slack_s: float = 0.05
     """Shift of arrival times at the gateway against admission times that is tolerated."""
     poll_s: float = 0.05
-    """Retry hint when the in-flight cap or the fair share refuses (no exact time exists)."""
+    """Shortest retry hint when the in-flight cap or the fair share refuses (no exact time
+    exists); with many waiters the hint grows (``slot_poll_ms``) up to ``max_poll_s``."""
+    max_poll_s: float = 1.0
+    """Longest retry hint for in-flight and fair-share waits."""
     max_countdown_s: float = 60.0
     """Longest delay a requeued task is given (keeps it inside the visibility timeout)."""
     decrease: float = 0.7
@@ -113,6 +116,26 @@ def refund_tat(tat_ms: float, now_ms: float, delta_units: float, t_ms: float) ->
     if delta_units >= 0:
         return max(tat_ms, now_ms) + delta_units * t_ms
     return max(tat_ms + delta_units * t_ms, now_ms)
+
+
+RELEASE_EWMA_WEIGHT = 0.1
+"""Weight of the newest gap in the mean time between lease releases."""
+RELEASE_GAP_CAP_MS = 1000.0
+"""Gaps between releases count at most this much (an idle model keeps a usable mean)."""
+
+
+def slot_poll_ms(poll_ms: float, max_poll_ms: float, waiters: int, release_dt_ms: float) -> float:
+    """Retry hint of an in-flight or fair-share wait: the waiters together ask about twice
+    per lease released (``waiters * mean gap / 2``), between ``poll_ms`` and ``max_poll_ms``."""
+    return max(poll_ms, min(max_poll_ms, waiters * release_dt_ms / 2.0))
+
+
+def release_mean_ms(mean_ms: float | None, gap_ms: float) -> float:
+    """The mean time between releases after a gap of ``gap_ms`` (EWMA; first gap = mean)."""
+    gap = min(max(gap_ms, 0.0), RELEASE_GAP_CAP_MS)
+    if mean_ms is None:
+        return gap
+    return mean_ms * (1.0 - RELEASE_EWMA_WEIGHT) + gap * RELEASE_EWMA_WEIGHT
 
 
 def key_prefix(gateway: str, model: str) -> str:

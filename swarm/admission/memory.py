@@ -22,7 +22,15 @@ from swarm.admission.base import (
     Refusal,
 )
 from swarm.admission.feedback import aimd_decrease, aimd_increase
-from swarm.admission.limits import AdmissionPolicy, gcra, interval_ms, model_limits, refund_tat
+from swarm.admission.limits import (
+    AdmissionPolicy,
+    gcra,
+    interval_ms,
+    model_limits,
+    refund_tat,
+    release_mean_ms,
+    slot_poll_ms,
+)
 from swarm.catalog import ModelSpec
 
 RATE_REFUSALS = frozenset({Refusal.RPM, Refusal.RPS, Refusal.TPM})
@@ -43,6 +51,9 @@ class _ModelState:
     factor_at: float = 0.0
     decreased_at: float = -math.inf
     pause_until: float = 0.0
+    released_at: float | None = None
+    release_dt: float | None = None
+    """Mean time between lease releases (ms), for in-flight waiters' retry hints."""
     admitted: int = 0
     refused: int = 0
     rate_limited: int = 0
@@ -131,7 +142,12 @@ class MemoryAdmission(AdmissionController):
     ) -> tuple[list[tuple[float, Refusal]], dict[str, float]]:
         """Every refusal (wait ms, reason), and the TATs to store when there is none."""
         new_tats: dict[str, float] = {}
-        poll_ms = self.policy.poll_s * 1000
+        poll_ms = slot_poll_ms(
+            self.policy.poll_s * 1000,
+            self.policy.max_poll_s * 1000,
+            len(st.waiters),
+            st.release_dt or 0.0,
+        )
         out: list[tuple[float, Refusal]] = []
         if st.pause_until > now:
             out.append((st.pause_until - now, Refusal.PAUSED))
@@ -162,7 +178,12 @@ class MemoryAdmission(AdmissionController):
         """Release, reconcile or refund, and apply 429 feedback."""
         with self._lock:
             now, st = self._clock_ms(), self._state(spec.name)
-            if st.leases.pop(permit.lease_id, None) is not None and outcome.used_tokens is not None:
+            released = st.leases.pop(permit.lease_id, None) is not None
+            if released:
+                if st.released_at is not None:
+                    st.release_dt = release_mean_ms(st.release_dt, now - st.released_at)
+                st.released_at = now
+            if released and outcome.used_tokens is not None:
                 delta = outcome.used_tokens - permit.tokens_reserved
                 tpm = next(lim for lim in model_limits(spec, self.policy) if lim.name == "tpm")
                 t_ms = interval_ms(tpm, st.factor, self.policy.window_slack_s * 1000)

@@ -84,6 +84,7 @@ class RedisAdmission(AdmissionController):
             policy.increase,
             policy.quiet_s * 1000,
             reserve_s * 1000,
+            policy.max_poll_s * 1000,
         ]
         for limit in model_limits(spec, policy):
             args += [limit.name, limit.limit, limit.window_ms, limit.burst]

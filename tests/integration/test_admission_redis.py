@@ -127,3 +127,17 @@ def test_rate_waits_within_the_reserve_book_slots_on_redis(client: redis.Redis) 
     assert ctl.counters(model).inflight == 4
     held = ctl.acquire(model, "b", 1, reserve_s=0.0)  # no reserve: refused, nothing booked
     assert held.permit is None and held.retry_after_s > 1.0
+
+
+def test_inflight_waiters_poll_slower_when_many_wait_on_redis(client: redis.Redis) -> None:
+    ctl, model = controller(client), spec(max_inflight=1)
+    for _ in range(5):  # a release every ~40 ms
+        permit = ctl.acquire(model, "a", 1).permit
+        assert permit is not None
+        time.sleep(0.04)
+        ctl.finish(model, permit, Outcome(used_tokens=1))
+    assert ctl.acquire(model, "a", 1).permit is not None
+    hints = [ctl.acquire(model, "a", 1, lease_id=f"w{i}").retry_after_s for i in range(60)]
+    assert hints[0] == pytest.approx(0.05)
+    assert 0.3 < hints[19] < 0.6  # 19 waiters x ~40 ms / 2
+    assert hints[59] == pytest.approx(1.0)

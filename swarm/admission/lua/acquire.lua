@@ -12,7 +12,7 @@
 --       6 waiting jobs zset (job -> expiry)
 -- ARGV: 1 lease id, 2 job id, 3 tokens, 4 lease ms, 5 max inflight, 6 slack ms,
 --       7 poll ms, 8 increase step, 9 quiet ms, 10 reserve ms (0 = never book a slot),
---       then one group of 4 per rate limit: name, limit, window ms, burst
+--       11 longest poll ms, then one group of 4 per rate limit: name, limit, window ms, burst
 --       (the limit named "tpm" costs tokens, others 1)
 -- Returns {admitted 0/1, wait ms (string), reason, inflight, factor (string)}; admitted
 -- with a wait > 0 (reason "reserved") means: call after that wait.
@@ -23,7 +23,7 @@ local lease_id, job, tokens = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local lease_ms, max_inflight = tonumber(ARGV[4]), tonumber(ARGV[5])
 local slack_ms, poll_ms = tonumber(ARGV[6]), tonumber(ARGV[7])
 local step, quiet_ms = tonumber(ARGV[8]), tonumber(ARGV[9])
-local reserve_ms = tonumber(ARGV[10])
+local reserve_ms, max_poll_ms = tonumber(ARGV[10]), tonumber(ARGV[11])
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000
@@ -55,6 +55,15 @@ if factor < 1 then
   end
 end
 
+-- In-flight and fair-share waits have no known end: the waiters together should ask about
+-- twice per lease released (finish.lua keeps the mean time between releases), not every
+-- poll ms each.
+local function slot_poll()
+  local dt = tonumber(redis.call('HGET', state, 'release_dt') or '0')
+  local n = redis.call('ZCARD', waiters)
+  return math.max(poll_ms, math.min(max_poll_ms, n * dt / 2))
+end
+
 local wait, reason, hard = 0, '', false
 local function refuse(why, ms)
   if reason == '' or ms > wait then wait, reason = ms, why end
@@ -64,7 +73,7 @@ local pause_until = tonumber(redis.call('HGET', state, 'pause_until') or '0')
 if pause_until > now then refuse('paused', pause_until - now); hard = true end
 
 local inflight = redis.call('ZCARD', leases)
-if inflight >= max_inflight then refuse('inflight', poll_ms); hard = true end
+if inflight >= max_inflight then refuse('inflight', slot_poll()); hard = true end
 
 -- Fair share: while other jobs wait, a job may hold ceil(max_inflight / active jobs).
 local mine = tonumber(redis.call('HGET', jobs, job) or '0')
@@ -79,12 +88,12 @@ if others_wait and mine > 0 then
   for _, name in ipairs(waiting) do active[name] = true end
   active[job] = true
   for _ in pairs(active) do n = n + 1 end
-  if mine >= math.ceil(max_inflight / n) then refuse('fair_share', poll_ms); hard = true end
+  if mine >= math.ceil(max_inflight / n) then refuse('fair_share', slot_poll()); hard = true end
 end
 
 -- GCRA per rate limit, on the factor-scaled rate.
 local new_tats = {}
-for i = 11, #ARGV, 4 do
+for i = 12, #ARGV, 4 do
   local name, limit = ARGV[i], tonumber(ARGV[i + 1])
   local window_ms, burst = tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3])
   local cost = 1

@@ -26,6 +26,14 @@ if released == 1 then
     redis.call('HDEL', jobs, owner)
   end
   redis.call('HDEL', owners, lease_id)
+  -- Mean time between releases (EWMA, gaps capped at 1 s): spaces in-flight waiters' polls.
+  local last = tonumber(redis.call('HGET', state, 'released_at') or '0')
+  if last > 0 then
+    local dt = math.min(math.max(now - last, 0), 1000)
+    local mean = tonumber(redis.call('HGET', state, 'release_dt') or tostring(dt))
+    redis.call('HSET', state, 'release_dt', string.format('%.3f', mean * 0.9 + dt * 0.1))
+  end
+  redis.call('HSET', state, 'released_at', string.format('%.3f', now))
   if delta ~= 0 and tpm > 0 then
     local allowed = tpm * factor
     local interval = (60000 + 2 * slack_ms) / math.max(allowed - burst, allowed / 2)

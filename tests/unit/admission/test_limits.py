@@ -14,6 +14,8 @@ from swarm.admission.limits import (
     key_prefix,
     model_limits,
     refund_tat,
+    release_mean_ms,
+    slot_poll_ms,
 )
 from swarm.catalog import load_catalog
 
@@ -74,3 +76,19 @@ def test_model_limits_and_keys() -> None:
     prefix = key_prefix("http://gw/v1", "kimi-k2.5")
     assert prefix.startswith("{llm:") and prefix.endswith(":kimi-k2.5}")
     assert prefix != key_prefix("http://other/v1", "kimi-k2.5")
+
+
+@pytest.mark.parametrize(
+    ("waiters", "gap_ms", "hint_ms"),
+    [(0, 100.0, 50.0), (1, 100.0, 50.0), (9, 100.0, 450.0), (100, 100.0, 1000.0), (50, 0.0, 50.0)],
+)
+def test_slot_poll_spreads_waiters_over_the_releases(
+    waiters: int, gap_ms: float, hint_ms: float
+) -> None:
+    assert slot_poll_ms(50.0, 1000.0, waiters, gap_ms) == hint_ms
+
+
+def test_release_mean_is_an_ewma_with_capped_gaps() -> None:
+    assert release_mean_ms(None, 80.0) == 80.0
+    assert release_mean_ms(100.0, 200.0) == pytest.approx(110.0)
+    assert release_mean_ms(100.0, 60_000.0) == pytest.approx(190.0)  # an idle minute counts 1 s

@@ -163,3 +163,20 @@ def test_a_pause_or_the_inflight_cap_is_never_booked(ctl: MemoryAdmission, clock
     paused = ctl.acquire(model, "a", 1, reserve_s=1.0)
     assert paused.permit is None and paused.reason is Refusal.PAUSED
     assert paused.retry_after_s == pytest.approx(2.0)
+
+
+def test_inflight_waiters_together_ask_about_twice_per_release(
+    ctl: MemoryAdmission, clock: Clock
+) -> None:
+    model = spec(max_inflight=1)
+    for _ in range(5):  # one call every 100 ms: the mean gap between releases is 100 ms
+        permit = ctl.acquire(model, "a", 1).permit
+        assert permit is not None
+        clock.advance(0.1)
+        ctl.finish(model, permit, Outcome(used_tokens=1))
+    held = ctl.acquire(model, "a", 1).permit
+    assert held is not None
+    hints = [ctl.acquire(model, "a", 1, lease_id=f"w{i}").retry_after_s for i in range(30)]
+    assert hints[0] == pytest.approx(0.05)  # alone: the shortest poll
+    assert hints[9] == pytest.approx(9 * 0.1 / 2)  # 9 waiters before it: 450 ms
+    assert hints[29] == pytest.approx(1.0)  # never longer than max_poll_s
