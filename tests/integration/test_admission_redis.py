@@ -119,8 +119,8 @@ def test_rate_waits_within_the_reserve_book_slots_on_redis(client: redis.Redis) 
     assert all(d.permit is not None for d in booked)
     starts = [d.start_in_s for d in booked]
     assert starts[0] == 0.0
-    for earlier, later in itertools.pairwise(starts):
-        assert later - earlier == pytest.approx(0.275, abs=0.02)  # one slot each, in order
+    for earlier, later in itertools.pairwise(starts):  # one slot each, in order (less the
+        assert 0.15 < later - earlier <= 0.2751  # time between the calls, on a busy machine)
     beyond = ctl.acquire(model, "a", 1, reserve_s=1.0)
     assert beyond.permit is None and beyond.reason is Refusal.RPS
     assert beyond.retry_after_s == pytest.approx(0.5, abs=0.02)
@@ -138,6 +138,9 @@ def test_inflight_waiters_poll_slower_when_many_wait_on_redis(client: redis.Redi
         ctl.finish(model, permit, Outcome(used_tokens=1))
     assert ctl.acquire(model, "a", 1).permit is not None
     hints = [ctl.acquire(model, "a", 1, lease_id=f"w{i}").retry_after_s for i in range(60)]
+    (state_key,) = ctl._keys(model.name, "state")
+    gap_ms = float(client.hget(state_key, "release_dt") or 0)
+    assert 40 <= gap_ms < 1000  # the mean time between the releases above
     assert hints[0] == pytest.approx(0.05)
-    assert 0.3 < hints[19] < 0.6  # 19 waiters x ~40 ms / 2
+    assert hints[5] == pytest.approx(max(0.05, min(1.0, 5 * gap_ms / 2000)), abs=1e-3)
     assert hints[59] == pytest.approx(1.0)

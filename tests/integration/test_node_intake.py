@@ -29,7 +29,7 @@ def stack(redis_server, tmp_path_factory: pytest.TempPathFactory) -> Iterator[St
     client.flushall()
     client.close()
     logs = tmp_path_factory.mktemp("intake-logs")
-    st = start_stack(redis_server.url, logs, ["--latency-ms", "1500"])
+    st = start_stack(redis_server.url, logs, ["--latency-ms", "2000"])
     try:
         env = {**st.env, "SWARM_NODE_THREADS": str(NODE_THREADS)}
         st.workers.append(procs.start_celery_worker(env, QUEUE, 4, "intake@%h", logs))
@@ -58,7 +58,6 @@ def test_a_worker_holds_no_more_nodes_than_its_node_threads(stack: Stack) -> Non
     deadline = time.monotonic() + 60
     while int(stack.stats()["inflight"]) < NODE_THREADS and time.monotonic() < deadline:
         time.sleep(0.05)
-    time.sleep(0.5)  # well inside the first 1.5 s wave
     inflight, queued = int(stack.stats()["inflight"]), queued_batches(broker, QUEUE)
     assert (inflight, queued) == (NODE_THREADS, 3)
 
