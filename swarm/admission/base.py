@@ -128,6 +128,10 @@ class AdmissionController(ABC):
     def job_rate_limited(self, spec: ModelSpec, job_id: str) -> int:
         """429 answers seen by calls of ``job_id`` on ``spec``."""
 
+    @abstractmethod
+    def pause_left_s(self, spec: ModelSpec) -> float:
+        """Seconds left of the model's 429 pause (0 when not paused)."""
+
 
 class Unlimited(AdmissionController):
     """Admits everything and records nothing (the Runtime's default)."""
@@ -153,3 +157,7 @@ class Unlimited(AdmissionController):
     def job_rate_limited(self, spec: ModelSpec, job_id: str) -> int:
         """Not counted."""
         return 0
+
+    def pause_left_s(self, spec: ModelSpec) -> float:
+        """Never paused."""
+        return 0.0

@@ -15,7 +15,7 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 
-from swarm.admission.base import AdmissionController, Outcome, Permit
+from swarm.admission.base import AdmissionController, Decision, Outcome, Permit
 from swarm.admission.feedback import pause_of
 from swarm.catalog import ModelSpec
 from swarm.errors import RetryLater
@@ -87,9 +87,9 @@ class Gate:
                 self.spec, self.job_id, self.tokens, lease_id, self.reserve_s
             )
             if decision.permit is not None:
-                if decision.start_in_s > 0:
-                    self.sleep(decision.start_in_s)
-                return decision.permit
+                if decision.start_in_s <= 0 or self._still_open(decision.permit, decision):
+                    return decision.permit
+                continue
             delay = wait_or_requeue(
                 decision.retry_after_s,
                 str(decision.reason),
@@ -99,6 +99,15 @@ class Gate:
             )
             jitter_s = self.rand() * min(0.5 * delay, MAX_JITTER_S)
             self.sleep(max(MIN_SLEEP_S, delay + jitter_s))
+
+    def _still_open(self, permit: Permit, decision: Decision) -> bool:
+        """Sleep until the booked slot; False (permit given back, tokens refunded) when a
+        429 paused the model meanwhile: the next acquire then waits out the pause."""
+        self.sleep(decision.start_in_s)
+        if self.controller.pause_left_s(self.spec) <= 0:
+            return True
+        self.controller.finish(self.spec, permit, Outcome(used_tokens=0))
+        return False
 
     def wrap(self, attempt: Callable[[], Answer]) -> Callable[[], Answer]:
         """``attempt`` with admission around each of its calls."""

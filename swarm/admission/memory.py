@@ -216,6 +216,11 @@ class MemoryAdmission(AdmissionController):
                 expired=st.expired,
             )
 
+    def pause_left_s(self, spec: ModelSpec) -> float:
+        """Seconds left of the model's pause in this process."""
+        with self._lock:
+            return max(0.0, self._state(spec.name).pause_until - self._clock_ms()) / 1000.0
+
     def job_rate_limited(self, spec: ModelSpec, job_id: str) -> int:
         """429s seen by ``job_id`` on ``spec`` in this process."""
         with self._lock:

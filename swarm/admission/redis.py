@@ -46,6 +46,7 @@ class RedisAdmission(AdmissionController):
         self._acquire = _script(client, "acquire.lua")
         self._finish = _script(client, "finish.lua")
         self._stats = _script(client, "stats.lua")
+        self._pause = _script(client, "pause.lua")
 
     @classmethod
     def from_url(cls, url: str, gateway: str, policy: AdmissionPolicy) -> RedisAdmission:
@@ -138,6 +139,10 @@ class RedisAdmission(AdmissionController):
         (key,) = self._keys(spec.name, "job429")
         value = self.client.hget(key, job_id)
         return int(value) if value is not None else 0
+
+    def pause_left_s(self, spec: ModelSpec) -> float:
+        """One round trip on Redis TIME."""
+        return float(self._pause(keys=self._keys(spec.name, "state"), args=[])) / 1000.0
 
 
 def _text(value: Any) -> str:

@@ -144,3 +144,12 @@ def test_inflight_waiters_poll_slower_when_many_wait_on_redis(client: redis.Redi
     assert hints[0] == pytest.approx(0.05)
     assert hints[5] == pytest.approx(max(0.05, min(1.0, 5 * gap_ms / 2000)), abs=1e-3)
     assert hints[59] == pytest.approx(1.0)
+
+
+def test_pause_left_on_redis_time(client: redis.Redis) -> None:
+    ctl, model = controller(client), spec()
+    assert ctl.pause_left_s(model) == 0.0
+    permit = ctl.acquire(model, "a", 1).permit
+    assert permit is not None
+    ctl.finish(model, permit, Outcome(used_tokens=0, rate_limited=True, retry_after_s=3.0))
+    assert 2.5 < ctl.pause_left_s(model) <= 3.0

@@ -91,3 +91,21 @@ def test_a_booked_slot_is_slept_before_the_call() -> None:
 )
 def test_smaller_jobs_are_queued_first(nodes: int, priority: int) -> None:
     assert job_priority(nodes) == priority
+
+
+def test_a_429_while_waiting_for_a_booked_slot_pauses_the_booked_call_too() -> None:
+    model = load_catalog().model("kimi-k2.5").model_copy(update={"rps": 5})
+    ctl = MemoryAdmission(AdmissionPolicy())
+    other = ctl.acquire(model, "job", 10).permit
+    assert other is not None
+
+    def sleep_while_a_429_arrives(seconds: float) -> None:
+        assert other is not None
+        ctl.finish(model, other, Outcome(used_tokens=0, rate_limited=True, retry_after_s=9.0))
+
+    gate = Gate(ctl, model, "job", 10, max_wait_s=2.0, max_countdown_s=60.0,
+                may_requeue=True, reserve_s=1.0, sleep=sleep_while_a_429_arrives)  # fmt: skip
+    with pytest.raises(RetryLater) as info:  # not sent into the pause: back to the queue
+        gate.acquire()
+    assert info.value.reason == "paused" and 8.0 < info.value.delay_s <= 9.0
+    assert ctl.counters(model).inflight == 0  # the booked lease was given back
