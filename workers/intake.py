@@ -85,7 +85,11 @@ class NodeIntake:
                 snapshot = list(requests())
             except RuntimeError:  # the set changed size while it was copied: try again
                 continue
-            return self.held(snapshot) < self.capacity
+            try:
+                return self.held(snapshot) < self.capacity
+            except Exception:  # never stop the consumer over the count: Celery's prefetch holds
+                log.exception("swarm: node count failed; fetching by Celery's prefetch")
+                return True
         return True
 
 

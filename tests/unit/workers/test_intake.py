@@ -69,3 +69,16 @@ def test_a_set_that_keeps_changing_never_stops_the_worker() -> None:
         raise RuntimeError("Set changed size during iteration")
 
     assert intake.can_take(changing)
+
+
+def test_a_request_the_count_cannot_read_falls_back_to_celerys_prefetch() -> None:
+    intake = NodeIntake(node_threads=4, task_threads=2)
+
+    class Odd:
+        id = "x"
+
+        @property
+        def name(self) -> str:
+            raise AttributeError("no name")
+
+    assert intake.can_take(lambda: [Odd()])
