@@ -20,8 +20,8 @@ from swarm.errors import (
     SwarmError,
     UnknownModelError,
 )
+from swarm.jobs.report import Report
 from swarm.records import ErrorKind, InputItem, JobSpec, NodeEnvelope, Usage
-from swarm.report import Report
 from swarm.settings import Settings, load_settings
 
 __all__ = [

@@ -18,21 +18,22 @@ import kombu.exceptions
 import redis
 from celery import Celery, chord
 
-from swarm.budget import check_budget, estimate_job, preflight
 from swarm.catalog import AGGREGATE_KIND, DEFAULT_KIND, Catalog, ModelSpec, load_catalog
+from swarm.cost.budget import check_budget, preflight
 from swarm.errors import (
     BrokerUnavailableError,
     InputError,
     JobNotFinishedError,
     JobTimeoutError,
 )
-from swarm.fanout import header_signatures, nodes_per_task
-from swarm.queueing import AGGREGATE_TASK, PLAN_TASK, make_celery
+from swarm.jobs.estimate import estimate_job
+from swarm.jobs.fanout import header_signatures, nodes_per_task
+from swarm.jobs.queueing import AGGREGATE_TASK, PLAN_TASK, make_celery
+from swarm.jobs.taskrepr import NO_KWARGS, aggregate_argsrepr
+from swarm.jobs.watchdog import send_watch
 from swarm.records import InputItem, JobSpec, NodeTask
 from swarm.settings import Settings, load_settings
 from swarm.store import JobStore, Progress, RedisJobStore
-from swarm.taskrepr import NO_KWARGS, aggregate_argsrepr
-from swarm.watchdog import send_watch
 
 DEFAULT_INSTRUCTION = "Review this input. List concrete problems and risks, most severe first."
 DEFAULT_PLANNED_AGGREGATE = (
@@ -125,7 +126,7 @@ class SwarmClient:
     ) -> SwarmHandle:
         """Store the job, fan out one sub-agent per input, and return its handle.
 
-        With ``budget_usd``, the job's cost bound (swarm.budget) is checked first:
+        With ``budget_usd``, the job's cost bound (swarm.cost.budget) is checked first:
         BudgetExceededError, with nothing stored or enqueued, when it passes the budget
         unless ``force``; while running, calls reserve against the cap and the nodes that
         would pass it end ``budget_exceeded`` without calling the gateway.
@@ -254,8 +255,8 @@ class SwarmClient:
         watch: bool = True,
     ) -> None:
         """Send the job's chord: the sub-agent nodes on their models' queues, one or several
-        per task (swarm.fanout), then the aggregation on the aggregate model's queue
-        (``only``: just those nodes), and the job's watchdog (swarm.watchdog; ``watch``
+        per task (swarm.jobs.fanout), then the aggregation on the aggregate model's queue
+        (``only``: just those nodes), and the job's watchdog (swarm.jobs.watchdog; ``watch``
         False: the watchdog itself re-sends)."""
         chars = list(input_chars) or [None] * len(spec.node_ids)
         sizes = dict(zip(spec.node_ids, chars, strict=True))

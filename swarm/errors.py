@@ -72,7 +72,7 @@ class BudgetExceededError(SwarmError):
 
 
 class RetryLater(SwarmError):
-    """Raised by admission control (swarm.admission.gate) when a call may not start for
+    """Raised by admission control (swarm.calls.admission.gate) when a call may not start for
     longer than a task should hold its worker slot; the task adapter turns it into
     ``self.retry(countdown=delay_s)``. Not an error a user sees."""
 

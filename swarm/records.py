@@ -169,7 +169,7 @@ class JobSpec(Frozen):
     min_success_ratio: float = 0.5
     """Share of nodes that must succeed for the aggregation to run."""
     budget_usd: float | None = None
-    """Cap on the job's billed cost in USD; None means no cap (see swarm.budget)."""
+    """Cap on the job's billed cost in USD; None means no cap (see swarm.cost.budget)."""
     kind: str | None = None
     """Routing kind of the sub-agents when chosen by kind."""
     fallback_models: tuple[str, ...] = ()
@@ -184,7 +184,7 @@ class JobSpec(Frozen):
         index = self._index
         if index.get(node_id) is None or len(index) != len(self.node_ids):
             # Built lazily (a model_copy may carry another spec's) and replaced whole, never
-            # cleared in place: the node threads of one task (swarm.batch) read it at once.
+            # cleared in place: the node threads of one task (swarm.jobs.batch) read it at once.
             index = {n: i for i, n in enumerate(self.node_ids)}
             self._index = index
         return index[node_id]

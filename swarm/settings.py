@@ -88,10 +88,10 @@ class Settings(BaseSettings):
     global limits are the admission controller's. None = no Celery rate limit."""
     nodes_per_task: int = Field(default=0, ge=0)
     """Sub-agent nodes carried by one task message, their calls run concurrently
-    (swarm.batch); 0 = auto: 1 up to 49 nodes, then about ten messages per job, at most
+    (swarm.jobs.batch); 0 = auto: 1 up to 49 nodes, then about ten messages per job, at most
     16 nodes each."""
     hedge_after_s: float | None = Field(default=None, gt=0)
-    """Hedged calls (swarm.hedging): a sub-agent call still unanswered after this many
+    """Hedged calls (swarm.calls.hedging): a sub-agent call still unanswered after this many
     seconds gets one duplicate request; the first answer wins, the other is cancelled.
     None (default) = no fixed delay (hedging is off unless hedge_quantile is set)."""
     hedge_quantile: float | None = Field(default=None, gt=0, lt=1)

@@ -7,7 +7,7 @@ import logging
 from celery import Celery
 
 from swarm.catalog import Catalog
-from swarm.queueing import make_celery
+from swarm.jobs.queueing import make_celery
 from swarm.settings import Settings
 from workers import signals, tasks
 from workers.intake import NodeIntakeStep

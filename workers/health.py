@@ -11,7 +11,7 @@ import socket
 import sys
 
 from swarm.catalog import load_catalog
-from swarm.queueing import make_celery
+from swarm.jobs.queueing import make_celery
 from swarm.settings import Settings, load_settings
 
 TIMEOUT_S = 5.0

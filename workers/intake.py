@@ -2,7 +2,7 @@
 run the nodes it already holds.
 
 Celery counts prefetch in messages (``-c`` x multiplier). A swarm.subagents message carries
-up to 16 nodes (swarm.fanout), so a ``-c 50`` worker may take 50 messages, 800 nodes, for
+up to 16 nodes (swarm.jobs.fanout), so a ``-c 50`` worker may take 50 messages, 800 nodes, for
 its 100 node threads while the other workers run out of work: the job's tail then runs on
 one worker (issue 3's sweep, 800 nodes on four workers: arrivals at the gateway fell from
 72 to 20-30 req/s for the last quarter of the job). kombu's Redis transport asks
@@ -32,8 +32,8 @@ from typing import Any
 from celery import bootsteps
 from celery.worker import state
 
-from swarm.queueing import SUBAGENTS_TASK
-from workers import runtime
+from swarm.jobs.queueing import SUBAGENTS_TASK
+from workers import process
 
 log = logging.getLogger(__name__)
 SNAPSHOT_TRIES = 3
@@ -122,8 +122,8 @@ class NodeIntakeStep(bootsteps.StartStopStep):  # type: ignore[misc]  # celery i
             log.info("swarm: node-counted intake needs the Redis transport; not installed")
             return
         task_threads = int(getattr(c.pool, "num_processes", 0) or c.app.conf.worker_concurrency)
-        settings = runtime.get().settings
-        threads = runtime.node_threads(settings.node_threads, task_threads)
+        settings = process.get().settings
+        threads = process.node_threads(settings.node_threads, task_threads)
         intake = _intake = NodeIntake(threads, task_threads)
         original = qos.can_consume
 

@@ -1,7 +1,7 @@
 """Prometheus metrics of a worker process, per model: calls by outcome, tokens, cost, 429s,
 call latency and calls in flight.
 
-``SwarmMetrics`` is a CallListener (swarm/events.py), so the domain reports to it without
+``SwarmMetrics`` is a CallListener (swarm/calls/listeners.py), so the domain reports to it without
 knowing Prometheus exists. Each instance owns its registry (tests build many; the default
 global registry would refuse duplicate names). ``serve`` starts the HTTP endpoint of one
 worker process; prefork children would each need their own, so the endpoint is meant for the
@@ -27,9 +27,9 @@ from prometheus_client import (
     start_http_server,
 )
 
+from swarm.calls.listeners import CallListener, Listeners
 from swarm.catalog import Catalog
-from swarm.events import CallListener, Listeners
-from swarm.pricing import cost_usd
+from swarm.cost.pricing import cost_usd
 from swarm.records import ErrorKind, Usage
 
 OK = "ok"

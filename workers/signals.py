@@ -9,26 +9,26 @@ from typing import Any
 
 from celery import Task, signals
 
-from workers import metrics, runtime
+from workers import metrics, process
 
 _connected = False
 log = logging.getLogger(__name__)
 
 
 def _warm_runtime(**_: Any) -> None:
-    runtime.get()
+    process.get()
 
 
 def _record_threads(sender: Any = None, **_: Any) -> None:
-    """The pool's concurrency (``-c`` or the setting) sizes the node pool (swarm.batch)."""
+    """The pool's concurrency (``-c`` or the setting) sizes the node pool (swarm.jobs.batch)."""
     threads = getattr(sender, "concurrency", None)
     if isinstance(threads, int) and threads > 0:
-        runtime.set_task_threads(threads)
+        process.set_task_threads(threads)
 
 
 def _serve_metrics(**_: Any) -> None:
     """Start this worker's /metrics endpoint (main process; threads pool) when configured."""
-    rt = runtime.get()
+    rt = process.get()
     found = metrics.find(rt.listener)
     if found is not None and rt.settings.metrics_port:
         found.serve(rt.settings.metrics_port)
@@ -36,7 +36,7 @@ def _serve_metrics(**_: Any) -> None:
 
 
 def _metrics() -> metrics.SwarmMetrics | None:
-    rt = runtime.current()
+    rt = process.current()
     return None if rt is None else metrics.find(rt.listener)
 
 

@@ -12,15 +12,15 @@ from typing import Any
 
 from celery import Celery, Task
 
-from swarm.aggregation import run_aggregation
-from swarm.batch import run_nodes
 from swarm.client import SwarmClient
 from swarm.errors import STORE_OUTAGES, RetryLater
-from swarm.planning import run_plan
-from swarm.queueing import AGGREGATE_TASK, PLAN_TASK, SUBAGENT_TASK, SUBAGENTS_TASK, WATCH_TASK
-from swarm.subagent import run_node
-from swarm.watchdog import Action, Seen, check_every_s, check_job, stall_s
-from workers import intake, runtime
+from swarm.jobs.aggregation import run_aggregation
+from swarm.jobs.batch import run_nodes
+from swarm.jobs.planner import run_plan
+from swarm.jobs.queueing import AGGREGATE_TASK, PLAN_TASK, SUBAGENT_TASK, SUBAGENTS_TASK, WATCH_TASK
+from swarm.jobs.subagent import run_node
+from swarm.jobs.watchdog import Action, Seen, check_every_s, check_job, stall_s
+from workers import intake, process
 
 log = logging.getLogger(__name__)
 STORE_RETRY_S = 2.0
@@ -33,7 +33,7 @@ def subagent(self: Task, job_id: str, node_id: str) -> dict[str, Any]:
     Admission decides when a node waits in the queue instead of in this slot (RetryLater);
     this adapter only applies it. run_node stops asking once the requeue bound is reached.
     """
-    rt = runtime.get()
+    rt = process.get()
     may_requeue = self.request.retries < rt.settings.admission_max_requeues
     try:
         envelope = run_node(rt, job_id, node_id, may_requeue=may_requeue)
@@ -45,12 +45,12 @@ def subagent(self: Task, job_id: str, node_id: str) -> dict[str, Any]:
 
 
 def subagents(self: Task, job_id: str, node_ids: list[str]) -> dict[str, Any]:
-    """Several nodes of one job (swarm.batch): like ``subagent`` for each, concurrently.
+    """Several nodes of one job (swarm.jobs.batch): like ``subagent`` for each, concurrently.
 
     Nodes that admission sends back to the queue are retried alone (the message is sent
     again with only those nodes); the others are done and stay done.
     """
-    rt = runtime.get()
+    rt = process.get()
     may_requeue = self.request.retries < rt.settings.admission_max_requeues
     try:
         outcome = run_nodes(
@@ -58,7 +58,7 @@ def subagents(self: Task, job_id: str, node_ids: list[str]) -> dict[str, Any]:
             job_id,
             node_ids,
             may_requeue=may_requeue,
-            pool=runtime.node_pool(),
+            pool=process.node_pool(),
             on_node_done=intake.node_done_callback(self.request.id, len(node_ids)),
         )
     except STORE_OUTAGES as exc:  # the nodes that ended are stored: they are not run again
@@ -73,15 +73,15 @@ def subagents(self: Task, job_id: str, node_ids: list[str]) -> dict[str, Any]:
 def aggregate(self: Task, results: list[dict[str, Any]], job_id: str) -> dict[str, Any]:
     """The chord callback: aggregation and the report (read back from the job store)."""
     try:
-        report = run_aggregation(runtime.get(), job_id)
+        report = run_aggregation(process.get(), job_id)
     except STORE_OUTAGES as exc:
         raise again_later(self, exc) from None
     return {"job_id": job_id, "status": report["status"]}
 
 
 def plan(self: Task, job_id: str) -> dict[str, Any]:
-    """The planner step: plan (swarm.planning), then fan out the planned chord from here."""
-    rt = runtime.get()
+    """The planner step: plan (swarm.jobs.planner), then fan out the planned chord from here."""
+    rt = process.get()
     try:
         spec = run_plan(rt, job_id)
         if spec is None:
@@ -93,9 +93,9 @@ def plan(self: Task, job_id: str) -> dict[str, Any]:
 
 
 def watch(self: Task, job_id: str, seen: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The job watchdog (swarm.watchdog): one check, a re-send when the job stalled, and
+    """The job watchdog (swarm.jobs.watchdog): one check, a re-send when the job stalled, and
     the next check (same task id) until the job has its report."""
-    rt = runtime.get()
+    rt = process.get()
     try:
         check = check_job(rt.store, rt.settings, job_id, Seen(**seen) if seen else None)
     except STORE_OUTAGES as exc:

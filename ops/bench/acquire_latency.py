@@ -17,9 +17,9 @@ from pathlib import Path
 
 import redis
 
-from swarm.admission import AdmissionPolicy, Outcome
-from swarm.admission.redis import RedisAdmission
 from swarm.bench.procs import redis_server
+from swarm.calls.admission import AdmissionPolicy, Outcome
+from swarm.calls.admission.redis import RedisAdmission
 from swarm.catalog import load_catalog
 
 

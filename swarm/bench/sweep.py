@@ -5,7 +5,7 @@ latency rising past 40 requests/s, p50 1.18 s and p99 2.38 s. Every point runs t
 job (``--tasks``, 800 by default), so the rows differ only in concurrency. Concurrency C is
 the baseline's semaphore (requests in flight at most) and, for swarm, its task threads (4
 processes x C/4): the operator's concurrency setting. A swarm task thread carries several
-nodes (swarm.batch) on at least 64 node threads per process, so swarm's calls in flight
+nodes (swarm.jobs.batch) on at least 64 node threads per process, so swarm's calls in flight
 are bounded by the admission controller (the catalog's limits), not by C. The third
 client, "swarm, in flight <= C", also caps calls in flight cluster-wide at C through the
 catalog's max_inflight: the same concurrency as the baseline, call for call.

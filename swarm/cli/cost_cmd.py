@@ -15,7 +15,7 @@ from rich.table import Table
 from swarm.catalog import load_catalog
 from swarm.cli.render import print_json
 from swarm.client import SwarmClient
-from swarm.costing import DEFAULT_SWARMS_PER_DAY, CostRow, CostTable, cost_table
+from swarm.cost.projections import DEFAULT_SWARMS_PER_DAY, CostRow, CostTable, cost_table
 from swarm.errors import ConfigError, InputError, JobNotFinishedError
 from swarm.settings import Settings, load_settings
 

@@ -16,12 +16,12 @@ from celery import Celery
 from celery.contrib.testing.worker import TestWorkController, setup_app_for_worker
 from celery.worker import state as worker_state
 
-from swarm.admission import AdmissionPolicy, MemoryAdmission
+from swarm.calls.admission import AdmissionPolicy, MemoryAdmission
+from swarm.calls.gateway import make_client
+from swarm.calls.hedging import HedgePolicy, Hedger, LatencySketch
+from swarm.calls.runtime import Runtime
 from swarm.catalog import Catalog
 from swarm.client import SwarmClient
-from swarm.hedging import HedgePolicy, Hedger, LatencySketch
-from swarm.llm import make_client
-from swarm.runtime import Runtime
 from swarm.settings import Settings
 from swarm.sim import SimConfig, start_in_thread
 from swarm.store import MemoryJobStore
@@ -74,7 +74,7 @@ def embedded_swarm(
     settings: Settings, catalog: Catalog, base_url: str, key: str, join_s: float | None = 30.0
 ) -> Iterator[SwarmClient]:
     """A SwarmClient whose tasks run on an in-process worker."""
-    from workers import runtime as worker_runtime
+    from workers import process as worker_process
     from workers.factory import create_app
 
     logging.getLogger("celery").setLevel(logging.WARNING)
@@ -86,9 +86,9 @@ def embedded_swarm(
     if HedgePolicy.from_settings(settings).enabled:  # the latency sketch stays in process
         hedger = Hedger(settings, base_url, key, LatencySketch(None, base_url))
     runtime = Runtime(settings, catalog, store, client, admission=admission, hedger=hedger)
-    worker_runtime.install(runtime)
+    worker_process.install(runtime)
     try:
         with in_process_worker(app, settings.worker_concurrency, join_s):
             yield SwarmClient(settings, catalog, store, app)
     finally:
-        worker_runtime.install(None)
+        worker_process.install(None)

@@ -15,14 +15,14 @@ from typing import Any, ParamSpec, TypeVar
 import click
 from rich.console import Console
 
+from swarm.calls.gateway import make_client
 from swarm.catalog import load_catalog
+from swarm.cli.preflight import check_gateway
 from swarm.cli.render import follow, print_json, print_report
 from swarm.client import SwarmClient, SwarmHandle
 from swarm.errors import ConfigError, SwarmError
-from swarm.llm import make_client
-from swarm.preflight import check_gateway
+from swarm.jobs.report import COMPLETED
 from swarm.records import InputItem
-from swarm.report import COMPLETED
 from swarm.settings import Settings
 
 P = ParamSpec("P")

@@ -11,8 +11,8 @@ from typing import Any
 import click
 from rich.console import Console
 
-from swarm.budget import check_budget
 from swarm.catalog import load_catalog
+from swarm.cli.demo_inputs import DEMO_AGGREGATE, DEMO_INSTRUCTION, demo_inputs
 from swarm.cli.execute import (
     broker_client,
     execute,
@@ -26,7 +26,7 @@ from swarm.cli.execute import (
 from swarm.cli.inputs import read_inputs
 from swarm.cli.render import follow, print_json, print_progress
 from swarm.client import DEFAULT_AGGREGATE, DEFAULT_INSTRUCTION, SwarmClient
-from swarm.demo_inputs import DEMO_AGGREGATE, DEMO_INSTRUCTION, demo_inputs
+from swarm.cost.budget import check_budget
 from swarm.errors import ConfigError, InputError
 from swarm.settings import Settings, load_settings
 

@@ -8,8 +8,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from swarm.admission import AdmissionPolicy
-from swarm.admission.redis import RedisAdmission
+from swarm.calls.admission import AdmissionPolicy
+from swarm.calls.admission.redis import RedisAdmission
 from swarm.catalog import Catalog
 from swarm.errors import BrokerUnavailableError, ConfigError
 from swarm.settings import Settings

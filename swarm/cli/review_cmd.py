@@ -11,7 +11,7 @@ from rich.console import Console
 from swarm.cli.execute import execute, job_options, one_line_errors
 from swarm.client import SwarmClient, SwarmHandle
 from swarm.errors import InputError
-from swarm.review import (
+from swarm.jobs.review import (
     REVIEW_AGGREGATE,
     REVIEW_INSTRUCTION,
     REVIEW_KIND,

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from swarm.sim.schema_fill import instance_of, schema_in
-from swarm.tokens import CHARS_PER_TOKEN, estimate_messages
+from swarm.sim.tokenizer import CHARS_PER_TOKEN, count_messages
 
 COMPLETION_MIN_TOKENS = 40
 COMPLETION_MAX_TOKENS = 240
@@ -51,7 +51,7 @@ class ChatRequest:
     roles: tuple[str, ...]
     contents: tuple[str, ...]
     message_tokens: tuple[int, ...]
-    """Estimated tokens of each message (``estimate_messages`` of that message alone)."""
+    """Estimated tokens of each message (``count_messages`` of that message alone)."""
     max_tokens: int | None
     json_mode: bool
     json_schema: dict[str, Any] | None = None
@@ -125,7 +125,7 @@ def parse_chat_request(body: object) -> ChatRequest:
         model=model,
         roles=roles,
         contents=contents,
-        message_tokens=tuple(estimate_messages([content]) for content in contents),
+        message_tokens=tuple(count_messages([content]) for content in contents),
         max_tokens=_parse_max_tokens(body),
         json_mode=json_mode,
         json_schema=schema_in(body, system) if json_mode else None,
@@ -215,7 +215,7 @@ def make_completion(request: ChatRequest) -> Completion:
 
 
 def prompt_tokens(request: ChatRequest) -> int:
-    """Estimated prompt tokens: ``estimate_messages`` over all message contents."""
+    """Estimated prompt tokens: ``count_messages`` over all message contents."""
     return sum(request.message_tokens)
 
 

@@ -86,7 +86,7 @@ class NodeBatch:
 
 
 class HedgeCounts(Frozen):
-    """Hedged calls of one job (swarm.hedging)."""
+    """Hedged calls of one job (swarm.calls.hedging)."""
 
     sent: int = 0
     """Duplicate requests sent for calls that ran past the hedge delay."""
@@ -203,7 +203,7 @@ class JobStore(ABC):
         report and cancel flag, clear the budget's exhaustion and stale reservations and set
         the cap from ``spec``; returns the resume's number (1, 2, ...)."""
 
-    # -- hedged calls (swarm.hedging) --
+    # -- hedged calls (swarm.calls.hedging) --
     @abstractmethod
     def take_hedge(self, job_id: str, cap: int) -> bool:
         """Count one hedge of the job unless ``cap`` were sent already; True when counted."""

@@ -3,12 +3,12 @@
 The job store keeps, per job, an exactly-once ledger (each billed call counted once, by
 its call id), the answers of gateway calls under their idempotency keys (so a call that
 runs again reuses its answer), and a budget: a cap, the cost spent so far, and the cost
-reserved by calls in flight. Amounts are integer nano-USD (swarm.pricing).
+reserved by calls in flight. Amounts are integer nano-USD (swarm.cost.pricing).
 """
 
 from __future__ import annotations
 
-from swarm.pricing import usd_of_nusd
+from swarm.cost.pricing import usd_of_nusd
 from swarm.records import Frozen, Usage
 
 

@@ -9,8 +9,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from swarm.cost.pricing import nusd_of_usd
 from swarm.errors import JobNotFoundError
-from swarm.pricing import nusd_of_usd
 from swarm.records import JobSpec, NodeEnvelope, Usage
 from swarm.store.base import (
     ERROR,

@@ -15,7 +15,7 @@ Keys of one job share the hash tag ``{job:<id>}`` (one slot on Redis Cluster) an
     swarm:{job:<id>}:budget   hash    cap_nusd, spent_nusd, reserved_nusd, exhausted, res:<id>
     swarm:{job:<id>}:claim:<node>  string  owner of the right to call for that node (SET NX PX)
     swarm:{job:<id>}:resumes  string  how many times the job was resumed
-    swarm:{job:<id>}:hedges   hash    sent, won (hedged calls, swarm.hedging)
+    swarm:{job:<id>}:hedges   hash    sent, won (hedged calls, swarm.calls.hedging)
     swarm:{job:<id>}:done     channel published once the report is written (wait_report)
 
 The billing keys are written by the Lua scripts in ``swarm/store/lua/`` (see scripts.py).
@@ -30,8 +30,8 @@ from typing import Any
 
 import redis
 
+from swarm.cost.pricing import nusd_of_usd
 from swarm.errors import BrokerUnavailableError, JobNotFoundError
-from swarm.pricing import nusd_of_usd
 from swarm.records import JobSpec, NodeEnvelope, Usage
 from swarm.store.base import (
     ERROR,

@@ -10,8 +10,8 @@ from collections.abc import Iterator
 import pytest
 import redis
 
-from swarm.admission import AdmissionPolicy, Outcome, Refusal
-from swarm.admission.redis import RedisAdmission
+from swarm.calls.admission import AdmissionPolicy, Outcome, Refusal
+from swarm.calls.admission.redis import RedisAdmission
 from swarm.catalog import ModelSpec, load_catalog
 
 pytestmark = pytest.mark.integration

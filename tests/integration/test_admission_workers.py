@@ -11,8 +11,8 @@ import procs
 import pytest
 from stack import Stack, start_stack
 
-from swarm.admission import AdmissionPolicy
-from swarm.admission.redis import RedisAdmission
+from swarm.calls.admission import AdmissionPolicy
+from swarm.calls.admission.redis import RedisAdmission
 from swarm.catalog import load_catalog
 from swarm.client import SwarmClient
 from swarm.records import InputItem

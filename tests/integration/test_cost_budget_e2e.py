@@ -22,13 +22,13 @@ import pytest
 from stack import Stack, start_stack
 from test_swarm_e2e import diffs, run_cli
 
-from swarm.budget import messages_bound_nusd
 from swarm.catalog import load_catalog
 from swarm.client import SwarmClient
+from swarm.cost.budget import messages_bound_nusd
+from swarm.cost.pricing import cost_usd, usd_of_nusd
 from swarm.errors import BudgetExceededError, JobNotFinishedError, JobNotFoundError
-from swarm.pricing import cost_usd, usd_of_nusd
-from swarm.prompts import subagent_messages
-from swarm.queueing import SUBAGENT_TASK
+from swarm.jobs.prompts import subagent_messages
+from swarm.jobs.queueing import SUBAGENT_TASK
 from swarm.records import InputItem, Usage
 
 pytestmark = pytest.mark.integration

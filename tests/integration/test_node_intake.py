@@ -14,7 +14,7 @@ import redis
 from stack import Stack, start_stack
 
 from swarm.client import SwarmClient
-from swarm.queueing import SUBAGENTS_TASK
+from swarm.jobs.queueing import SUBAGENTS_TASK
 from swarm.records import InputItem
 
 pytestmark = pytest.mark.integration

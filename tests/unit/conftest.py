@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -12,10 +13,19 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from doubles import Handler, MockGateway
 
+from swarm.calls.runtime import Runtime
 from swarm.catalog import load_catalog
-from swarm.runtime import Runtime
 from swarm.settings import Settings
 from swarm.store import MemoryJobStore
+
+
+@pytest.fixture(autouse=True)
+def _no_user_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Unit tests never see the user's SWARM_* or OPENAI_API_KEY (a broker URL exported as
+    the README says would otherwise switch modes under them)."""
+    for name in list(os.environ):
+        if name.startswith("SWARM_") or name == "OPENAI_API_KEY":
+            monkeypatch.delenv(name)
 
 
 @pytest.fixture

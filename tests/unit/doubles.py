@@ -10,6 +10,7 @@ from typing import Any
 import httpx2
 import openai
 
+from swarm.calls.runtime import Runtime
 from swarm.records import JobSpec
 
 Handler = Callable[[dict[str, Any], int], httpx2.Response]
@@ -76,3 +77,19 @@ def job_spec(n: int, job_id: str = "j1", **fields: Any) -> JobSpec:
         submitted_at=time.time(),
         **fields,
     )
+
+
+def new_job(rt: Runtime, n: int = 4, ratio: float = 0.5) -> JobSpec:
+    spec = JobSpec(
+        job_id="j1",
+        instruction="find bugs",
+        aggregate_instruction="merge",
+        model="kimi-k2.5",
+        aggregate_model="kimi-k2.5",
+        node_ids=tuple(f"n{i}" for i in range(n)),
+        input_refs=tuple(f"f{i}.py" for i in range(n)),
+        submitted_at=time.time(),
+        min_success_ratio=ratio,
+    )
+    rt.store.create_job(spec, [f"input text {i}" for i in range(n)])
+    return spec

@@ -48,7 +48,7 @@ def test_packaged_catalog_covers_the_seeds_models() -> None:
 
 
 def test_seed_000_swarm_costs_are_reproduced() -> None:
-    from swarm.pricing import cost_usd
+    from swarm.cost.pricing import cost_usd
     from swarm.records import Usage
 
     cat = load_catalog()

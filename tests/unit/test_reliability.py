@@ -15,17 +15,13 @@ import pytest
 import redis
 from doubles import MockGateway, completion
 
-from swarm.aggregation import run_aggregation
+from swarm.calls.gateway import make_client
+from swarm.calls.runtime import Runtime
 from swarm.catalog import load_catalog
-from swarm.llm import make_client
-from swarm.queueing import celery_config
-from swarm.records import JobSpec, NodeEnvelope
-from swarm.runtime import Runtime
-from swarm.settings import Settings
-from swarm.store import JobStore, MemoryJobStore
-from swarm.subagent import run_node
-from swarm.tokens import estimate_tokens
-from swarm.watchdog import (
+from swarm.jobs.aggregation import run_aggregation
+from swarm.jobs.queueing import celery_config
+from swarm.jobs.subagent import run_node
+from swarm.jobs.watchdog import (
     MAX_RESENDS,
     Action,
     Seen,
@@ -34,6 +30,10 @@ from swarm.watchdog import (
     decide,
     stall_s,
 )
+from swarm.records import JobSpec, NodeEnvelope
+from swarm.settings import Settings
+from swarm.store import JobStore, MemoryJobStore
+from swarm.tokens import estimate_tokens
 
 MakeRuntime = Callable[..., tuple[Runtime, MockGateway]]
 BROKER = "redis://127.0.0.1:1/0"
@@ -260,7 +260,7 @@ def test_a_store_outage_is_not_a_node_failure(fast_settings: Settings) -> None:
 
 
 def test_the_task_adapters_send_a_task_again_when_redis_is_down(fast_settings: Settings) -> None:
-    from workers import runtime, tasks
+    from workers import process, tasks
 
     gw = MockGateway(lambda body, n: completion("answer"))
     rt = Runtime(fast_settings, load_catalog(), FlakyStore(), gw.client())
@@ -274,10 +274,10 @@ def test_the_task_adapters_send_a_task_again_when_redis_is_down(fast_settings: S
             retried.append(options)
             return RuntimeError("retry")
 
-    runtime.install(rt)
+    process.install(rt)
     try:
         with pytest.raises(RuntimeError, match="retry"):
             tasks.subagent(FakeTask(), "j1", "n0")  # type: ignore[arg-type]
     finally:
-        runtime.install(None)
+        process.install(None)
     assert retried and retried[0]["countdown"] == tasks.STORE_RETRY_S

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from swarm.queueing import AGGREGATE_TASK, SUBAGENT_TASK, SUBAGENTS_TASK
+from swarm.jobs.queueing import AGGREGATE_TASK, SUBAGENT_TASK, SUBAGENTS_TASK
 from workers.intake import NodeIntake, message_cost
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from workers.runtime import node_threads
+from workers.process import node_threads
 
 
 @pytest.mark.parametrize(

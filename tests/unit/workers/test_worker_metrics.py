@@ -11,9 +11,9 @@ from pathlib import Path
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
+from swarm.calls.listeners import CallListener, Listeners
 from swarm.catalog import load_catalog
-from swarm.events import CallListener, Listeners
-from swarm.pricing import cost_usd
+from swarm.cost.pricing import cost_usd
 from swarm.records import ErrorKind, Usage
 from workers.metrics import SwarmMetrics, find
 

@@ -1,0 +1,34 @@
+"""Per-model admission control shared by every worker: rates, tokens, in-flight leases,
+429 feedback and fair share between jobs.
+
+    base      the interface, its records, and the no-op Unlimited controller
+    limits    policy, per-model limits, the GCRA arithmetic and key names
+    redis     the Redis controller (Lua scripts in lua/)
+    memory    the in-process controller (embedded mode, unit tests)
+    feedback  Retry-After / x-ratelimit-* parsing and AIMD steps (pure)
+    gate      around one attempt: wait in the task, or RetryLater back to the queue
+"""
+
+from swarm.calls.admission.base import (
+    AdmissionController,
+    Decision,
+    ModelCounters,
+    Outcome,
+    Permit,
+    Refusal,
+    Unlimited,
+)
+from swarm.calls.admission.limits import AdmissionPolicy
+from swarm.calls.admission.memory import MemoryAdmission
+
+__all__ = [
+    "AdmissionController",
+    "AdmissionPolicy",
+    "Decision",
+    "MemoryAdmission",
+    "ModelCounters",
+    "Outcome",
+    "Permit",
+    "Refusal",
+    "Unlimited",
+]

@@ -1,0 +1,105 @@
+"""What a gateway's rate-limit answer says, as pure functions.
+
+``x-ratelimit-{limit,remaining,reset}-{requests,tokens}`` (OpenAI; Moonshot sends the same
+names capitalised) and ``Retry-After`` (seconds, fractions or an HTTP date, parsed by
+swarm.calls.retry_policy). Resets come as durations such as ``1s``, ``6m0s``, ``20ms``,
+``1h2m3.5s`` or a bare number of seconds.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import openai
+
+from swarm.calls.retry_policy import MAX_RETRY_AFTER_S, parse_retry_after
+
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
+_UNIT_S = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
+
+
+@dataclass(frozen=True)
+class RateLimitHeaders:
+    """The x-ratelimit-* headers of one answer; None where absent or unparsable."""
+
+    limit_requests: int | None = None
+    remaining_requests: int | None = None
+    reset_requests_s: float | None = None
+    limit_tokens: int | None = None
+    remaining_tokens: int | None = None
+    reset_tokens_s: float | None = None
+
+
+def parse_duration_s(value: str | None) -> float | None:
+    """``"6m0s"`` -> 360.0, ``"20ms"`` -> 0.02, ``"1.5"`` -> 1.5; None when unparsable."""
+    if value is None:
+        return None
+    text = value.strip().lower()
+    try:
+        return max(float(text), 0.0)
+    except ValueError:
+        pass
+    parts = _DURATION.findall(text)
+    if not parts or "".join(n + u for n, u in parts) != text:
+        return None
+    return sum(float(number) * _UNIT_S[unit] for number, unit in parts)
+
+
+def _int(value: str | None) -> int | None:
+    try:
+        return int(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+def parse_ratelimit_headers(headers: Mapping[str, str]) -> RateLimitHeaders:
+    """The x-ratelimit-* headers, any capitalisation."""
+    low = {k.lower(): v for k, v in headers.items()}
+    return RateLimitHeaders(
+        limit_requests=_int(low.get("x-ratelimit-limit-requests")),
+        remaining_requests=_int(low.get("x-ratelimit-remaining-requests")),
+        reset_requests_s=parse_duration_s(low.get("x-ratelimit-reset-requests")),
+        limit_tokens=_int(low.get("x-ratelimit-limit-tokens")),
+        remaining_tokens=_int(low.get("x-ratelimit-remaining-tokens")),
+        reset_tokens_s=parse_duration_s(low.get("x-ratelimit-reset-tokens")),
+    )
+
+
+def pause_after_429_s(headers: Mapping[str, str], now: float) -> float | None:
+    """How long every caller of the model should pause after a 429.
+
+    Retry-After first; else the reset of an exhausted dimension (remaining 0); else None
+    (the caller uses its default). Capped like Retry-After.
+    """
+    retry_after = parse_retry_after(headers, now)
+    if retry_after is not None:
+        return retry_after
+    info = parse_ratelimit_headers(headers)
+    resets = [
+        reset
+        for remaining, reset in (
+            (info.remaining_requests, info.reset_requests_s),
+            (info.remaining_tokens, info.reset_tokens_s),
+        )
+        if remaining == 0 and reset is not None
+    ]
+    return min(max(resets), MAX_RETRY_AFTER_S) if resets else None
+
+
+def pause_of(exc: BaseException, now: float) -> float | None:
+    """The pause a gateway's 429 error asks for (see pause_after_429_s)."""
+    if isinstance(exc, openai.APIStatusError):
+        return pause_after_429_s(dict(exc.response.headers), now)
+    return None
+
+
+def aimd_decrease(factor: float, decrease: float, min_factor: float) -> float:
+    """Multiplicative decrease after a 429."""
+    return max(min_factor, factor * decrease)
+
+
+def aimd_increase(factor: float, step: float) -> float:
+    """Additive increase after a quiet period; never above 1 (the catalog's limits)."""
+    return min(1.0, factor + step)

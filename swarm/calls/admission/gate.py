@@ -1,0 +1,152 @@
+"""Admission around one gateway attempt: wait in the task or go back to the queue.
+
+The domain decides, the task adapter only applies: a rate-limit wait up to ``reserve_s``
+books the call's slot and sleeps until it (waiters in arrival order, one round trip each);
+another wait up to ``max_wait_s`` sleeps here (with jitter, so waiters do not wake
+together); a longer one raises RetryLater when the caller may requeue (the adapter turns
+it into ``self.retry(countdown=...)`` and the worker slot serves other work meanwhile),
+and sleeps otherwise.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+import uuid
+from collections.abc import Callable
+
+from swarm.calls.admission.base import AdmissionController, Decision, Outcome, Permit
+from swarm.calls.admission.feedback import pause_of
+from swarm.calls.request import Answer
+from swarm.calls.retry_policy import classify
+from swarm.catalog import ModelSpec
+from swarm.errors import RetryLater
+from swarm.records import ErrorKind
+
+log = logging.getLogger(__name__)
+
+MIN_SLEEP_S = 0.001
+MAX_JITTER_S = 0.2
+"""Waiters add up to this much (or half their wait) at random, so they do not wake together."""
+
+
+def wait_or_requeue(
+    retry_after_s: float, reason: str, max_wait_s: float, max_countdown_s: float, may_requeue: bool
+) -> float:
+    """Seconds to sleep in the task, or RetryLater when the wait is long and requeue allowed."""
+    if retry_after_s > max_wait_s and may_requeue:
+        countdown_s = min(retry_after_s, max_countdown_s)
+        log.debug("admission: %s for %.2f s, back to the queue for %.2f s", reason,
+                  retry_after_s, countdown_s)  # fmt: skip
+        raise RetryLater(countdown_s, reason)
+    return retry_after_s
+
+
+def outcome_of_error(exc: BaseException, now: float) -> Outcome:
+    """A failed attempt refunds its tokens; a 429 also pauses the model."""
+    if classify(exc) is ErrorKind.RATE_LIMITED:
+        return Outcome(used_tokens=0, rate_limited=True, retry_after_s=pause_of(exc, now))
+    return Outcome(used_tokens=0)
+
+
+class Gate:
+    """Admission for the attempts of one call (one node or one aggregation)."""
+
+    def __init__(
+        self,
+        controller: AdmissionController,
+        spec: ModelSpec,
+        job_id: str,
+        tokens: int,
+        *,
+        max_wait_s: float,
+        max_countdown_s: float,
+        may_requeue: bool,
+        reserve_s: float = 0.0,
+        sleep: Callable[[float], None] = time.sleep,
+        rand: Callable[[], float] = random.random,
+    ) -> None:
+        self.controller = controller
+        self.spec = spec
+        self.job_id = job_id
+        self.tokens = tokens
+        self.max_wait_s = max_wait_s
+        self.max_countdown_s = max_countdown_s
+        self.may_requeue = may_requeue
+        self.reserve_s = min(reserve_s, max_wait_s)
+        self.sleep = sleep
+        self.rand = rand
+
+    def acquire(self) -> Permit:
+        """Block until admitted, or raise RetryLater (see module docstring)."""
+        lease_id = uuid.uuid4().hex
+        while True:
+            decision = self.controller.acquire(
+                self.spec, self.job_id, self.tokens, lease_id, self.reserve_s
+            )
+            if decision.permit is not None:
+                if decision.start_in_s <= 0 or self._still_open(decision.permit, decision):
+                    return decision.permit
+                continue
+            delay = wait_or_requeue(
+                decision.retry_after_s,
+                str(decision.reason),
+                self.max_wait_s,
+                self.max_countdown_s,
+                self.may_requeue,
+            )
+            jitter_s = self.rand() * min(0.5 * delay, MAX_JITTER_S)
+            log.debug("admission: %s waits %.3f s (%s)", self.spec.name, delay + jitter_s,
+                      decision.reason)  # fmt: skip
+            self.sleep(max(MIN_SLEEP_S, delay + jitter_s))
+
+    def _still_open(self, permit: Permit, decision: Decision) -> bool:
+        """Sleep until the booked slot; False (permit given back, tokens refunded) when a
+        429 paused the model meanwhile: the next acquire then waits out the pause."""
+        self.sleep(decision.start_in_s)
+        if self.controller.pause_left_s(self.spec) <= 0:
+            return True
+        self.controller.finish(self.spec, permit, Outcome(used_tokens=0))
+        return False
+
+    def wrap(self, attempt: Callable[[], Answer]) -> Callable[[], Answer]:
+        """``attempt`` with admission around each of its calls."""
+        return lambda: self.call(attempt)
+
+    def try_acquire(self) -> Permit | None:
+        """A permit if the model admits a call right now, else None (never waits; a hedge
+        asks once and is not sent when the model is at its limits)."""
+        return self.controller.acquire(self.spec, self.job_id, self.tokens).permit
+
+    def call(self, attempt: Callable[[], Answer]) -> Answer:
+        """One admitted attempt: acquire, call, then finish with its outcome."""
+        permit = self.acquire()
+        try:
+            answer = attempt()
+        except BaseException as exc:
+            self.settle(permit, error=exc)
+            raise
+        self.settle(permit, answer=answer)
+        return answer
+
+    def settle(
+        self,
+        permit: Permit,
+        answer: Answer | None = None,
+        error: BaseException | None = None,
+        *,
+        requeue: bool = True,
+    ) -> None:
+        """Finish ``permit``: tokens of ``answer``, or ``error``'s outcome (a 429 pauses the
+        model; with ``requeue`` a long pause raises RetryLater now rather than after a
+        backoff); neither refunds the reservation (a cancelled request)."""
+        if error is None:
+            used = (answer.usage.total_tokens or None) if answer is not None else 0
+            self.controller.finish(self.spec, permit, Outcome(used_tokens=used))
+            return
+        outcome = outcome_of_error(error, time.time())
+        self.controller.finish(self.spec, permit, outcome)
+        if requeue and outcome.rate_limited and outcome.retry_after_s is not None:
+            wait_or_requeue(outcome.retry_after_s, "paused", self.max_wait_s,
+                            self.max_countdown_s, self.may_requeue)  # fmt: skip

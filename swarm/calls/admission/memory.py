@@ -1,0 +1,227 @@
+"""In-process admission: the same rules as the Redis scripts, for one process.
+
+Used by the embedded mode (broker, worker and store all in this process) and by unit tests.
+A lock makes each acquire and finish atomic, as the Lua scripts are in Redis.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from swarm.calls.admission.base import (
+    AdmissionController,
+    Decision,
+    ModelCounters,
+    Outcome,
+    Permit,
+    Refusal,
+)
+from swarm.calls.admission.feedback import aimd_decrease, aimd_increase
+from swarm.calls.admission.limits import (
+    AdmissionPolicy,
+    gcra,
+    interval_ms,
+    model_limits,
+    refund_tat,
+    release_mean_ms,
+    slot_poll_ms,
+)
+from swarm.catalog import ModelSpec
+
+RATE_REFUSALS = frozenset({Refusal.RPM, Refusal.RPS, Refusal.TPM})
+"""Refusals a caller may book a slot past (the others have no known time)."""
+
+
+@dataclass
+class _ModelState:
+    """Everything the Redis keys of one model hold."""
+
+    tats: dict[str, float] = field(default_factory=dict)
+    leases: dict[str, tuple[float, str]] = field(default_factory=dict)
+    """lease id -> (expiry ms, job)."""
+    waiters: dict[str, float] = field(default_factory=dict)
+    waiting_jobs: dict[str, float] = field(default_factory=dict)
+    job_429: dict[str, int] = field(default_factory=dict)
+    factor: float = 1.0
+    factor_at: float = 0.0
+    decreased_at: float = -math.inf
+    pause_until: float = 0.0
+    released_at: float | None = None
+    release_dt: float | None = None
+    """Mean time between lease releases (ms), for in-flight waiters' retry hints."""
+    admitted: int = 0
+    refused: int = 0
+    rate_limited: int = 0
+    expired: int = 0
+
+    def purge(self, now: float) -> None:
+        dead = [lease for lease, (expiry, _) in self.leases.items() if expiry <= now]
+        for lease in dead:
+            del self.leases[lease]
+        self.expired += len(dead)
+        self.waiters = {k: v for k, v in self.waiters.items() if v > now}
+        self.waiting_jobs = {k: v for k, v in self.waiting_jobs.items() if v > now}
+
+    def job_inflight(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for _, job in self.leases.values():
+            counts[job] = counts.get(job, 0) + 1
+        return counts
+
+
+def beyond_reserve(wait_ms: float, reserve_s: float) -> float:
+    """Retry time of a rate wait past the reserve: when the slot is within reach, but not
+    before half the reserve has gone by (as acquire.lua does)."""
+    if reserve_s <= 0:
+        return wait_ms
+    return max(wait_ms - reserve_s * 1000, reserve_s * 500)
+
+
+class MemoryAdmission(AdmissionController):
+    """Admission for the models of one process; ``clock_ms`` is injectable for tests."""
+
+    def __init__(
+        self, policy: AdmissionPolicy, clock_ms: Callable[[], float] | None = None
+    ) -> None:
+        self.policy = policy
+        self._clock_ms = clock_ms or (lambda: time.monotonic() * 1000.0)
+        self._lock = threading.Lock()
+        self._models: dict[str, _ModelState] = {}
+        self._ids = itertools.count(1)
+
+    def _state(self, model: str) -> _ModelState:
+        return self._models.setdefault(model, _ModelState())
+
+    def acquire(
+        self,
+        spec: ModelSpec,
+        job_id: str,
+        tokens: int,
+        lease_id: str | None = None,
+        reserve_s: float = 0.0,
+    ) -> Decision:
+        """Admit now or for a booked slot, or refuse with the wait (the longest of the
+        limits that refuse)."""
+        lease_id = lease_id or f"m{next(self._ids)}"
+        with self._lock:
+            now, st = self._clock_ms(), self._state(spec.name)
+            st.purge(now)
+            self._recover(st, now)
+            refusals, new_tats = self._check(spec, st, job_id, tokens, now)
+            wait_ms, reason = max(refusals, key=lambda r: r[0], default=(0.0, None))
+            start_ms = 0.0
+            if all(why in RATE_REFUSALS for _, why in refusals):  # only rates: may book
+                if wait_ms <= reserve_s * 1000:
+                    start_ms, reason = wait_ms, None
+                else:
+                    wait_ms = beyond_reserve(wait_ms, reserve_s)
+            if reason is not None:
+                until = now + wait_ms + self.policy.poll_s * 4000 + 1000
+                st.waiters[lease_id] = until
+                st.waiting_jobs[job_id] = max(until, st.waiting_jobs.get(job_id, 0.0))
+                st.refused += 1
+                return Decision(None, wait_ms / 1000.0, reason)
+            st.tats.update(new_tats)
+            st.leases[lease_id] = (now + start_ms + self.policy.lease_s * 1000, job_id)
+            st.admitted += 1
+            permit = Permit(spec.name, lease_id, job_id, tokens)
+            return Decision(permit, start_in_s=start_ms / 1000.0)
+
+    def _recover(self, st: _ModelState, now: float) -> None:
+        if st.factor < 1 and now - st.factor_at >= self.policy.quiet_s * 1000:
+            st.factor = aimd_increase(st.factor, self.policy.increase)
+            st.factor_at = now
+
+    def _check(
+        self, spec: ModelSpec, st: _ModelState, job_id: str, tokens: int, now: float
+    ) -> tuple[list[tuple[float, Refusal]], dict[str, float]]:
+        """Every refusal (wait ms, reason), and the TATs to store when there is none."""
+        new_tats: dict[str, float] = {}
+        poll_ms = slot_poll_ms(
+            self.policy.poll_s * 1000,
+            self.policy.max_poll_s * 1000,
+            len(st.waiters),
+            st.release_dt or 0.0,
+        )
+        out: list[tuple[float, Refusal]] = []
+        if st.pause_until > now:
+            out.append((st.pause_until - now, Refusal.PAUSED))
+        if len(st.leases) >= spec.max_inflight:
+            out.append((poll_ms, Refusal.INFLIGHT))
+        if self._over_share(spec, st, job_id):
+            out.append((poll_ms, Refusal.FAIR_SHARE))
+        for limit in model_limits(spec, self.policy):
+            cost = tokens if limit.tokens else 1
+            t_ms = interval_ms(limit, st.factor, self.policy.window_slack_s * 1000)
+            wait_ms, new_tats[limit.name] = gcra(
+                st.tats.get(limit.name, 0.0), now, cost, t_ms, limit.burst
+            )
+            if wait_ms > 0:
+                out.append((wait_ms, Refusal(limit.name)))
+        return out, new_tats
+
+    @staticmethod
+    def _over_share(spec: ModelSpec, st: _ModelState, job_id: str) -> bool:
+        counts = st.job_inflight()
+        mine = counts.get(job_id, 0)
+        if mine == 0 or not any(job != job_id for job in st.waiting_jobs):
+            return False
+        active = set(counts) | set(st.waiting_jobs) | {job_id}
+        return mine >= math.ceil(spec.max_inflight / len(active))
+
+    def finish(self, spec: ModelSpec, permit: Permit, outcome: Outcome) -> None:
+        """Release, reconcile or refund, and apply 429 feedback."""
+        with self._lock:
+            now, st = self._clock_ms(), self._state(spec.name)
+            released = st.leases.pop(permit.lease_id, None) is not None
+            if released:
+                if st.released_at is not None:
+                    st.release_dt = release_mean_ms(st.release_dt, now - st.released_at)
+                st.released_at = now
+            if released and outcome.used_tokens is not None:
+                delta = outcome.used_tokens - permit.tokens_reserved
+                tpm = next(lim for lim in model_limits(spec, self.policy) if lim.name == "tpm")
+                t_ms = interval_ms(tpm, st.factor, self.policy.window_slack_s * 1000)
+                st.tats["tpm"] = refund_tat(st.tats.get("tpm", 0.0), now, delta, t_ms)
+            if outcome.rate_limited:
+                self._feedback(st, permit.job_id, outcome, now)
+
+    def _feedback(self, st: _ModelState, job_id: str, outcome: Outcome, now: float) -> None:
+        policy = self.policy
+        st.rate_limited += 1
+        st.job_429[job_id] = st.job_429.get(job_id, 0) + 1
+        pause_s = outcome.retry_after_s or policy.default_pause_s
+        st.pause_until = max(st.pause_until, now + pause_s * 1000)
+        if now - st.decreased_at >= policy.decrease_cooldown_s * 1000:
+            st.factor = aimd_decrease(st.factor, policy.decrease, policy.min_factor)
+            st.factor_at = st.decreased_at = now
+
+    def counters(self, spec: ModelSpec) -> ModelCounters:
+        """This process's counters for the model."""
+        with self._lock:
+            now, st = self._clock_ms(), self._state(spec.name)
+            return ModelCounters(
+                admitted=st.admitted,
+                refused=st.refused,
+                waiting=sum(1 for v in st.waiters.values() if v > now),
+                rate_limited=st.rate_limited,
+                inflight=sum(1 for exp, _ in st.leases.values() if exp > now),
+                factor=st.factor,
+                paused_for_s=max(0.0, st.pause_until - now) / 1000.0,
+                expired=st.expired,
+            )
+
+    def pause_left_s(self, spec: ModelSpec) -> float:
+        """Seconds left of the model's pause in this process."""
+        with self._lock:
+            return max(0.0, self._state(spec.name).pause_until - self._clock_ms()) / 1000.0
+
+    def job_rate_limited(self, spec: ModelSpec, job_id: str) -> int:
+        """429s seen by ``job_id`` on ``spec`` in this process."""
+        with self._lock:
+            return self._state(spec.name).job_429.get(job_id, 0)

@@ -1,0 +1,145 @@
+"""No call billed twice, and no call past the budget: the guard around every gateway call.
+
+Each call of a job (a sub-agent node, the aggregation) has an idempotency key: job, slot
+(node id), model and a hash of the exact request (messages and max_tokens). A CallGuard:
+
+1. claims the slot, so one run calls at a time; a duplicate run (a redelivered or repeated
+   task message) waits for the holder, and reuses its answer once stored;
+2. reuses the answer stored under the key when an earlier run got one (a crash after the
+   gateway answered, a retried task): the gateway is not called again;
+3. reserves the call's cost bound against the job's budget (swarm.cost.budget); a refusal means
+   the call is not made;
+4. wraps the call so each billed response is recorded the moment it arrives, before
+   anything else can fail: the ledger line, the spent budget and the answer are written by
+   one atomic store call, counted once by the response's call id;
+5. on exit, releases the reservation and the claim.
+
+The claim lasts ``visibility_timeout_s`` (the settings keep it above the longest call), so
+a run that died holding it blocks nobody for longer than the broker would wait anyway.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import cached_property
+
+from swarm.calls.request import Answer, CallRequest
+from swarm.calls.retry_policy import BadResponseError
+from swarm.calls.runtime import Runtime
+from swarm.cost.budget import call_bound_nusd
+from swarm.cost.pricing import cost_nusd
+from swarm.records import Usage
+from swarm.store.billing import BilledCall, StoredAnswer
+
+CLAIM_POLL_S = 0.1
+"""How often a duplicate run looks for the holder's answer."""
+
+
+@dataclass
+class CallGuard:
+    """Use as ``with CallGuard(...) as guard:``; then ``guard.reused`` / ``guard.refused``
+    say whether to skip the call, and ``guard.recorded(call)`` is the call to make."""
+
+    rt: Runtime
+    request: CallRequest
+    owner: str = field(default_factory=lambda: uuid.uuid4().hex)
+    """Who holds the claim (one id per run)."""
+    reused: StoredAnswer | None = field(default=None, init=False)
+    """The answer an earlier run stored; set on enter."""
+    refused: bool = field(default=False, init=False)
+    """True when the budget refused the reservation; set on enter."""
+    _reserved: bool = field(default=False, init=False)
+    _attempts: int = field(default=0, init=False)
+    _started: float = field(default_factory=time.perf_counter, init=False)
+
+    @property
+    def key(self) -> str:
+        """This call's idempotency key."""
+        return self.request.key
+
+    @property
+    def job_id(self) -> str:
+        """The job the call belongs to."""
+        return self.request.job_id
+
+    @cached_property
+    def bound_nusd(self) -> int:
+        """What the call reserves: its cost bound (swarm.cost.budget)."""
+        request = self.request
+        return call_bound_nusd(request.model, request.prompt_tokens, request.max_tokens)
+
+    def __enter__(self) -> CallGuard:
+        store = self.rt.store
+        self.reused = self._claim()
+        if self.reused is None and self.request.budgeted:
+            res_id = self._reservation_id
+            self._reserved = store.reserve(
+                self.job_id, res_id, self.bound_nusd, closing=self.request.closing
+            )
+            self.refused = not self._reserved
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self._reserved:
+            self.rt.store.release(self.job_id, self._reservation_id)
+        self.rt.store.unclaim(self.job_id, self.request.slot, self.owner)
+
+    @property
+    def _reservation_id(self) -> str:
+        return f"{self.request.slot}:{self.owner}"
+
+    def _claim(self) -> StoredAnswer | None:
+        """Take the claim (or wait for its holder's answer); the answer stored, if any."""
+        ttl_s = self.rt.settings.visibility_timeout_s
+        while True:
+            claimed, stored = self.rt.store.claim_or_answer(
+                self.job_id, self.request.slot, self.owner, ttl_s, self.key
+            )
+            if claimed or stored is not None:
+                return stored
+            time.sleep(CLAIM_POLL_S)
+
+    def recorded(self, call: Callable[[], Answer]) -> Callable[[], Answer]:
+        """``call``, recording each billed response as soon as it arrives."""
+
+        def attempt() -> Answer:
+            self._attempts += 1
+            try:
+                answer = call()
+            except BadResponseError as exc:
+                if exc.usage is not None and exc.usage != Usage():
+                    self._record(exc.usage, None)
+                raise
+            self._record(answer.usage, answer)
+            return answer
+
+        return attempt
+
+    def bill(self, usage: Usage) -> None:
+        """Record a billed response whose answer is not used (a hedge that lost the race
+        but was answered before its cancel took effect)."""
+        self._record(usage, None)
+
+    def _record(self, usage: Usage, answer: Answer | None) -> None:
+        stored = None
+        if answer is not None:
+            stored = StoredAnswer(
+                content=answer.content,
+                usage=usage,
+                finish_reason=answer.finish_reason,
+                usage_missing=answer.usage_missing,
+                attempts=self._attempts,
+                latency_ms=int((time.perf_counter() - self._started) * 1000),
+            )
+        billed = BilledCall(
+            call_id=uuid.uuid4().hex,
+            model=self.request.model.name,
+            usage=usage,
+            cost_nusd=cost_nusd(self.request.model, usage),
+            answer_key=self.key if stored else None,
+            answer=stored,
+        )
+        self.rt.store.record_call(self.job_id, billed)

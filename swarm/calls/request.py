@@ -1,0 +1,117 @@
+"""What one gateway call asks for and what it got: the records every step passes on.
+
+A ``CallRequest`` is built once per call (a sub-agent node, a summary, a JSON fix-up, the
+planner, a reduce step, the aggregation) and travels unchanged through the whole attempt
+path (swarm.calls.pipeline); a ``CallResult`` is what the caller gets back.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+from swarm.catalog import ModelSpec
+from swarm.records import ErrorKind, Usage
+from swarm.tokens import estimate_messages
+
+Message = dict[str, str]
+TEMPERATURE = 0.2
+
+
+@dataclass(frozen=True)
+class CallRequest:
+    """One call of a job: which model, what to send, and how the call may behave."""
+
+    job_id: str
+    slot: str
+    """Name of the call, unique within the job (node id, ``<node>:summary``, ``aggregate``)."""
+    model: ModelSpec
+    messages: tuple[Message, ...]
+    max_tokens: int
+    json_mode: bool = False
+    """Ask for a JSON object (``response_format``)."""
+    budgeted: bool = False
+    """The job has a budget: reserve the call's cost bound before calling."""
+    closing: bool = False
+    """The aggregation: may use what is left of an exhausted budget."""
+    may_requeue: bool = False
+    """A long admission wait may send the task back to the queue (RetryLater)."""
+    hedge_cap: int = 0
+    """Hedges the job may send in all (0: this call is never hedged)."""
+
+    @classmethod
+    def of(cls, job_id: str, slot: str, model: ModelSpec, messages: Sequence[Message],
+           max_tokens: int, **options: Any) -> CallRequest:  # fmt: skip
+        """A request from any sequence of messages (stored as a tuple)."""
+        return cls(job_id, slot, model, tuple(messages), max_tokens, **options)
+
+    @cached_property
+    def key(self) -> str:
+        """The idempotency key: ``<job>:<slot>:<model>:<sha256 of messages and max_tokens>``."""
+        request = json.dumps([list(self.messages), self.max_tokens], sort_keys=True,
+                             ensure_ascii=False)  # fmt: skip
+        digest = hashlib.sha256(request.encode()).hexdigest()[:32]
+        return f"{self.job_id}:{self.slot}:{self.model.name}:{digest}"
+
+    @cached_property
+    def prompt_tokens(self) -> int:
+        """Estimated prompt tokens (swarm.tokens)."""
+        return estimate_messages(m["content"] for m in self.messages)
+
+    @property
+    def tokens(self) -> int:
+        """Tokens admission reserves: the prompt estimate plus the completion budget."""
+        return self.prompt_tokens + self.max_tokens
+
+    def body(self) -> dict[str, Any]:
+        """The JSON body of the chat completion request."""
+        body: dict[str, Any] = {
+            "model": self.model.gateway_name,
+            "messages": list(self.messages),
+            "max_tokens": self.max_tokens,
+            "temperature": TEMPERATURE,
+        }
+        if self.json_mode:
+            body["response_format"] = {"type": "json_object"}
+        return body
+
+
+@dataclass(frozen=True)
+class Answer:
+    """A usable answer from the gateway."""
+
+    content: str
+    usage: Usage
+    finish_reason: str | None
+    usage_missing: bool = False
+    """True when the answer had no usage field (its tokens are unknown, counted as 0)."""
+
+
+@dataclass(frozen=True)
+class CallResult:
+    """What a call produced after its retries: an answer (fresh or reused), or the last
+    error."""
+
+    answer: Answer | None
+    """The answer when the call succeeded."""
+    usage: Usage
+    """Tokens billed over all attempts (a reused answer's original usage)."""
+    attempts: int
+    """Gateway attempts (of the original run, for a reused answer)."""
+    latency_ms: int
+    """Wall time, backoff included."""
+    error_kind: ErrorKind | None = None
+    """Why there is no answer."""
+    error: str | None = None
+    """One line on why there is no answer."""
+    billed: tuple[Usage, ...] = field(default_factory=tuple)
+    """Usage of each billed attempt, in order."""
+
+    @property
+    def ok(self) -> bool:
+        """True when an answer came and no error is attached."""
+        return self.answer is not None and self.error_kind is None

@@ -1,0 +1,33 @@
+"""What a process needs to run nodes: settings, catalog, job store and the gateway client."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import openai
+
+from swarm.calls.admission.base import AdmissionController, Unlimited
+from swarm.calls.listeners import CallListener
+from swarm.catalog import Catalog
+from swarm.settings import Settings
+from swarm.store.base import JobStore
+
+if TYPE_CHECKING:  # swarm.calls.hedging needs the Runtime's other parts at import time
+    from swarm.calls.hedging.race import Hedger
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """Built once per worker process (or once by the embedded mode) and passed in."""
+
+    settings: Settings
+    catalog: Catalog
+    store: JobStore
+    client: openai.OpenAI
+    listener: CallListener = field(default_factory=CallListener)
+    """Hooks for metrics and counters (no-op by default)."""
+    admission: AdmissionController = field(default_factory=Unlimited)
+    """Per-model admission control (swarm.calls.admission); admits everything by default."""
+    hedger: Hedger | None = None
+    """Hedged calls (swarm.calls.hedging), when SWARM_HEDGE_* turns them on; None = off."""

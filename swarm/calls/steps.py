@@ -1,0 +1,133 @@
+"""The steps of one gateway attempt, each ``step(request, next) -> Answer``.
+
+A step does its part and hands the request on to ``next`` (the rest of the path), in the
+spirit of httpx transports and dramatiq middleware. Each factory here builds its step for
+one call from that call's ``CallContext``, or returns None when the step does not apply
+to the call. The order they run in is declared once, in swarm.calls.pipeline.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+
+from swarm.calls.admission.gate import Gate
+from swarm.calls.gateway import send
+from swarm.calls.hedging.race import HedgedCall
+from swarm.calls.idempotency import CallGuard
+from swarm.calls.request import Answer, CallRequest
+from swarm.calls.retries import NOT_ATTEMPTS, billed_usage
+from swarm.calls.retry_policy import classify
+from swarm.calls.runtime import Runtime
+from swarm.records import ErrorKind, Usage
+
+log = logging.getLogger(__name__)
+
+Attempt = Callable[[CallRequest], Answer]
+"""The rest of the path from a step on: sends the request, returns the answer."""
+Step = Callable[[CallRequest, Attempt], Answer]
+"""One step: ``step(request, next)``."""
+
+
+@dataclass(frozen=True)
+class CallContext:
+    """What the steps of one call share: the process runtime, the call's guard (claim,
+    budget, ledger) and its admission gate."""
+
+    rt: Runtime
+    guard: CallGuard
+    gate: Gate
+
+    def tell(self, kind: ErrorKind | None, usage: Usage, latency_s: float) -> None:
+        """Tell the runtime's listener of an attempt; a listener that raises is logged and
+        changes nothing (the answer is billed and recorded already)."""
+        model = self.guard.request.model.name
+        try:
+            self.rt.listener.attempt_finished(model, kind, usage, latency_s)
+        except Exception:
+            log.warning("call listener failed on %s (ignored)", model, exc_info=True)
+
+
+StepFactory = Callable[[CallContext], Step | None]
+
+
+def listening(ctx: CallContext) -> Step:
+    """Tells the listener how each attempt ended: answered (its usage) or its error kind."""
+
+    def listen(request: CallRequest, next: Attempt) -> Answer:
+        started = time.perf_counter()
+        try:
+            answer = next(request)
+        except NOT_ATTEMPTS:
+            raise
+        except Exception as exc:
+            ctx.tell(classify(exc), billed_usage(exc), time.perf_counter() - started)
+            raise
+        ctx.tell(None, answer.usage, time.perf_counter() - started)
+        return answer
+
+    return listen
+
+
+def recording(ctx: CallContext) -> Step:
+    """Records each billed response in the ledger (and its answer under the call's key) the
+    moment it arrives, before anything else can fail."""
+
+    def record(request: CallRequest, next: Attempt) -> Answer:
+        return ctx.guard.recorded(partial(next, request))()
+
+    return record
+
+
+def hedging(ctx: CallContext) -> Step | None:
+    """Races a duplicate request against a slow one (swarm.calls.hedging) when the process
+    hedges and the call may be hedged; a hedged attempt admits and sends its own requests,
+    an unhedged one goes on down the path."""
+    rt, request = ctx.rt, ctx.guard.request
+    if rt.hedger is None or request.hedge_cap <= 0:
+        return None
+    hedger = rt.hedger
+    call = hedged_call(ctx, request.hedge_cap)
+
+    def hedge(request: CallRequest, next: Attempt) -> Answer:
+        return hedger.attempt(call, partial(next, request))
+
+    return hedge
+
+
+def admitting(ctx: CallContext) -> Step:
+    """Holds the attempt to the model's shared limits: waits, or sends the task back to the
+    queue (RetryLater), then reports how the attempt went (tokens, 429s)."""
+
+    def admit(request: CallRequest, next: Attempt) -> Answer:
+        return ctx.gate.call(partial(next, request))
+
+    return admit
+
+
+def transport(rt: Runtime) -> Attempt:
+    """The end of the path: the HTTP request through the process's openai client."""
+    return partial(send, rt.client)
+
+
+def hedged_call(ctx: CallContext, cap: int) -> HedgedCall:
+    """What the hedger needs of one call: its request, admission, cap and ledger."""
+    rt, guard = ctx.rt, ctx.guard
+    job_id = guard.request.job_id
+
+    def bill(usage: Usage) -> None:
+        guard.bill(usage)
+        ctx.tell(None, usage, 0.0)  # metrics count a billed loser like any billed attempt
+
+    return HedgedCall(
+        job_id=job_id,
+        model=guard.request.model.name,
+        body=guard.request.body(),
+        gate=ctx.gate,
+        bill=bill,
+        on_hedge_won=partial(rt.store.hedge_won, job_id),
+        take_hedge=partial(rt.store.take_hedge, job_id, cap),
+    )

@@ -1,0 +1,172 @@
+"""The chord callback's work: aggregate the successful results and write the report once."""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from swarm.calls.pipeline import run_call
+from swarm.calls.request import CallRequest, CallResult, Message
+from swarm.calls.runtime import Runtime
+from swarm.catalog import ModelSpec
+from swarm.cost.budget import messages_bound_nusd
+from swarm.cost.pricing import usd_of_nusd, usd_text
+from swarm.jobs.prompts import aggregate_messages
+from swarm.jobs.reduce import needs_reduction, pack
+from swarm.jobs.report import (
+    JobStatus,
+    build_report,
+    complete_nodes,
+    decide_status,
+    enough_succeeded,
+)
+from swarm.records import ErrorKind, JobSpec, NodeEnvelope
+from swarm.tokens import estimate_tokens
+
+MAX_REDUCE_LEVELS = 6
+REDUCE_PARALLELISM = 8
+REDUCE_INSTRUCTION = (
+    "Condense these sub-agent results for a later merge: keep every distinct finding, "
+    "each with the inputs (input refs) it concerns; drop repetition."
+)
+
+
+def run_aggregation(rt: Runtime, job_id: str) -> dict[str, Any]:
+    """Aggregate (when enough nodes succeeded), store the report, and return the stored one."""
+    existing = rt.store.report(job_id)
+    if existing is not None:
+        return existing
+    spec = rt.store.spec(job_id)
+    nodes = complete_nodes(spec, rt.store.envelopes(job_id))
+    ok = [env for env in nodes if env.ok]
+    cut = sum(1 for env in nodes if env.error_kind is ErrorKind.BUDGET_EXCEEDED)
+    ran = len(nodes) - cut  # the success ratio counts the nodes the budget let run
+    final, error, refused = "", None, False
+    cancelled = rt.store.cancelled(job_id)
+    if cancelled:
+        error = "job cancelled"
+    elif not enough_succeeded(ran, len(ok), spec.min_success_ratio):
+        error = (
+            f"only {len(ok)} of {ran} sub-agents succeeded (aggregation needs "
+            f"{spec.min_success_ratio:.0%}); no aggregation call was made"
+        )
+    else:
+        final, error, refused = _aggregate(rt, spec, ok)
+    if cut and not cancelled:
+        budget = usd_text(spec.budget_usd or 0)
+        note = f"budget {budget} reached: {cut} of {len(nodes)} sub-agents never ran"
+        error = f"{note}; {error}" if error else note
+    status: JobStatus = decide_status(
+        len(nodes),
+        len(ok),
+        spec.min_success_ratio,
+        cancelled=cancelled,
+        aggregated=bool(final),
+        over_budget=cut > 0 or refused,
+    )
+    report = build_report(
+        spec,
+        nodes,
+        rt.store.ledger(job_id),
+        rt.catalog,
+        status=status,
+        final=final,
+        wall_s=time.time() - spec.submitted_at,
+        error=error,
+        rate_limited=rate_limited_by_model(rt, spec),
+        hedges=rt.store.hedges(job_id),
+    )
+    rt.store.save_report(job_id, report.model_dump(mode="json"))
+    return rt.store.report(job_id) or report.model_dump(mode="json")
+
+
+def _aggregate(rt: Runtime, spec: JobSpec, ok: list[NodeEnvelope]) -> tuple[str, str | None, bool]:
+    """The final text, or an error; the flag is True when the budget refused the call."""
+    model = rt.catalog.model(spec.aggregate_model)
+    results, error = reduce_results(rt, spec, model, ok)
+    if error is not None:
+        return "", error, False
+    messages = aggregate_messages(
+        spec.aggregate_instruction, results, model.context_window, model.max_tokens
+    )
+    outcome = _call(rt, spec, model, "aggregate", messages)
+    if outcome.error_kind is ErrorKind.BUDGET_EXCEEDED:
+        left = usd_of_nusd(rt.store.budget(spec.job_id).left_nusd or 0)
+        bound = usd_of_nusd(messages_bound_nusd(model, messages, model.max_tokens))
+        short = (
+            f"the budget left ({usd_text(left)}) does not cover the aggregation (up to "
+            f"{usd_text(bound)}); no aggregation call was made"
+        )
+        return "", short, True
+    if outcome.answer is None:
+        failed = f"aggregation on {model.name} failed: {outcome.error_kind}: {outcome.error}"
+        return "", failed, False
+    return outcome.answer.content, None, False
+
+
+def _call(
+    rt: Runtime, spec: JobSpec, model: ModelSpec, slot: str, messages: list[Message]
+) -> CallResult:
+    request = CallRequest.of(spec.job_id, slot, model, messages, model.max_tokens,
+                             budgeted=spec.budget_usd is not None, closing=True)  # fmt: skip
+    return run_call(rt, request)
+
+
+def reduce_results(
+    rt: Runtime, spec: JobSpec, model: ModelSpec, results: list[NodeEnvelope]
+) -> tuple[list[NodeEnvelope], str | None]:
+    """Results that fit one aggregation call: reduced in groups, level by level, while they
+    do not (a tree of intermediate summaries, each billed like any call)."""
+    budget = _results_budget(spec, model)
+    for level in range(1, MAX_REDUCE_LEVELS + 1):
+        sizes = [estimate_tokens(env.content) + 32 for env in results]
+        if not needs_reduction(sizes, budget):
+            return results, None
+        groups = [[results[i] for i in group] for group in pack(sizes, budget)]
+        with ThreadPoolExecutor(max_workers=min(len(groups), REDUCE_PARALLELISM)) as pool:
+            jobs = [
+                pool.submit(_reduce, rt, spec, model, level, i, g) for i, g in enumerate(groups)
+            ]
+            reduced = [job.result() for job in jobs]
+        failed = [env for env in reduced if not env.ok]
+        if failed:
+            return results, f"reducing results (level {level}) failed: {failed[0].error}"
+        results = reduced
+    return results, None
+
+
+def _results_budget(spec: JobSpec, model: ModelSpec) -> int:
+    overhead = estimate_tokens(spec.aggregate_instruction) + 1024
+    return max(model.context_window - model.max_tokens - overhead, 1024)
+
+
+def _reduce(
+    rt: Runtime,
+    spec: JobSpec,
+    model: ModelSpec,
+    level: int,
+    index: int,
+    group: list[NodeEnvelope],
+) -> NodeEnvelope:
+    messages = aggregate_messages(REDUCE_INSTRUCTION, group, model.context_window, model.max_tokens)
+    outcome = _call(rt, spec, model, f"reduce:{level}:{index}", messages)
+    refs = ", ".join(env.input_ref for env in group)
+    return NodeEnvelope(
+        node_id=f"r{level}.{index}",
+        input_ref=refs if len(refs) <= 200 else f"{group[0].input_ref} .. {group[-1].input_ref}",
+        model=model.name,
+        status="ok" if outcome.answer else "error",
+        content=outcome.answer.content if outcome.answer else "",
+        usage=outcome.usage,
+        error_kind=outcome.error_kind,
+        error=outcome.error,
+    )
+
+
+def rate_limited_by_model(rt: Runtime, spec: JobSpec) -> dict[str, int]:
+    """429s the job's calls saw, per model it uses (for the report)."""
+    names = dict.fromkeys((spec.model, spec.aggregate_model))
+    return {
+        name: rt.admission.job_rate_limited(rt.catalog.model(name), spec.job_id) for name in names
+    }

@@ -1,0 +1,110 @@
+"""Celery configuration and task names shared by producers and workers.
+
+Producers send tasks by registered name with this configuration; workers/ builds its app
+from the same function, so serializers, queues and timeouts cannot drift apart.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from celery import Celery
+from kombu.entity import Queue
+
+from swarm.catalog import Catalog
+from swarm.settings import Settings
+
+SUBAGENT_TASK = "swarm.jobs.subagent"
+SUBAGENTS_TASK = "swarm.subagents"
+"""Several nodes of one job in one message (swarm.jobs.batch)."""
+AGGREGATE_TASK = "swarm.aggregate"
+PLAN_TASK = "swarm.plan"
+WATCH_TASK = "swarm.watch"
+"""The job watchdog (swarm.jobs.watchdog): re-sends what the broker lost."""
+EMBEDDED_BROKER = "memory://localhost/"
+EMBEDDED_BACKEND = "cache+memory://"
+UNACKED_MUTEX_EXPIRE_S = 60
+"""Lifetime of kombu's restore-sweep mutex on the Redis broker (a sweep takes milliseconds)."""
+
+
+def celery_config(settings: Settings, catalog: Catalog) -> dict[str, Any]:
+    """The Celery settings of a swarm deployment (producer and worker alike)."""
+    embedded = settings.embedded
+    queues = catalog.queues()
+    return {
+        "broker_url": EMBEDDED_BROKER if embedded else settings.broker_url,
+        "result_backend": EMBEDDED_BACKEND if embedded else settings.backend_url(),
+        # JSON only: a pickled message is refused, never executed.
+        "task_serializer": "json",
+        "result_serializer": "json",
+        "accept_content": ["json"],
+        "result_accept_content": ["json"],
+        # A crashed worker's task is redelivered, not lost; one message per slot.
+        "task_acks_late": True,
+        "task_reject_on_worker_lost": True,
+        # A lost broker connection lets running tasks finish (the threads pool cannot cancel
+        # them); their acks are lost too, so they run again (idempotently) after the
+        # visibility timeout. Explicit: Celery 6 changes the default.
+        "worker_cancel_long_running_tasks_on_connection_loss": False,
+        "worker_prefetch_multiplier": 1,
+        "broker_transport_options": _transport_options(settings),
+        "result_expires": settings.result_expires_s,
+        "result_extended": False,
+        "result_chord_retry_interval": 0.1,
+        "broker_connection_retry_on_startup": True,
+        "task_queues": [Queue(name) for name in queues],  # type: ignore[no-untyped-call]
+        "task_default_queue": queues[0],
+        "task_create_missing_queues": False,
+        # I/O-bound calls: threads, many per process (override with -P/-c).
+        "worker_pool": "threads",
+        "worker_concurrency": settings.worker_concurrency,
+        "worker_soft_shutdown_timeout": settings.worker_soft_shutdown_s,
+        "worker_send_task_events": True,
+        "task_send_sent_event": True,
+        "worker_hijack_root_logger": False,
+        # Celery's rate_limit holds per worker process only (a guard); the global limits
+        # are swarm.calls.admission's. Unset by default.
+        "task_annotations": _rate_limit_guard(settings),
+    }
+
+
+PRIORITY_BANDS: tuple[tuple[int, int], ...] = ((100, 0), (1000, 3), (10_000, 6))
+"""(most nodes, priority): a job's sub-agent tasks get the priority of the first band it fits;
+larger jobs get 9. On Redis, kombu serves priority 0 first (lists per step 0/3/6/9)."""
+
+
+def job_priority(nodes: int) -> int:
+    """Queue priority of a job's sub-agent tasks: smaller jobs first, so a small job is not
+    stuck behind every queued task of a large one (admission then shares capacity fairly)."""
+    return next((priority for most, priority in PRIORITY_BANDS if nodes <= most), 9)
+
+
+def _rate_limit_guard(settings: Settings) -> dict[str, dict[str, str]]:
+    if settings.worker_rate_limit is None:
+        return {}
+    return {SUBAGENT_TASK: {"rate_limit": settings.worker_rate_limit}}
+
+
+def _transport_options(settings: Settings) -> dict[str, Any]:
+    if settings.embedded:
+        # The in-memory transport polls its queues; its 1 s default would dominate a demo.
+        return {"polling_interval": 0.01}
+    return {
+        # A task unacked this long (its worker was killed) goes back to its queue; the
+        # settings keep it above the longest task, or a running task would run twice.
+        "visibility_timeout": settings.visibility_timeout_s,
+        # Every worker sweeps for such tasks every interval (throttle 1: kombu's default
+        # scans only every 10th tick, i.e. every 100 s).
+        "unacked_restore_interval": settings.unacked_restore_interval_s,
+        "unacked_restore_throttle": 1,
+        # The sweep's mutex: a worker killed while holding it blocks sweeps this long
+        # (kombu's default is 300 s).
+        "unacked_mutex_expire": UNACKED_MUTEX_EXPIRE_S,
+    }
+
+
+def make_celery(settings: Settings, catalog: Catalog, name: str = "swarm") -> Celery:
+    """A Celery app configured for this deployment, with no tasks registered."""
+    app = Celery(name, set_as_current=False)
+    app.conf.update(celery_config(settings, catalog))
+    return app

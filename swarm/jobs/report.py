@@ -1,0 +1,175 @@
+"""The job report: the contract's fields, built from stored envelopes and the ledger."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from typing import Literal
+
+from pydantic import Field
+
+from swarm.catalog import Catalog
+from swarm.cost.pricing import cost_usd
+from swarm.records import ErrorKind, Frozen, JobSpec, NodeEnvelope, Usage
+from swarm.store.base import HedgeCounts, LedgerLine
+
+JobStatus = Literal["succeeded", "partial", "failed", "budget_exceeded", "cancelled"]
+COMPLETED: frozenset[str] = frozenset({"succeeded", "partial"})
+"""Statuses for which `swarm run` exits 0."""
+
+
+class ModelLine(Frozen):
+    """Billed calls of one model in the report."""
+
+    calls: int
+    prompt_tokens: int
+    completion_tokens: int
+    cached_tokens: int
+    cost_usd: float
+    rate_limited: int = 0
+    """429 answers the gateway gave this job's calls of this model (they bill nothing)."""
+
+
+class Report(Frozen):
+    """The final report of a job (``--json`` and ``SwarmHandle.report()``)."""
+
+    job_id: str
+    status: JobStatus
+    total: int
+    """Sub-agent nodes."""
+    succeeded: int
+    failed: int
+    final: str
+    """The aggregated text; empty when no aggregation ran."""
+    wall_s: float
+    """Submit to final report."""
+    usage: Usage
+    """Every billed call: sub-agents, aggregation and any helper calls."""
+    cost_usd: float
+    models: dict[str, ModelLine]
+    nodes: list[NodeEnvelope]
+    aggregate_model: str
+    failures_by_kind: dict[str, int] = Field(default_factory=dict)
+    inputs_truncated: int = 0
+    """Nodes whose input did not fit their model's context (middle summarised)."""
+    outputs_cut: int = 0
+    """Nodes whose answer stopped at max_tokens (finish_reason ``length``)."""
+    error: str | None = None
+    """Why the job failed or was cut short; None when it completed."""
+    budget_usd: float | None = None
+    """The job's budget cap, if it had one (cost_usd is what it spent)."""
+    hedges_sent: int = 0
+    """Duplicate requests sent for calls that ran past the hedge delay (swarm.calls.hedging)."""
+    hedges_won: int = 0
+    """Hedges whose answer came first (the original request was cancelled)."""
+
+
+def decide_status(
+    total: int,
+    succeeded: int,
+    min_ratio: float,
+    *,
+    cancelled: bool,
+    aggregated: bool,
+    over_budget: bool = False,
+) -> JobStatus:
+    """The job status from node counts, whether the aggregation produced a text, and
+    whether the budget stopped nodes from running."""
+    if cancelled:
+        return "cancelled"
+    if over_budget:
+        return "budget_exceeded"
+    if total == 0 or succeeded / total < min_ratio or not aggregated:
+        return "failed"
+    return "succeeded" if succeeded == total else "partial"
+
+
+def enough_succeeded(total: int, succeeded: int, min_ratio: float) -> bool:
+    """True when the aggregation should run."""
+    return succeeded > 0 and succeeded / total >= min_ratio
+
+
+def complete_nodes(spec: JobSpec, stored: Sequence[NodeEnvelope]) -> list[NodeEnvelope]:
+    """One envelope per node in input order; a node with none stored becomes an error."""
+    by_id = {env.node_id: env for env in stored}
+    return [
+        by_id.get(node_id)
+        or NodeEnvelope(
+            node_id=node_id,
+            input_ref=ref,
+            model=spec.model,
+            status="error",
+            error_kind=ErrorKind.CANCELLED,
+            error="node did not run",
+        )
+        for node_id, ref in zip(spec.node_ids, spec.input_refs, strict=True)
+    ]
+
+
+def model_lines(
+    catalog: Catalog, ledger: dict[str, LedgerLine], rate_limited: Mapping[str, int] | None = None
+) -> dict[str, ModelLine]:
+    """Per-model calls, tokens and cost from the ledger, and 429s per model."""
+    limited = {name: n for name, n in (rate_limited or {}).items() if n}
+    lines = {
+        name: ModelLine(
+            calls=line.calls,
+            prompt_tokens=line.usage.prompt_tokens,
+            completion_tokens=line.usage.completion_tokens,
+            cached_tokens=line.usage.cached_tokens,
+            cost_usd=round(cost_usd(catalog.model(name), line.usage), 6),
+            rate_limited=limited.get(name, 0),
+        )
+        for name, line in ledger.items()
+    }
+    for name, count in limited.items():
+        if name not in lines:
+            lines[name] = ModelLine(
+                calls=0,
+                prompt_tokens=0,
+                completion_tokens=0,
+                cached_tokens=0,
+                cost_usd=0.0,
+                rate_limited=count,
+            )
+    return lines
+
+
+def build_report(
+    spec: JobSpec,
+    nodes: Sequence[NodeEnvelope],
+    ledger: dict[str, LedgerLine],
+    catalog: Catalog,
+    *,
+    status: JobStatus,
+    final: str,
+    wall_s: float,
+    error: str | None = None,
+    rate_limited: Mapping[str, int] | None = None,
+    hedges: HedgeCounts | None = None,
+) -> Report:
+    """Assemble the report; usage and cost come from the ledger (every billed call), 429s
+    per model from ``rate_limited``."""
+    models = model_lines(catalog, ledger, rate_limited)
+    failed = [env for env in nodes if not env.ok]
+    return Report(
+        job_id=spec.job_id,
+        status=status,
+        total=len(nodes),
+        succeeded=len(nodes) - len(failed),
+        failed=len(failed),
+        final=final,
+        wall_s=round(wall_s, 3),
+        usage=sum((line.usage for line in ledger.values()), Usage()),
+        cost_usd=round(sum(m.cost_usd for m in models.values()), 6),
+        models=models,
+        nodes=list(nodes),
+        aggregate_model=spec.aggregate_model,
+        failures_by_kind=dict(Counter(str(env.error_kind) for env in failed)),
+        inputs_truncated=sum(1 for env in nodes if env.truncation is not None),
+        outputs_cut=sum(1 for env in nodes if env.finish_reason == "length"),
+        error=error,
+        budget_usd=spec.budget_usd,
+        hedges_sent=hedges.sent if hedges else 0,
+        hedges_won=hedges.won if hedges else 0,
+    )

@@ -1,0 +1,70 @@
+"""Code review of a git range (seed 000): the review schema, prompts, and the Markdown report."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from swarm.jobs.structured import BadOutputError, validate_output
+
+REVIEW_KIND = "review"
+REVIEW_INSTRUCTION = (
+    "Review this commit (message and diff). Report concrete risks: bugs, security problems, "
+    "missing tests, breaking changes. For each, the severity, the file and line when known, "
+    "and one sentence. An empty list is a fine answer for a harmless commit."
+)
+REVIEW_AGGREGATE = (
+    "Write the review of this range of commits: the highest-severity risks first, each with "
+    "the commits and files it concerns, then patterns across commits, then what looks fine."
+)
+
+
+class Risk(BaseModel):
+    """One finding of a commit review."""
+
+    severity: Literal["high", "medium", "low"]
+    file: str = Field(description="Path of the file concerned, or '' if general")
+    line: int | None = Field(default=None, description="Line in the new file, when known")
+    description: str
+
+
+class CommitReview(BaseModel):
+    """What each review sub-agent answers."""
+
+    risks: list[Risk]
+    summary: str = Field(description="One sentence on the commit")
+
+
+REVIEW_SCHEMA: dict[str, Any] = CommitReview.model_json_schema()
+
+
+def review_markdown(report: dict[str, Any]) -> str:
+    """The report as Markdown: one section per commit, then the aggregated review."""
+    lines = [f"# Review of {report['total']} commits ({report['status']})", ""]
+    for node in report["nodes"]:
+        lines += [f"## {node['input_ref']}", ""]
+        lines += _node_lines(node)
+        lines.append("")
+    lines += ["## Summary", "", report.get("final") or f"_no summary: {report.get('error')}_", ""]
+    lines.append(
+        f"_{report['succeeded']}/{report['total']} reviewed, cost ${report['cost_usd']:.4f}_"
+    )
+    return "\n".join(lines)
+
+
+def _node_lines(node: dict[str, Any]) -> list[str]:
+    if node["status"] != "ok":
+        return [f"_not reviewed: {node['error_kind']}: {node['error']}_"]
+    try:
+        review = validate_output(node["content"], CommitReview)
+    except BadOutputError as exc:
+        return [f"_unparsable review: {exc}_"]
+    lines = [review.summary, ""] if review.summary else []
+    if not review.risks:
+        return [*lines, "No risks found."]
+    order = {"high": 0, "medium": 1, "low": 2}
+    for risk in sorted(review.risks, key=lambda r: order[r.severity]):
+        where = f"`{risk.file}:{risk.line}`" if risk.line else f"`{risk.file}`" if risk.file else ""
+        lines.append(f"- **{risk.severity}** {where} {risk.description}".replace("  ", " "))
+    return lines

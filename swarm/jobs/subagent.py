@@ -1,0 +1,259 @@
+"""One sub-agent node: fit its input, call its model (then fallbacks), store the envelope.
+
+Idempotent: a node whose ok envelope is stored (redelivery, duplicate message) returns it
+without calling the gateway again, and every call runs through swarm.calls.pipeline.run_call
+(stored answers, budget, admission). It never raises for a gateway failure: failures are
+error envelopes.
+
+Per node (swarm.records.NodeTask): the model chosen by kind and its fallbacks, tried in
+turn when one keeps failing after its retries; an input over the model's context keeps its
+head and tail and has its middle summarised by the fast model (seed 001, error 2); a JSON
+answer is repaired, validated against the schema and retried once with the error (seed 001,
+error 5), else the node ends ``bad_output`` with the raw text kept.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+from swarm.calls.pipeline import run_call
+from swarm.calls.request import CallRequest, CallResult, Message
+from swarm.calls.retry_policy import RETRYABLE
+from swarm.calls.runtime import Runtime
+from swarm.catalog import ModelSpec
+from swarm.jobs.context_fit import (
+    clip_to_tokens,
+    input_budget_tokens,
+    split_for_budget,
+    summary_budget_tokens,
+)
+from swarm.jobs.prompts import subagent_messages
+from swarm.jobs.structured import BadOutputError, schema_instruction, validate_against
+from swarm.records import ErrorKind, JobSpec, NodeEnvelope, NodeTask, Truncation, Usage
+from swarm.tokens import estimate_tokens
+
+FALLBACK_KINDS: frozenset[ErrorKind] = RETRYABLE | {ErrorKind.NOT_FOUND, ErrorKind.BAD_OUTPUT}
+"""Errors after which the next model of the node's kind is tried."""
+SUMMARIZE_KIND = "summarize"
+SUMMARIZER_ROLE = (
+    "Summarise the excerpt below for another model that will not see it: keep every fact, "
+    "name, number, identifier and claim that could matter; drop repetition."
+)
+
+log = logging.getLogger(__name__)
+
+__all__ = ["call_node", "cancel_node", "run_node"]
+
+
+def run_node(rt: Runtime, job_id: str, node_id: str, *, may_requeue: bool = False) -> NodeEnvelope:
+    """Run (or reuse) one node and return its stored envelope.
+
+    With ``may_requeue``, a long wait for admission raises swarm.errors.RetryLater (the
+    task goes back to the queue) instead of sleeping in the task.
+    """
+    spec = rt.store.spec(job_id)
+    stored = rt.store.envelope(job_id, node_id)
+    if stored is not None and stored.ok:
+        return stored
+    if rt.store.cancelled(job_id):
+        return cancel_node(rt, spec, node_id)
+    text = rt.store.input_text(job_id, node_id)
+    rt.store.mark_running(job_id, node_id, spec.task(node_id).model)
+    return call_node(rt, spec, node_id, text, may_requeue=may_requeue)
+
+
+def call_node(
+    rt: Runtime, spec: JobSpec, node_id: str, text: str, *, may_requeue: bool = False
+) -> NodeEnvelope:
+    """Call a node's model (then its fallbacks) on ``text`` and store its envelope; the
+    caller has checked that no ok envelope is stored and marked the node running."""
+    job_id = spec.job_id
+    task = spec.task(node_id)
+    tally = _Tally()
+    envelope: NodeEnvelope | None = None
+    for position, name in enumerate(task.models()):
+        run = _ModelRun(rt, spec, node_id, task, rt.catalog.model(name), may_requeue)
+        envelope = run.envelope(text, node_id if position == 0 else f"{node_id}@{name}", tally)
+        if envelope.ok or envelope.error_kind not in FALLBACK_KINDS:
+            break
+        log.debug("node %s: %s on %s, falling back", node_id, envelope.error_kind, name)
+    assert envelope is not None  # a task has at least one model
+    rt.listener.node_finished(
+        envelope.model, envelope.ok, envelope.attempts, envelope.latency_ms / 1000
+    )
+    return _finish(rt, job_id, envelope)
+
+
+@dataclass
+class _Tally:
+    """Usage, attempts and time of every call a node made, over all its models."""
+
+    usage: Usage = field(default_factory=Usage)
+    attempts: int = 0
+    latency_ms: int = 0
+
+    def add(self, outcome: CallResult) -> None:
+        self.usage = self.usage + outcome.usage
+        self.attempts += outcome.attempts
+        self.latency_ms += outcome.latency_ms
+
+
+@dataclass
+class _ModelRun:
+    """One node on one model: fit, call, validate."""
+
+    rt: Runtime
+    spec: JobSpec
+    node_id: str
+    task: NodeTask
+    model: ModelSpec
+    may_requeue: bool
+
+    @property
+    def max_tokens(self) -> int:
+        return self.spec.max_tokens or self.model.max_tokens
+
+    def call(
+        self, slot: str, messages: list[Message], max_tokens: int, *, json: bool
+    ) -> CallResult:
+        hedger = self.rt.hedger
+        request = CallRequest.of(
+            self.spec.job_id,
+            slot,
+            self.model,
+            messages,
+            max_tokens,
+            budgeted=self.spec.budget_usd is not None,
+            json_mode=json,
+            may_requeue=self.may_requeue,
+            hedge_cap=hedger.policy.job_cap(self.spec) if hedger else 0,
+        )
+        return run_call(self.rt, request)
+
+    def envelope(self, text: str, slot: str, tally: _Tally) -> NodeEnvelope:
+        instruction = schema_instruction(self.task.instruction, self.task.output_schema)
+        fitted, truncation = self.fit(text, instruction, slot, tally)
+        messages = subagent_messages(instruction, self.spec.input_ref(self.node_id), fitted)
+        json = self.task.output_schema is not None
+        outcome = self.call(slot, messages, self.max_tokens, json=json)
+        tally.add(outcome)
+        if outcome.answer is not None and json:
+            outcome = self.validated(outcome, messages, slot, tally)
+        return self.build(outcome, tally, truncation)
+
+    def fit(
+        self, text: str, instruction: str, slot: str, tally: _Tally
+    ) -> tuple[str, Truncation | None]:
+        """The input as it fits the model's context, and what was cut."""
+        overhead = estimate_tokens(instruction) + 256
+        budget = input_budget_tokens(self.model.context_window, self.max_tokens, overhead)
+        split = split_for_budget(text, budget)
+        if split is None:
+            return text, None
+        summarizer = self.rt.catalog.route(SUMMARIZE_KIND)
+        room = input_budget_tokens(summarizer.context_window, summarizer.max_tokens, 512)
+        messages = [
+            {"role": "system", "content": SUMMARIZER_ROLE},
+            {"role": "user", "content": clip_to_tokens(split.middle, room)},
+        ]
+        limit = min(summary_budget_tokens(budget), summarizer.max_tokens)
+        request = CallRequest.of(
+            self.spec.job_id,
+            f"{slot}:summary",
+            summarizer,
+            messages,
+            limit,
+            budgeted=self.spec.budget_usd is not None,
+            may_requeue=self.may_requeue,
+        )
+        outcome = run_call(self.rt, request)
+        tally.add(outcome)
+        summary = outcome.answer.content if outcome.answer else ""
+        shown = summary or f"[summary unavailable: {outcome.error_kind}]"
+        return split.join(shown), split.truncation(summary)
+
+    def validated(
+        self, outcome: CallResult, messages: list[Message], slot: str, tally: _Tally
+    ) -> CallResult:
+        """The answer if it matches the schema, else one retry told the error."""
+        assert outcome.answer is not None and self.task.output_schema is not None
+        try:
+            validate_against(outcome.answer.content, self.task.output_schema)
+            return outcome
+        except BadOutputError as exc:
+            problem = str(exc)
+        retry = [
+            *messages,
+            {"role": "assistant", "content": outcome.answer.content},
+            {"role": "user", "content": f"Rejected: {problem}. Answer again: JSON only."},
+        ]
+        second = self.call(f"{slot}:fix", retry, self.max_tokens, json=True)
+        tally.add(second)
+        if second.answer is None:
+            return second
+        try:
+            validate_against(second.answer.content, self.task.output_schema)
+            return second
+        except BadOutputError as exc:
+            return CallResult(
+                second.answer,
+                second.usage,
+                second.attempts,
+                second.latency_ms,
+                ErrorKind.BAD_OUTPUT,
+                str(exc),
+            )
+
+    def build(
+        self, outcome: CallResult, tally: _Tally, truncation: Truncation | None
+    ) -> NodeEnvelope:
+        answer = outcome.answer
+        ok = answer is not None and outcome.error_kind is None
+        return NodeEnvelope(
+            node_id=self.node_id,
+            input_ref=self.spec.input_ref(self.node_id),
+            model=self.model.name,
+            status="ok" if ok else "error",
+            content=answer.content if answer else "",
+            usage=tally.usage,
+            latency_ms=tally.latency_ms,
+            attempts=tally.attempts,
+            error_kind=None if ok else outcome.error_kind,
+            error=None if ok else _error_text(outcome, self.spec),
+            finish_reason=answer.finish_reason if answer else None,
+            usage_missing=answer.usage_missing if answer else False,
+            kind=self.task.kind,
+            truncation=truncation,
+        )
+
+
+def _error_text(outcome: CallResult, spec: JobSpec) -> str | None:
+    if outcome.error_kind is ErrorKind.BUDGET_EXCEEDED:
+        return (
+            f"budget ${spec.budget_usd} reached (spent plus calls in flight); this node did "
+            "not call the gateway"
+        )
+    return outcome.error
+
+
+def cancel_node(rt: Runtime, spec: JobSpec, node_id: str) -> NodeEnvelope:
+    """End a node of a cancelled job without calling the gateway."""
+    return _finish(rt, spec.job_id, _cancelled(spec, node_id))
+
+
+def _finish(rt: Runtime, job_id: str, envelope: NodeEnvelope) -> NodeEnvelope:
+    if rt.store.finish_node(job_id, envelope):
+        return envelope
+    return rt.store.envelope(job_id, envelope.node_id) or envelope
+
+
+def _cancelled(spec: JobSpec, node_id: str) -> NodeEnvelope:
+    return NodeEnvelope(
+        node_id=node_id,
+        input_ref=spec.input_ref(node_id),
+        model=spec.task(node_id).model,
+        status="error",
+        error_kind=ErrorKind.CANCELLED,
+        error="job cancelled before this node called the gateway",
+    )

@@ -1,0 +1,111 @@
+"""The gate: short waits sleep in the task, long ones go back to the queue; outcomes."""
+
+from __future__ import annotations
+
+import httpx2
+import openai
+import pytest
+
+from swarm.calls.admission import AdmissionPolicy, MemoryAdmission, Outcome
+from swarm.calls.admission.gate import Gate, outcome_of_error, wait_or_requeue
+from swarm.calls.request import Answer
+from swarm.catalog import load_catalog
+from swarm.errors import RetryLater, SwarmError
+from swarm.jobs.queueing import job_priority
+from swarm.records import Usage
+
+
+@pytest.mark.parametrize(
+    ("wait", "may_requeue", "sleeps"),
+    [(0.5, True, 0.5), (2.0, True, 2.0), (0.5, False, 0.5), (30.0, False, 30.0)],
+)
+def test_short_waits_sleep_in_the_task(wait: float, may_requeue: bool, sleeps: float) -> None:
+    assert wait_or_requeue(wait, "rpm", 2.0, 60.0, may_requeue) == sleeps
+
+
+@pytest.mark.parametrize(("wait", "countdown"), [(2.5, 2.5), (45.0, 45.0), (600.0, 60.0)])
+def test_long_waits_go_back_to_the_queue(wait: float, countdown: float) -> None:
+    with pytest.raises(RetryLater) as info:
+        wait_or_requeue(wait, "paused", 2.0, 60.0, True)
+    assert info.value.delay_s == countdown and info.value.reason == "paused"
+    assert isinstance(info.value, SwarmError)
+
+
+def status_error(status: int, headers: dict[str, str]) -> openai.APIStatusError:
+    request = httpx2.Request("POST", "http://gw/v1/chat/completions")
+    response = httpx2.Response(status, headers=headers, request=request)
+    cls = openai.RateLimitError if status == 429 else openai.InternalServerError
+    return cls("limited", response=response, body=None)
+
+
+def test_outcomes_of_errors() -> None:
+    limited = outcome_of_error(status_error(429, {"Retry-After": "4"}), 0.0)
+    assert limited == Outcome(used_tokens=0, rate_limited=True, retry_after_s=4.0)
+    assert outcome_of_error(status_error(503, {}), 0.0) == Outcome(used_tokens=0)
+
+
+def test_gate_waits_then_requeues_and_feeds_back_429s() -> None:
+    model = load_catalog().model("kimi-k2.5").model_copy(update={"rps": 5})
+    ctl = MemoryAdmission(AdmissionPolicy())
+    slept: list[float] = []
+    gate = Gate(ctl, model, "job", 10, max_wait_s=2.0, max_countdown_s=60.0,
+                may_requeue=True, sleep=slept.append, rand=lambda: 0.0)  # fmt: skip
+    answer = Answer("ok", Usage(prompt_tokens=3, completion_tokens=4), "stop")
+    assert gate.call(lambda: answer) == answer
+    assert gate.call(lambda: answer) == answer
+    assert slept and 0.2 < slept[0] <= 0.3  # the second waited one rps interval in the task
+
+    def limited() -> Answer:
+        raise status_error(429, {"Retry-After": "9"})
+
+    with pytest.raises(RetryLater) as info:  # a 9 s pause: back to the queue at once
+        gate.call(limited)
+    assert info.value.delay_s == 9.0 and isinstance(info.value.__context__, openai.RateLimitError)
+    assert ctl.counters(model).rate_limited == 1
+    with pytest.raises(RetryLater) as info:  # every caller of the model is paused
+        gate.call(lambda: answer)
+    assert 8.0 < info.value.delay_s <= 9.0
+    fresh = MemoryAdmission(AdmissionPolicy())
+    short = Gate(fresh, model, "job", 10, max_wait_s=2.0, max_countdown_s=60.0,
+                 may_requeue=False, sleep=slept.append)  # fmt: skip
+    with pytest.raises(openai.RateLimitError):  # may not requeue: the 429 goes to the retries
+        short.call(limited)
+
+
+def test_a_booked_slot_is_slept_before_the_call() -> None:
+    model = load_catalog().model("kimi-k2.5").model_copy(update={"rps": 5})
+    ctl = MemoryAdmission(AdmissionPolicy())
+    slept: list[float] = []
+    gate = Gate(ctl, model, "job", 10, max_wait_s=2.0, max_countdown_s=60.0,
+                may_requeue=True, reserve_s=1.0, sleep=slept.append)  # fmt: skip
+    answer = Answer("ok", Usage(prompt_tokens=3, completion_tokens=4), "stop")
+    for _ in range(3):
+        gate.call(lambda: answer)
+    assert len(slept) == 2  # no refusal, no second ask: one sleep per booked call
+    assert 0.2 < slept[0] < slept[1] <= 0.6
+    assert ctl.counters(model).refused == 0
+
+
+@pytest.mark.parametrize(
+    ("nodes", "priority"), [(1, 0), (10, 0), (100, 0), (101, 3), (1000, 3), (5000, 6), (10**5, 9)]
+)
+def test_smaller_jobs_are_queued_first(nodes: int, priority: int) -> None:
+    assert job_priority(nodes) == priority
+
+
+def test_a_429_while_waiting_for_a_booked_slot_pauses_the_booked_call_too() -> None:
+    model = load_catalog().model("kimi-k2.5").model_copy(update={"rps": 5})
+    ctl = MemoryAdmission(AdmissionPolicy())
+    other = ctl.acquire(model, "job", 10).permit
+    assert other is not None
+
+    def sleep_while_a_429_arrives(seconds: float) -> None:
+        assert other is not None
+        ctl.finish(model, other, Outcome(used_tokens=0, rate_limited=True, retry_after_s=9.0))
+
+    gate = Gate(ctl, model, "job", 10, max_wait_s=2.0, max_countdown_s=60.0,
+                may_requeue=True, reserve_s=1.0, sleep=sleep_while_a_429_arrives)  # fmt: skip
+    with pytest.raises(RetryLater) as info:  # not sent into the pause: back to the queue
+        gate.acquire()
+    assert info.value.reason == "paused" and 8.0 < info.value.delay_s <= 9.0
+    assert ctl.counters(model).inflight == 0  # the booked lease was given back
