@@ -1,6 +1,6 @@
 """How a job's nodes become task messages: one chord header of sub-agent tasks.
 
-A task carries one node (``swarm.jobs.subagent``, id ``<job>-<node>``) or, for wide jobs,
+A task carries one node (``swarm.subagent``, id ``<job>-<node>``) or, for wide jobs,
 several nodes of the same queue (``swarm.subagents``, id ``<job>-<first>-<last>``; see
 swarm.jobs.batch for why and how they run). Auto batching keeps small jobs at one node per
 task, so they look in Flower exactly as before.

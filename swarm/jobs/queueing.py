@@ -14,7 +14,7 @@ from kombu.entity import Queue
 from swarm.catalog import Catalog
 from swarm.settings import Settings
 
-SUBAGENT_TASK = "swarm.jobs.subagent"
+SUBAGENT_TASK = "swarm.subagent"
 SUBAGENTS_TASK = "swarm.subagents"
 """Several nodes of one job in one message (swarm.jobs.batch)."""
 AGGREGATE_TASK = "swarm.aggregate"

@@ -147,7 +147,7 @@ def test_a_pickled_message_is_refused_logged_and_never_run(fs: FaultStack, tmp_p
             serializer="pickle",
             exchange="",
             routing_key="llm.kimi-k2.5",
-            headers={"task": "swarm.jobs.subagent", "id": "pickled-task", "lang": "py"},
+            headers={"task": "swarm.subagent", "id": "pickled-task", "lang": "py"},
         )
     worker.wait_for_log(
         r"(?i)refusing to deserialize untrusted content of type pickle", 30, after=mark

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -30,8 +31,15 @@ def stack(redis_server, tmp_path_factory: pytest.TempPathFactory) -> Iterator[St
 
 
 def ran_on(stack: Stack, task_id: str) -> str:
+    """The worker whose log says the task succeeded. Celery logs that line after it stores
+    the result, so a finished report can come before it: wait for the line."""
     pattern = rf"Task swarm\.\w+\[{re.escape(task_id)}\] succeeded"
-    hosts = [w.log_path.stem for w in stack.workers if re.search(pattern, w.log_text())]
+    deadline = time.monotonic() + 30
+    while True:
+        hosts = [w.log_path.stem for w in stack.workers if re.search(pattern, w.log_text())]
+        if hosts or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
     assert len(hosts) == 1, (task_id, hosts)
     return hosts[0]
 

@@ -196,12 +196,12 @@ def _check_flower(flower: str, jobs: dict[str, str]) -> None:
         assert {t["state"] for t in tasks.values()} == {"SUCCESS"} and len(tasks) == 5, tasks
         assert (
             sorted(t["name"] for t in tasks.values())
-            == ["swarm.aggregate"] + ["swarm.jobs.subagent"] * 4
+            == ["swarm.aggregate"] + ["swarm.subagent"] * 4
         )
         model, service = JOBS[kind]
         for task in tasks.values():
             assert task["args"].startswith(f"job={job_id} ") and task["kwargs"] == "{}"
-            if task["name"] == "swarm.jobs.subagent":
+            if task["name"] == "swarm.subagent":
                 assert f"model={model}" in task["args"] and "input_chars=" in task["args"]
                 assert task["worker"].startswith(f"{service}-")
         assert PROMPT_MARK not in body

@@ -77,7 +77,7 @@ def test_hundred_inputs_all_succeed_and_usage_equals_the_gateways(stack: Stack) 
     assert aggregate_runs(stack, handle.id) == 1
     # Both workers served sub-agents.
     logs = [w.log_text() for w in stack.workers]
-    assert all("swarm.jobs.subagent" in text for text in logs)
+    assert all("swarm.subagent" in text for text in logs)
     assert report["cost_usd"] > 0 and report["wall_s"] > 0
     progress = handle.progress()
     assert (progress.done, progress.failed, progress.in_flight, progress.finished) == (

@@ -60,7 +60,7 @@ def test_workers_serve_catalog_queues_and_every_queue_has_a_worker(compose: Comp
 
 def test_worker_app_imports_and_registers_the_swarm_tasks() -> None:
     app = find_app("workers")  # what `celery -A workers` does
-    assert {"swarm.jobs.subagent", "swarm.aggregate"} <= set(app.tasks)
+    assert {"swarm.subagent", "swarm.aggregate"} <= set(app.tasks)
 
 
 def test_other_commands_resolve_to_real_entry_points(compose: ComposeFile) -> None:
