@@ -45,7 +45,16 @@ from swarm.store.base import (
     progress_from_states,
 )
 from swarm.store.billing import BilledCall, BudgetState, StoredAnswer
-from swarm.store.scripts import register_scripts
+from swarm.store.script_args import (
+    STORE_SCRIPTS,
+    FinishArgs,
+    RecordArgs,
+    ReleaseArgs,
+    ReopenArgs,
+    ReserveArgs,
+    UnclaimArgs,
+)
+from swarm.store.scripts import Scripts
 
 _LEDGER_FIELDS = ("calls", "prompt_tokens", "completion_tokens", "cached_tokens")
 MAX_CONNECTIONS = 1024
@@ -65,7 +74,7 @@ class RedisJobStore(JobStore):
     def __init__(self, client: redis.Redis, ttl_s: int) -> None:
         self._r = client
         self._ttl_s = ttl_s
-        self._scripts = register_scripts(client)
+        self._scripts = Scripts(client, *STORE_SCRIPTS)
 
     @classmethod
     def from_url(cls, url: str, ttl_s: int) -> RedisJobStore:
@@ -126,10 +135,16 @@ class RedisJobStore(JobStore):
         self._set_state(job_id, node_id, f"{RUNNING}|{model}")
 
     def finish_node(self, job_id: str, envelope: NodeEnvelope) -> bool:
-        keys = [_key(job_id, "env"), _key(job_id, "state")]
         state = f"{OK if envelope.ok else ERROR}|{envelope.model}"
-        args: list[str | int] = [envelope.node_id, envelope.model_dump_json(), state, self._ttl_s]
-        return bool(self._scripts["finish"](keys=keys, args=args))
+        args = FinishArgs(
+            envelopes=_key(job_id, "env"),
+            states=_key(job_id, "state"),
+            node_id=envelope.node_id,
+            envelope=envelope.model_dump_json(),
+            state=state,
+            ttl_s=self._ttl_s,
+        )
+        return bool(self._scripts.run(args))
 
     def envelope(self, job_id: str, node_id: str) -> NodeEnvelope | None:
         raw = self._r.hget(_key(job_id, "env"), node_id)
@@ -213,21 +228,22 @@ class RedisJobStore(JobStore):
         key = call.answer_key if call.answer is not None and call.answer_key else ""
         answer = call.answer.model_dump_json() if call.answer is not None and key else ""
         usage = call.usage
-        counted = self._scripts["record"](
-            keys=[_key(job_id, part) for part in ("billed", "ledger", "budget", "answers")],
-            args=[
-                call.call_id,
-                call.model,
-                usage.prompt_tokens,
-                usage.completion_tokens,
-                usage.cached_tokens,
-                call.cost_nusd,
-                key,
-                answer,
-                self._ttl_s,
-            ],
+        args = RecordArgs(
+            billed=_key(job_id, "billed"),
+            ledger=_key(job_id, "ledger"),
+            budget=_key(job_id, "budget"),
+            answers=_key(job_id, "answers"),
+            call_id=call.call_id,
+            model=call.model,
+            prompt_tokens=usage.prompt_tokens,
+            completion_tokens=usage.completion_tokens,
+            cached_tokens=usage.cached_tokens,
+            cost_nusd=call.cost_nusd,
+            answer_key=key,
+            answer=answer,
+            ttl_s=self._ttl_s,
         )
-        return bool(counted)
+        return bool(self._scripts.run(args))
 
     def answer(self, job_id: str, key: str) -> StoredAnswer | None:
         raw = self._r.hget(_key(job_id, "answers"), key)
@@ -236,11 +252,17 @@ class RedisJobStore(JobStore):
     def reserve(
         self, job_id: str, reservation_id: str, amount_nusd: int, *, closing: bool = False
     ) -> bool:
-        args: list[str | int] = [reservation_id, amount_nusd, "1" if closing else "0", self._ttl_s]
-        return bool(self._scripts["reserve"](keys=[_key(job_id, "budget")], args=args))
+        args = ReserveArgs(
+            _key(job_id, "budget"),
+            reservation_id,
+            amount_nusd,
+            "1" if closing else "0",
+            self._ttl_s,
+        )
+        return bool(self._scripts.run(args))
 
     def release(self, job_id: str, reservation_id: str) -> None:
-        self._scripts["release"](keys=[_key(job_id, "budget")], args=[reservation_id])
+        self._scripts.run(ReleaseArgs(_key(job_id, "budget"), reservation_id))
 
     def budget(self, job_id: str) -> BudgetState:
         raw: dict[str, str] = self._r.hgetall(_key(job_id, "budget"))  # type: ignore[assignment]
@@ -272,15 +294,23 @@ class RedisJobStore(JobStore):
         return bool(self._r.get(key) == owner)
 
     def unclaim(self, job_id: str, slot: str, owner: str) -> None:
-        self._scripts["unclaim"](keys=[_key(job_id, f"claim:{slot}")], args=[owner])
+        self._scripts.run(UnclaimArgs(_key(job_id, f"claim:{slot}"), owner))
 
     def reopen(self, spec: JobSpec) -> int:
         self.spec(spec.job_id)
-        parts = ("report", "cancel", "budget", "resumes", "spec")
+        job = spec.job_id
         cap = "" if spec.budget_usd is None else nusd_of_usd(spec.budget_usd)
-        args = [cap, spec.model_dump_json(), self._ttl_s]
-        keys = [_key(spec.job_id, part) for part in parts]
-        return int(self._scripts["reopen"](keys=keys, args=args))
+        args = ReopenArgs(
+            report=_key(job, "report"),
+            cancel=_key(job, "cancel"),
+            budget=_key(job, "budget"),
+            resumes=_key(job, "resumes"),
+            spec=_key(job, "spec"),
+            cap_nusd=cap,
+            spec_json=spec.model_dump_json(),
+            ttl_s=self._ttl_s,
+        )
+        return int(self._scripts.run(args))
 
     def take_hedge(self, job_id: str, cap: int) -> bool:
         """Count first, give back when over the cap: never more than ``cap`` are granted

@@ -1,26 +1,110 @@
-"""The Lua scripts of the Redis job store, read from the package's ``lua/*.lua`` files.
+"""One loader for every Lua script of the project (job store and admission).
 
-Each script runs atomically on the Redis server; redis-py's Script calls it by SHA and
-loads it again after a SCRIPT FLUSH or a server restart. Every key a script touches
-belongs to one job and carries its hash tag, so the scripts also run on Redis Cluster.
+A script ships as ``<package>/lua/<name>.lua`` and documents its arguments in its header,
+one line each::
+
+    -- KEYS[1] budget: hash of cap_nusd, spent_nusd, ...
+    -- ARGV[1] reservation_id
+    -- ARGV[5..] limits: groups of 4 (name, limit, window ms, burst)
+
+Each script has one typed argument record (a ``ScriptArgs`` subclass) whose fields are
+those names in that order; ``ScriptArgs.argv`` flattens a variadic tail (``[n..]``). A test
+holds every record to its script's header, so the two cannot drift apart.
+
+Scripts run atomically on the Redis server; redis-py's Script calls them by SHA and loads
+them again after a SCRIPT FLUSH or a server restart.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
 from importlib import resources
+from typing import Any, ClassVar
 
 import redis
 from redis.commands.core import Script
 
-SCRIPTS = ("record", "reserve", "release", "unclaim", "reopen", "finish")
-"""Names of the scripts (swarm/store/lua/<name>.lua); each file documents its keys."""
+_HEADER_LINE = re.compile(r"^-- (KEYS|ARGV)\[(\d+)(\.\.)?\] (\w+)", re.MULTILINE)
 
 
-def script_text(name: str) -> str:
-    """Source of one script."""
-    return resources.files("swarm.store").joinpath(f"lua/{name}.lua").read_text("utf-8")
+@dataclass(frozen=True)
+class Header:
+    """The argument names a script's header declares, in order."""
+
+    keys: tuple[str, ...]
+    argv: tuple[str, ...]
+    variadic: str | None = None
+    """Name of the ARGV tail that takes any number of values (``ARGV[n..]``)."""
 
 
-def register_scripts(client: redis.Redis) -> dict[str, Script]:
-    """Every script, registered on ``client``."""
-    return {name: client.register_script(script_text(name)) for name in SCRIPTS}
+def script_text(package: str, name: str) -> str:
+    """Source of ``<package>/lua/<name>.lua``."""
+    return resources.files(package).joinpath(f"lua/{name}.lua").read_text("utf-8")
+
+
+def parse_header(text: str) -> Header:
+    """The KEYS and ARGV names of a script, from its header lines."""
+    keys: list[str] = []
+    argv: list[str] = []
+    variadic = None
+    for kind, index, rest, name in _HEADER_LINE.findall(text):
+        names = keys if kind == "KEYS" else argv
+        if int(index) != len(names) + 1:
+            raise ValueError(f"{kind}[{index}] {name}: expected {kind}[{len(names) + 1}]")
+        names.append(name)
+        if rest:
+            variadic = name
+    return Header(tuple(keys), tuple(argv), variadic)
+
+
+@dataclass(frozen=True)
+class ScriptArgs:
+    """Base of the typed argument records: subclasses name their script and list KEYS
+    fields first, then ARGV fields, in the header's order."""
+
+    PACKAGE: ClassVar[str]
+    SCRIPT: ClassVar[str]
+    KEYS: ClassVar[int]
+    """How many of the fields (the first ones) are keys."""
+
+    @classmethod
+    def names(cls) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """(key field names, argv field names)."""
+        names = tuple(f.name for f in dataclasses.fields(cls))
+        return names[: cls.KEYS], names[cls.KEYS :]
+
+    def keys(self) -> list[str]:
+        """KEYS, in order."""
+        return [getattr(self, name) for name in self.names()[0]]
+
+    def argv(self) -> list[Any]:
+        """ARGV, in order; a tuple field (the variadic tail) is flattened."""
+        values: list[Any] = []
+        for name in self.names()[1]:
+            value = getattr(self, name)
+            values.extend(_flat(value) if isinstance(value, tuple) else [value])
+        return values
+
+
+def _flat(values: Iterable[Any]) -> list[Any]:
+    out: list[Any] = []
+    for value in values:
+        out.extend(_flat(value) if isinstance(value, tuple) else [value])
+    return out
+
+
+class Scripts:
+    """The scripts of some argument records, registered on one client."""
+
+    def __init__(self, client: redis.Redis, *records: type[ScriptArgs]) -> None:
+        self._scripts: dict[type[ScriptArgs], Script] = {
+            record: client.register_script(script_text(record.PACKAGE, record.SCRIPT))
+            for record in records
+        }
+
+    def run(self, args: ScriptArgs) -> Any:
+        """Run the script of ``args`` with its keys and values."""
+        return self._scripts[type(args)](keys=args.keys(), args=args.argv())

@@ -11,7 +11,6 @@ shared pause (see ../shared notes on rate limits), hence the scripts.
 from __future__ import annotations
 
 import uuid
-from importlib import resources
 from typing import Any
 
 import redis
@@ -25,15 +24,18 @@ from swarm.calls.admission.base import (
     Refusal,
 )
 from swarm.calls.admission.limits import AdmissionPolicy, key_prefix, model_limits
+from swarm.calls.admission.script_args import (
+    ADMISSION_SCRIPTS,
+    AcquireArgs,
+    FinishArgs,
+    PauseArgs,
+    StatsArgs,
+)
 from swarm.catalog import ModelSpec
+from swarm.store.scripts import Scripts
 
 JOB_COUNTS_TTL_S = 7 * 86400
 """How long per-job 429 counts are kept after the last 429."""
-
-
-def _script(client: redis.Redis, name: str) -> Any:
-    text = resources.files("swarm.calls.admission").joinpath("lua", name).read_text("utf-8")
-    return client.register_script(text)
 
 
 class RedisAdmission(AdmissionController):
@@ -43,10 +45,7 @@ class RedisAdmission(AdmissionController):
         self.client = client
         self.gateway = gateway
         self.policy = policy
-        self._acquire = _script(client, "acquire.lua")
-        self._finish = _script(client, "finish.lua")
-        self._stats = _script(client, "stats.lua")
-        self._pause = _script(client, "pause.lua")
+        self._scripts = Scripts(client, *ADMISSION_SCRIPTS)
 
     @classmethod
     def from_url(cls, url: str, gateway: str, policy: AdmissionPolicy) -> RedisAdmission:
@@ -73,23 +72,33 @@ class RedisAdmission(AdmissionController):
         with the exact wait."""
         policy = self.policy
         lease_id = lease_id or uuid.uuid4().hex
-        keys = self._keys(spec.name, "state", "leases", "owners", "jobs", "waiters", "wjobs")
-        args: list[Any] = [
-            lease_id,
-            job_id,
-            tokens,
-            int(policy.lease_s * 1000),
-            spec.max_inflight,
-            policy.window_slack_s * 1000,
-            policy.poll_s * 1000,
-            policy.increase,
-            policy.quiet_s * 1000,
-            reserve_s * 1000,
-            policy.max_poll_s * 1000,
-        ]
-        for limit in model_limits(spec, policy):
-            args += [limit.name, limit.limit, limit.window_ms, limit.burst]
-        admitted, wait_ms, reason, _inflight, _factor = self._acquire(keys=keys, args=args)
+        state, leases, owners, jobs, waiters, wjobs = self._keys(
+            spec.name, "state", "leases", "owners", "jobs", "waiters", "wjobs"
+        )
+        args = AcquireArgs(
+            state=state,
+            leases=leases,
+            owners=owners,
+            jobs=jobs,
+            waiters=waiters,
+            waiting_jobs=wjobs,
+            lease_id=lease_id,
+            job_id=job_id,
+            tokens=tokens,
+            lease_ms=int(policy.lease_s * 1000),
+            max_inflight=spec.max_inflight,
+            slack_ms=policy.window_slack_s * 1000,
+            poll_ms=policy.poll_s * 1000,
+            increase=policy.increase,
+            quiet_ms=policy.quiet_s * 1000,
+            reserve_ms=reserve_s * 1000,
+            max_poll_ms=policy.max_poll_s * 1000,
+            limits=tuple(
+                (lim.name, lim.limit, lim.window_ms, lim.burst)
+                for lim in model_limits(spec, policy)
+            ),
+        )
+        admitted, wait_ms, reason, _inflight, _factor = self._scripts.run(args)
         if int(admitted):
             start_in_s = float(wait_ms) / 1000.0
             return Decision(Permit(spec.name, lease_id, job_id, tokens), start_in_s=start_in_s)
@@ -101,27 +110,34 @@ class RedisAdmission(AdmissionController):
         delta = 0 if outcome.used_tokens is None else outcome.used_tokens - permit.tokens_reserved
         pause_s = outcome.retry_after_s or policy.default_pause_s
         tpm = next(lim for lim in model_limits(spec, policy) if lim.name == "tpm")
-        keys = self._keys(spec.name, "state", "leases", "owners", "jobs", "job429")
-        args: list[Any] = [
-            permit.lease_id,
-            permit.job_id,
-            delta,
-            tpm.limit,
-            tpm.burst,
-            policy.window_slack_s * 1000,
-            1 if outcome.rate_limited else 0,
-            pause_s * 1000,
-            policy.decrease,
-            policy.min_factor,
-            policy.decrease_cooldown_s * 1000,
-            JOB_COUNTS_TTL_S,
-        ]
-        self._finish(keys=keys, args=args)
+        state, leases, owners, jobs, job429 = self._keys(
+            spec.name, "state", "leases", "owners", "jobs", "job429"
+        )
+        args = FinishArgs(
+            state=state,
+            leases=leases,
+            owners=owners,
+            jobs=jobs,
+            job_429=job429,
+            lease_id=permit.lease_id,
+            job_id=permit.job_id,
+            token_delta=delta,
+            tpm=tpm.limit,
+            tpm_burst=tpm.burst,
+            slack_ms=policy.window_slack_s * 1000,
+            rate_limited=1 if outcome.rate_limited else 0,
+            pause_ms=pause_s * 1000,
+            decrease=policy.decrease,
+            min_factor=policy.min_factor,
+            cooldown_ms=policy.decrease_cooldown_s * 1000,
+            counts_ttl_s=JOB_COUNTS_TTL_S,
+        )
+        self._scripts.run(args)
 
     def counters(self, spec: ModelSpec) -> ModelCounters:
         """The model's counters as every worker sees them."""
-        keys = self._keys(spec.name, "state", "leases", "waiters")
-        values = self._stats(keys=keys, args=[])
+        state, leases, waiters = self._keys(spec.name, "state", "leases", "waiters")
+        values = self._scripts.run(StatsArgs(state, leases, waiters))
         admitted, refused, limited, expired, inflight, waiting = (int(v) for v in values[:6])
         return ModelCounters(
             admitted=admitted,
@@ -142,7 +158,8 @@ class RedisAdmission(AdmissionController):
 
     def pause_left_s(self, spec: ModelSpec) -> float:
         """One round trip on Redis TIME."""
-        return float(self._pause(keys=self._keys(spec.name, "state"), args=[])) / 1000.0
+        (state,) = self._keys(spec.name, "state")
+        return float(self._scripts.run(PauseArgs(state))) / 1000.0
 
 
 def _text(value: Any) -> str:

@@ -2,8 +2,12 @@
 -- ok envelope is final; an error may be replaced by a later run). One round trip, and
 -- the check and the write cannot interleave with another run's.
 --
--- KEYS[1] envelopes hash   KEYS[2] states hash
--- ARGV[1] node id   ARGV[2] envelope JSON   ARGV[3] state value   ARGV[4] ttl in seconds
+-- KEYS[1] envelopes: hash node id -> envelope JSON
+-- KEYS[2] states: hash node id -> state
+-- ARGV[1] node_id
+-- ARGV[2] envelope: JSON
+-- ARGV[3] state: "<state>|<model>"
+-- ARGV[4] ttl_s
 -- Returns 1 when stored, 0 when an ok envelope was already there.
 local existing = redis.call('HGET', KEYS[1], ARGV[1])
 if existing and cjson.decode(existing)['status'] == 'ok' then

@@ -2,11 +2,19 @@
 -- Counting and storing happen in one script, so the ledger, the spent budget and the
 -- stored answer never disagree, and a repeated call id (a retried write) counts once.
 --
--- KEYS[1] billed set (call ids)     KEYS[2] ledger hash ("<model>|<field>" -> int)
--- KEYS[3] budget hash               KEYS[4] answers hash (idempotency key -> answer JSON)
--- ARGV[1] call id   ARGV[2] model   ARGV[3] prompt   ARGV[4] completion   ARGV[5] cached
--- ARGV[6] cost in nano-USD   ARGV[7] answer key ('' for none)   ARGV[8] answer JSON
--- ARGV[9] ttl in seconds
+-- KEYS[1] billed: set of call ids
+-- KEYS[2] ledger: hash "<model>|<field>" -> int
+-- KEYS[3] budget: hash
+-- KEYS[4] answers: hash idempotency key -> answer JSON
+-- ARGV[1] call_id
+-- ARGV[2] model
+-- ARGV[3] prompt_tokens
+-- ARGV[4] completion_tokens
+-- ARGV[5] cached_tokens
+-- ARGV[6] cost_nusd
+-- ARGV[7] answer_key: '' for none
+-- ARGV[8] answer: JSON
+-- ARGV[9] ttl_s
 -- Returns 1 when the call was counted now, 0 when it had been counted before.
 local new = redis.call('SADD', KEYS[1], ARGV[1])
 if new == 1 then

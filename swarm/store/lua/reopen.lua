@@ -3,9 +3,14 @@
 -- any reservation left by a crashed run, and count the resume (its number keeps the new
 -- Celery task ids unique). Spent money, the ledger and stored answers are kept.
 --
--- KEYS[1] report   KEYS[2] cancel flag   KEYS[3] budget hash   KEYS[4] resume counter
+-- KEYS[1] report
+-- KEYS[2] cancel: flag
+-- KEYS[3] budget: hash
+-- KEYS[4] resumes: counter
 -- KEYS[5] spec
--- ARGV[1] cap in nano-USD ('' for no cap)   ARGV[2] spec JSON   ARGV[3] ttl in seconds
+-- ARGV[1] cap_nusd: '' for no cap
+-- ARGV[2] spec_json
+-- ARGV[3] ttl_s
 -- Returns the resume's number (1 for the first resume).
 redis.call('DEL', KEYS[1], KEYS[2])
 local fields = redis.call('HKEYS', KEYS[3])

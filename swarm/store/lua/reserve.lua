@@ -3,9 +3,11 @@
 -- closing, i.e. the aggregation) or when spent + reserved + amount would pass the cap.
 -- A refusal of a sub-agent marks the budget exhausted, so every later node is refused too.
 --
--- KEYS[1] budget hash (cap_nusd, spent_nusd, reserved_nusd, exhausted, res:<id> -> amount)
--- ARGV[1] reservation id   ARGV[2] amount in nano-USD   ARGV[3] '1' when closing
--- ARGV[4] ttl in seconds
+-- KEYS[1] budget: hash of cap_nusd, spent_nusd, reserved_nusd, exhausted, res:<id> -> amount
+-- ARGV[1] reservation_id
+-- ARGV[2] amount_nusd
+-- ARGV[3] closing: '1' for the aggregation
+-- ARGV[4] ttl_s
 -- Returns 1 when reserved (or already reserved under this id, or no cap), 0 when refused.
 local cap = redis.call('HGET', KEYS[1], 'cap_nusd')
 if not cap then

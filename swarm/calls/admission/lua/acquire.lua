@@ -7,12 +7,24 @@
 -- are served in arrival order and do not all ask again when the next slot opens. A rate
 -- wait past the reserve is refused with max(wait - reserve, reserve / 2).
 --
--- KEYS: 1 state hash, 2 leases zset (lease -> expiry), 3 owners hash (lease -> job),
---       4 jobs hash (job -> leases out), 5 waiters zset (caller -> expiry),
---       6 waiting jobs zset (job -> expiry)
--- ARGV: 1 lease id, 2 job id, 3 tokens, 4 lease ms, 5 max inflight, 6 slack ms,
---       7 poll ms, 8 increase step, 9 quiet ms, 10 reserve ms (0 = never book a slot),
---       11 longest poll ms, then one group of 4 per rate limit: name, limit, window ms, burst
+-- KEYS[1] state: hash
+-- KEYS[2] leases: zset lease -> expiry
+-- KEYS[3] owners: hash lease -> job
+-- KEYS[4] jobs: hash job -> leases out
+-- KEYS[5] waiters: zset caller -> expiry
+-- KEYS[6] waiting_jobs: zset job -> expiry
+-- ARGV[1] lease_id
+-- ARGV[2] job_id
+-- ARGV[3] tokens
+-- ARGV[4] lease_ms
+-- ARGV[5] max_inflight
+-- ARGV[6] slack_ms
+-- ARGV[7] poll_ms
+-- ARGV[8] increase: step of the rate factor
+-- ARGV[9] quiet_ms
+-- ARGV[10] reserve_ms: 0 = never book a slot
+-- ARGV[11] max_poll_ms
+-- ARGV[12..] limits: one group of 4 per rate limit: name, limit, window ms, burst
 --       (the limit named "tpm" costs tokens, others 1)
 -- Returns {admitted 0/1, wait ms (string), reason, inflight, factor (string)}; admitted
 -- with a wait > 0 (reason "reserved") means: call after that wait.

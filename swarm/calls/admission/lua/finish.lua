@@ -2,10 +2,23 @@
 -- Idempotent for the lease and the tokens (applied only when the lease was still out);
 -- the 429 feedback always applies. Clock = Redis TIME (ms).
 --
--- KEYS: 1 state hash, 2 leases zset, 3 owners hash, 4 jobs hash, 5 per-job 429 hash
--- ARGV: 1 lease id, 2 job id, 3 token delta (reported - reserved; -reserved refunds),
---       4 tpm, 5 token burst, 6 slack ms, 7 rate limited 0/1, 8 pause ms,
---       9 decrease, 10 min factor, 11 decrease cooldown ms, 12 per-job counts ttl s
+-- KEYS[1] state: hash
+-- KEYS[2] leases: zset
+-- KEYS[3] owners: hash
+-- KEYS[4] jobs: hash
+-- KEYS[5] job_429: hash job -> 429s
+-- ARGV[1] lease_id
+-- ARGV[2] job_id
+-- ARGV[3] token_delta: reported - reserved; -reserved refunds
+-- ARGV[4] tpm
+-- ARGV[5] tpm_burst
+-- ARGV[6] slack_ms
+-- ARGV[7] rate_limited: 0/1
+-- ARGV[8] pause_ms
+-- ARGV[9] decrease
+-- ARGV[10] min_factor
+-- ARGV[11] cooldown_ms: between two decreases
+-- ARGV[12] counts_ttl_s: of the per-job counts
 -- Returns 1 when the lease was released here, 0 when it was already gone.
 
 local state, leases, owners, jobs, job_429 = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]

@@ -1,5 +1,7 @@
 -- Read a model's shared counters (no writes). Clock = Redis TIME (ms).
--- KEYS: 1 state hash, 2 leases zset, 3 waiters zset
+-- KEYS[1] state: hash
+-- KEYS[2] leases: zset
+-- KEYS[3] waiters: zset
 -- Returns {admitted, refused, rate_limited, expired, inflight, waiting, factor, pause ms}
 -- (factor and pause ms as strings).
 

@@ -1,0 +1,91 @@
+"""Typed arguments of the admission Lua scripts (swarm/calls/admission/lua), one record
+per script; fields follow each script's header (see swarm.store.scripts)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from swarm.store.scripts import ScriptArgs
+
+Limit = tuple[str, float, float, float]
+"""One rate limit as acquire.lua reads it: name, limit, window ms, burst."""
+
+
+@dataclass(frozen=True)
+class _AdmissionScript(ScriptArgs):
+    PACKAGE: ClassVar[str] = "swarm.calls.admission"
+
+
+@dataclass(frozen=True)
+class AcquireArgs(_AdmissionScript):
+    """Admit one call or say how long to wait."""
+
+    SCRIPT: ClassVar[str] = "acquire"
+    KEYS: ClassVar[int] = 6
+    state: str
+    leases: str
+    owners: str
+    jobs: str
+    waiters: str
+    waiting_jobs: str
+    lease_id: str
+    job_id: str
+    tokens: int
+    lease_ms: int
+    max_inflight: int
+    slack_ms: float
+    poll_ms: float
+    increase: float
+    quiet_ms: float
+    reserve_ms: float
+    max_poll_ms: float
+    limits: tuple[Limit, ...]
+
+
+@dataclass(frozen=True)
+class FinishArgs(_AdmissionScript):
+    """Release a lease, reconcile its tokens, apply 429 feedback."""
+
+    SCRIPT: ClassVar[str] = "finish"
+    KEYS: ClassVar[int] = 5
+    state: str
+    leases: str
+    owners: str
+    jobs: str
+    job_429: str
+    lease_id: str
+    job_id: str
+    token_delta: int
+    tpm: float
+    tpm_burst: float
+    slack_ms: float
+    rate_limited: int
+    pause_ms: float
+    decrease: float
+    min_factor: float
+    cooldown_ms: float
+    counts_ttl_s: int
+
+
+@dataclass(frozen=True)
+class PauseArgs(_AdmissionScript):
+    """Milliseconds left of the model's 429 pause."""
+
+    SCRIPT: ClassVar[str] = "pause"
+    KEYS: ClassVar[int] = 1
+    state: str
+
+
+@dataclass(frozen=True)
+class StatsArgs(_AdmissionScript):
+    """Read a model's shared counters."""
+
+    SCRIPT: ClassVar[str] = "stats"
+    KEYS: ClassVar[int] = 3
+    state: str
+    leases: str
+    waiters: str
+
+
+ADMISSION_SCRIPTS: tuple[type[ScriptArgs], ...] = (AcquireArgs, FinishArgs, PauseArgs, StatsArgs)

@@ -1,0 +1,108 @@
+"""Typed arguments of the job store's Lua scripts (swarm/store/lua), one record per script;
+fields follow each script's header (see swarm.store.scripts)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from swarm.store.scripts import ScriptArgs
+
+
+@dataclass(frozen=True)
+class _StoreScript(ScriptArgs):
+    PACKAGE: ClassVar[str] = "swarm.store"
+
+
+@dataclass(frozen=True)
+class FinishArgs(_StoreScript):
+    """Store a node's envelope unless an ok one is there."""
+
+    SCRIPT: ClassVar[str] = "finish"
+    KEYS: ClassVar[int] = 2
+    envelopes: str
+    states: str
+    node_id: str
+    envelope: str
+    state: str
+    ttl_s: int
+
+
+@dataclass(frozen=True)
+class RecordArgs(_StoreScript):
+    """Count one billed response once and store its answer."""
+
+    SCRIPT: ClassVar[str] = "record"
+    KEYS: ClassVar[int] = 4
+    billed: str
+    ledger: str
+    budget: str
+    answers: str
+    call_id: str
+    model: str
+    prompt_tokens: int
+    completion_tokens: int
+    cached_tokens: int
+    cost_nusd: int
+    answer_key: str
+    answer: str
+    ttl_s: int
+
+
+@dataclass(frozen=True)
+class ReserveArgs(_StoreScript):
+    """Reserve a call's cost bound against the budget."""
+
+    SCRIPT: ClassVar[str] = "reserve"
+    KEYS: ClassVar[int] = 1
+    budget: str
+    reservation_id: str
+    amount_nusd: int
+    closing: str
+    ttl_s: int
+
+
+@dataclass(frozen=True)
+class ReleaseArgs(_StoreScript):
+    """Release a reservation."""
+
+    SCRIPT: ClassVar[str] = "release"
+    KEYS: ClassVar[int] = 1
+    budget: str
+    reservation_id: str
+
+
+@dataclass(frozen=True)
+class UnclaimArgs(_StoreScript):
+    """Delete a claim if it is still ours."""
+
+    SCRIPT: ClassVar[str] = "unclaim"
+    KEYS: ClassVar[int] = 1
+    claim: str
+    owner: str
+
+
+@dataclass(frozen=True)
+class ReopenArgs(_StoreScript):
+    """Reopen a finished job for resume."""
+
+    SCRIPT: ClassVar[str] = "reopen"
+    KEYS: ClassVar[int] = 5
+    report: str
+    cancel: str
+    budget: str
+    resumes: str
+    spec: str
+    cap_nusd: int | str
+    spec_json: str
+    ttl_s: int
+
+
+STORE_SCRIPTS: tuple[type[ScriptArgs], ...] = (
+    FinishArgs,
+    RecordArgs,
+    ReserveArgs,
+    ReleaseArgs,
+    UnclaimArgs,
+    ReopenArgs,
+)

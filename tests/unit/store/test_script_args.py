@@ -1,0 +1,48 @@
+"""Every Lua script has one typed argument record, and the record matches the script's
+header: same KEYS and ARGV names, in the same order."""
+
+from __future__ import annotations
+
+from importlib import resources
+
+import pytest
+
+from swarm.calls.admission.script_args import ADMISSION_SCRIPTS, AcquireArgs
+from swarm.store.script_args import STORE_SCRIPTS
+from swarm.store.scripts import ScriptArgs, parse_header, script_text
+
+RECORDS = (*STORE_SCRIPTS, *ADMISSION_SCRIPTS)
+
+
+@pytest.mark.parametrize("record", RECORDS, ids=lambda r: f"{r.PACKAGE}:{r.SCRIPT}")
+def test_each_record_matches_its_scripts_header(record: type[ScriptArgs]) -> None:
+    header = parse_header(script_text(record.PACKAGE, record.SCRIPT))
+    keys, argv = record.names()
+    assert header.keys == keys
+    assert header.argv == argv
+
+
+@pytest.mark.parametrize("package", ["swarm.store", "swarm.calls.admission"])
+def test_every_script_file_has_a_record(package: str) -> None:
+    files = {
+        p.name.removesuffix(".lua") for p in resources.files(package).joinpath("lua").iterdir()
+    }
+    assert files == {r.SCRIPT for r in RECORDS if package == r.PACKAGE}
+
+
+def test_the_header_parser_reads_names_in_order_and_rejects_gaps() -> None:
+    text = "-- KEYS[1] a: hash\n-- ARGV[1] x\n-- ARGV[2..] rest: pairs\nlocal a = 1\n"
+    header = parse_header(text)
+    assert (header.keys, header.argv, header.variadic) == (("a",), ("x", "rest"), "rest")
+    with pytest.raises(ValueError, match="expected ARGV"):
+        parse_header("-- ARGV[1] x\n-- ARGV[3] y\n")
+
+
+def test_a_variadic_tail_is_flattened_after_the_fixed_values() -> None:
+    args = AcquireArgs(
+        *"abcdef", "lease", "job", 10, 1000, 5, 100.0, 50.0, 0.1, 1.0, 0.0, 1000.0,
+        limits=(("rpm", 60, 60000, 1), ("tpm", 1000, 60000, 10)),
+    )  # fmt: skip
+    assert args.keys() == list("abcdef")
+    assert args.argv()[-8:] == ["rpm", 60, 60000, 1, "tpm", 1000, 60000, 10]
+    assert len(args.argv()) == 11 + 8
