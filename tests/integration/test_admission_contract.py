@@ -1,0 +1,217 @@
+"""The admission contract: the same rules from every controller, the in-process one (on a
+fake clock) and the Redis one (its Lua scripts on a real redis-server, on Redis TIME).
+
+A harness hides the one difference: how time passes (the fake clock moves at once, Redis
+time by sleeping), so each rule is written once.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+import redis
+
+from swarm.calls.admission import (
+    AdmissionController,
+    AdmissionPolicy,
+    Decision,
+    MemoryAdmission,
+    Outcome,
+    Permit,
+    Refusal,
+)
+from swarm.calls.admission.redis import RedisAdmission
+from swarm.catalog import ModelSpec, load_catalog
+
+pytestmark = pytest.mark.integration
+
+GAP_S = 0.011
+"""Between two acquires: the default request limit of the specs below spaces calls 10 ms."""
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.ms = 1_000_000.0
+
+    def __call__(self) -> float:
+        return self.ms
+
+
+@dataclass
+class Harness:
+    """Controllers of one kind, sharing state, and a way to let time pass."""
+
+    kind: str
+    client: redis.Redis | None = None
+    clock: Clock = field(default_factory=Clock)
+    shared: MemoryAdmission | None = None
+
+    @property
+    def exact(self) -> bool:
+        """True when waits can be compared exactly (the fake clock)."""
+        return self.kind == "memory"
+
+    def controller(self, **policy: Any) -> AdmissionController:
+        settings = AdmissionPolicy(**{"window_slack_s": 0.05, **policy})
+        if self.client is not None:
+            return RedisAdmission(self.client, "http://gw.test/v1", settings)
+        if self.shared is None:
+            self.shared = MemoryAdmission(settings, self.clock)
+        return self.shared
+
+    def advance(self, seconds: float) -> None:
+        if self.client is not None:
+            time.sleep(seconds)
+        else:
+            self.clock.ms += seconds * 1000
+
+    def approx(self, value: float) -> Any:
+        return pytest.approx(value) if self.exact else pytest.approx(value, abs=0.03)
+
+
+@pytest.fixture(params=["memory", "redis"])
+def h(request: pytest.FixtureRequest) -> Iterator[Harness]:
+    if request.param == "memory":
+        yield Harness("memory")
+        return
+    client = redis.Redis.from_url(request.getfixturevalue("redis_url"))
+    client.flushdb()
+    try:
+        yield Harness("redis", client)
+    finally:
+        client.close()
+
+
+def spec(**limits: int | None) -> ModelSpec:
+    base = {"rpm": 6_000_000, "tpm": 100_000_000, "max_inflight": 100, "rps": None}
+    return load_catalog().model("kimi-k2.5").model_copy(update={**base, **limits})
+
+
+def take(h: Harness, ctl: AdmissionController, model: ModelSpec, job: str, n: int) -> list[Permit]:
+    permits = []
+    for _ in range(n):
+        h.advance(GAP_S)
+        permit = ctl.acquire(model, job, 1).permit
+        assert permit is not None
+        permits.append(permit)
+    return permits
+
+
+def test_a_request_rate_spaces_calls_with_an_exact_retry_after(h: Harness) -> None:
+    ctl, model = h.controller(), spec(rps=5)
+    assert ctl.acquire(model, "a", 10).permit is not None
+    refused = ctl.acquire(model, "a", 10)
+    assert refused.permit is None and refused.reason is Refusal.RPS
+    assert refused.retry_after_s == h.approx(1.1 / 4)
+    assert refused.retry_after_s <= 1.1 / 4
+    h.advance(refused.retry_after_s + 0.005)
+    assert ctl.acquire(model, "a", 10).permit is not None
+
+
+def test_clients_share_the_inflight_cap_and_finishing_twice_is_harmless(h: Harness) -> None:
+    first, second = h.controller(), h.controller()
+    model = spec(max_inflight=2)
+    permits = take(h, first, model, "a", 2)
+    h.advance(GAP_S)
+    assert second.acquire(model, "b", 1).reason is Refusal.INFLIGHT
+    first.finish(model, permits[0], Outcome(used_tokens=1))
+    first.finish(model, permits[0], Outcome(used_tokens=1))
+    h.advance(GAP_S)
+    assert second.acquire(model, "b", 1).permit is not None
+    assert second.counters(model).inflight == 2
+
+
+def test_a_dead_callers_lease_expires(h: Harness) -> None:
+    ctl, model = h.controller(lease_s=0.3), spec(max_inflight=1)
+    assert ctl.acquire(model, "a", 1).permit is not None  # never finished: the worker died
+    h.advance(GAP_S)
+    assert ctl.acquire(model, "a", 1).reason is Refusal.INFLIGHT
+    h.advance(0.35)
+    assert ctl.acquire(model, "a", 1).permit is not None
+    counters = ctl.counters(model)
+    assert counters.expired == 1 and counters.inflight == 1
+
+
+def test_tokens_are_reserved_refunded_once_and_debts_are_paid(h: Harness) -> None:
+    ctl, model = h.controller(), spec(tpm=1_000_000)  # a bucket of 50,000 tokens
+    permit = ctl.acquire(model, "a", 50_000).permit
+    assert permit is not None
+    h.advance(GAP_S)
+    assert ctl.acquire(model, "a", 1000).reason is Refusal.TPM
+    ctl.finish(model, permit, Outcome(used_tokens=0))  # a failed call: refunded
+    ctl.finish(model, permit, Outcome(used_tokens=0))  # once
+    h.advance(GAP_S)
+    again = ctl.acquire(model, "a", 49_000).permit
+    assert again is not None
+    h.advance(GAP_S)
+    assert ctl.acquire(model, "a", 2000).reason is Refusal.TPM
+    ctl.finish(model, again, Outcome(used_tokens=200_000))  # reported more: a debt
+    h.advance(GAP_S)
+    assert ctl.acquire(model, "a", 1).retry_after_s > 5.0
+    assert ctl.counters(model).inflight == 0
+
+
+def test_a_429_pauses_every_client_and_a_burst_cuts_the_rate_once(h: Harness) -> None:
+    one, two = h.controller(), h.controller()
+    model = spec()
+    for permit in take(h, one, model, "job-1", 3):
+        one.finish(model, permit, Outcome(used_tokens=0, rate_limited=True, retry_after_s=0.5))
+    paused = two.acquire(model, "job-2", 1)
+    assert paused.reason is Refusal.PAUSED and paused.retry_after_s == h.approx(0.5)
+    assert two.pause_left_s(model) == h.approx(0.5)
+    counters = two.counters(model)
+    assert counters.rate_limited == 3 and counters.factor == pytest.approx(0.7)
+    assert two.job_rate_limited(model, "job-1") == 3 and two.job_rate_limited(model, "job-2") == 0
+    h.advance(0.5)
+    assert two.pause_left_s(model) == 0.0
+    assert two.acquire(model, "job-2", 1).permit is not None
+
+
+def test_jobs_share_the_inflight_cap_fairly(h: Harness) -> None:
+    ctl, model = h.controller(), spec(max_inflight=4)
+
+    def acquire(job: str) -> Decision:
+        h.advance(GAP_S)
+        return ctl.acquire(model, job, 1)
+
+    big = take(h, ctl, model, "big", 4)
+    assert acquire("small").reason is Refusal.INFLIGHT  # the small job now waits
+    ctl.finish(model, big[0], Outcome(used_tokens=1))
+    assert acquire("big").reason is Refusal.FAIR_SHARE
+    assert acquire("small").permit is not None
+    ctl.finish(model, big[1], Outcome(used_tokens=1))
+    assert acquire("small").permit is not None  # small reaches its share of 2
+    assert acquire("big").reason is Refusal.INFLIGHT
+
+
+def test_rate_waits_within_the_reserve_book_slots_in_arrival_order(h: Harness) -> None:
+    ctl, model = h.controller(), spec(rps=5)  # one call per 275 ms (1.1 s / 4)
+    booked = [ctl.acquire(model, "a", 1, reserve_s=1.0) for _ in range(4)]
+    assert all(d.permit is not None for d in booked)
+    starts = [d.start_in_s for d in booked]
+    assert starts[0] == 0.0
+    for earlier, later in itertools.pairwise(starts):  # one slot each, in order (less the
+        assert 0.15 < later - earlier <= 0.2751  # time between the calls on a busy machine)
+    assert ctl.counters(model).inflight == 4  # a booked call holds its lease from now
+    beyond = ctl.acquire(model, "a", 1, reserve_s=1.0)  # its slot is 1.1 s away
+    assert beyond.permit is None and beyond.reason is Refusal.RPS
+    assert beyond.retry_after_s == h.approx(0.5)  # not before half the reserve
+    unbooked = ctl.acquire(model, "b", 1, reserve_s=0.0)  # no reserve: refused
+    assert unbooked.permit is None and unbooked.retry_after_s > 1.0
+
+
+def test_a_pause_or_the_inflight_cap_is_never_booked(h: Harness) -> None:
+    ctl, model = h.controller(), spec(rps=5, max_inflight=1)
+    first = ctl.acquire(model, "a", 1, reserve_s=1.0).permit
+    assert first is not None
+    full = ctl.acquire(model, "a", 1, reserve_s=1.0)
+    assert full.permit is None and full.reason is Refusal.RPS  # the longest wait names it
+    ctl.finish(model, first, Outcome(rate_limited=True, retry_after_s=2.0))
+    paused = ctl.acquire(model, "a", 1, reserve_s=1.0)
+    assert paused.permit is None and paused.reason is Refusal.PAUSED
+    assert paused.retry_after_s == h.approx(2.0)
