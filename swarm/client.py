@@ -184,7 +184,7 @@ class SwarmClient:
         budget_usd: float | None = None,
         job_id: str | None = None,
     ) -> SwarmHandle:
-        """A planned job (seed 001): the planner splits ``query`` over the documents into
+        """A planned job: the planner splits ``query`` over the documents into
         routed sub-tasks, they fan out as one chord, and the aggregation answers the query.
         """
         items = _items(documents)

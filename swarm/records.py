@@ -112,7 +112,7 @@ class InputItem(Frozen):
 
 
 class Truncation(Frozen):
-    """What context fitting did to one input (seed 001, error 2)."""
+    """What context fitting did to one input (an input too long for the model's window)."""
 
     original_chars: int
     """Characters of the input as given."""

@@ -35,7 +35,7 @@ class Settings(BaseSettings):
     config: Path | None = None
     """Model catalog TOML; None means the packaged catalog."""
     node_timeout_s: float = Field(default=45.0, gt=0)
-    """Deadline of one gateway call, enforced by the HTTP client (seed 000: 45 s per node)."""
+    """Deadline of one gateway call, enforced by the HTTP client (45 s: a long review answer)."""
     connect_timeout_s: float = Field(default=5.0, gt=0)
     """TCP connect timeout to the gateway."""
     max_attempts: int = Field(default=5, ge=1)

@@ -14,7 +14,7 @@ from workers.intake import NodeIntakeStep
 
 QUIET_LOGGERS = ("httpx2", "httpcore2")
 """The HTTP client logs one INFO line per gateway call: at hundreds of calls per second
-that is a measurable share of a worker's CPU (issue 8), and the job store, the ledger
+that is a measurable share of a worker's CPU, and the job store, the ledger
 and the metrics already record every call. Warnings and errors still show."""
 
 

@@ -4,7 +4,7 @@ run the nodes it already holds.
 Celery counts prefetch in messages (``-c`` x multiplier). A swarm.subagents message carries
 up to 16 nodes (swarm.jobs.fanout), so a ``-c 50`` worker may take 50 messages, 800 nodes, for
 its 100 node threads while the other workers run out of work: the job's tail then runs on
-one worker (issue 3's sweep, 800 nodes on four workers: arrivals at the gateway fell from
+one worker (the sweep, 800 nodes on four workers: arrivals at the gateway fell from
 72 to 20-30 req/s for the last quarter of the job). kombu's Redis transport asks
 ``channel.qos.can_consume()`` before every fetch; Celery's own ``worker_disable_prefetch``
 wraps the same method, and so does this step, adding the node count to it.

@@ -7,13 +7,14 @@ global registry would refuse duplicate names). ``serve`` starts the HTTP endpoin
 worker process; prefork children would each need their own, so the endpoint is meant for the
 threads pool (the default here), where one process runs every call.
 
-Hook for the admission controller: call ``set_admission(model, in_flight, waiting)`` (or
-register your own collector on ``metrics.registry``) to export its gauges on the same
-endpoint.
+Given the process's admission controller, the endpoint also exports its shared view of each
+model (calls admitted and waiting, every worker's), read from the controller at each scrape.
 """
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Iterator
 from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import (
@@ -26,11 +27,16 @@ from prometheus_client import (
     disable_created_metrics,
     start_http_server,
 )
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
 
+from swarm.calls.admission import AdmissionController
 from swarm.calls.listeners import CallListener, Listeners
 from swarm.catalog import Catalog
 from swarm.cost.pricing import cost_usd
 from swarm.records import ErrorKind, Usage
+
+log = logging.getLogger(__name__)
 
 OK = "ok"
 LATENCY_BUCKETS_S = (0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0, 45.0, 60.0, 120.0)
@@ -40,7 +46,7 @@ LATENCY_BUCKETS_S = (0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0, 45.0, 60.0,
 class SwarmMetrics(CallListener):
     """Counters, histogram and gauges of one worker process, labelled by model."""
 
-    def __init__(self, catalog: Catalog) -> None:
+    def __init__(self, catalog: Catalog, admission: AdmissionController | None = None) -> None:
         self.catalog = catalog
         self._model_of_queue = {spec.queue: name for name, spec in catalog.models.items()}
         self.registry = CollectorRegistry(auto_describe=True)
@@ -71,10 +77,8 @@ class SwarmMetrics(CallListener):
             registry=reg,
         )
         self.in_flight = gauge("swarm_tasks_in_flight", "Tasks running in this process.")
-        self.admission_in_flight = gauge(
-            "swarm_admission_in_flight", "Calls admitted by the admission controller."
-        )
-        self.admission_waiting = gauge("swarm_admission_waiting", "Calls waiting for admission.")
+        if admission is not None:
+            reg.register(AdmissionCollector(catalog, admission))
 
     # -- CallListener hooks -------------------------------------------------------------------
     def attempt_finished(
@@ -113,16 +117,49 @@ class SwarmMetrics(CallListener):
         if model is not None:
             self.in_flight.labels(model).dec()
 
-    def set_admission(self, model: str, in_flight: int, waiting: int) -> None:
-        """The admission controller's view of ``model``: calls admitted and calls waiting."""
-        self.admission_in_flight.labels(model).set(in_flight)
-        self.admission_waiting.labels(model).set(waiting)
-
     def serve(self, port: int, addr: str = "0.0.0.0") -> WSGIServer:
         """Start the /metrics endpoint on ``port`` in a daemon thread; ``.shutdown()`` stops it."""
         disable_created_metrics()  # type: ignore[no-untyped-call]  # no `*_created` series
         server, _thread = start_http_server(port, addr=addr, registry=self.registry)
         return server
+
+
+class AdmissionCollector(Collector):
+    """The admission controller's shared counters of every catalog model, read per scrape."""
+
+    def __init__(self, catalog: Catalog, admission: AdmissionController) -> None:
+        self.catalog = catalog
+        self.admission = admission
+
+    def describe(self) -> Iterator[GaugeMetricFamily]:
+        return iter(self._families())
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        in_flight, waiting = self._families()
+        try:
+            for name, spec in self.catalog.models.items():
+                counters = self.admission.counters(spec)
+                in_flight.add_metric([name], counters.inflight)
+                waiting.add_metric([name], counters.waiting)
+        except Exception:  # a scrape while Redis is away: skip these gauges this time
+            log.debug("admission counters unavailable for this scrape", exc_info=True)
+            return iter(())
+        return iter((in_flight, waiting))
+
+    @staticmethod
+    def _families() -> tuple[GaugeMetricFamily, GaugeMetricFamily]:
+        return (
+            GaugeMetricFamily(
+                "swarm_admission_in_flight",
+                "Calls admitted and not yet finished, every worker's (admission).",
+                labels=["model"],
+            ),
+            GaugeMetricFamily(
+                "swarm_admission_waiting",
+                "Calls waiting for admission, every worker's.",
+                labels=["model"],
+            ),
+        )
 
 
 def find(listener: CallListener) -> SwarmMetrics | None:

@@ -1,5 +1,6 @@
-"""The worker process's Runtime: built once from the environment, or installed by the
-embedded mode. This module holds the only process-global state of the worker side."""
+"""The worker process's Runtime (built once from the environment, or installed by the
+embedded mode), its task-thread count and its pool of node threads. Besides the Celery app
+and the intake bootstep's counter (workers/intake.py), the worker's process-global state."""
 
 from __future__ import annotations
 
@@ -68,7 +69,7 @@ def node_pool() -> ThreadPoolExecutor:
     between workers one worker may hold more nodes than ``-c``; they still run at once (a
     100-node job on two ``-c 50`` workers split 7:3). At least MIN_NODE_THREADS, so a
     worker with few task threads still keeps enough calls in flight to reach a model's
-    rate limit (the sweep, issue 3: 4 workers x ``-c 5`` reached 25 tasks/s with 10 node
+    rate limit (the sweep: 4 workers x ``-c 5`` reached 25 tasks/s with 10 node
     threads each and 33 with 32 against an 80 req/s gateway). Not more by default: at 0 ms
     calls a worker is CPU-bound and every runnable thread costs (2,000 calls at 0 ms on two
     ``-c 50`` workers: 4x gave 290-300 calls/s, 2x 335-408, 1x 390-445, 800 threads 310;
@@ -103,14 +104,15 @@ def from_settings(settings: Settings) -> Runtime:
         raise ConfigError("workers need SWARM_BROKER_URL (embedded mode runs in the CLI)")
     key = settings.usable_key() or "no-key"
     catalog = load_catalog(settings.config)
+    admission = _admission(settings, store_url, settings.base_url)
     return Runtime(
         settings=settings,
         catalog=catalog,
         store=RedisJobStore.from_url(store_url, settings.result_expires_s),
         client=make_client(settings, settings.base_url, key),
         # Prometheus metrics only when this process serves them (SWARM_METRICS_PORT).
-        listener=SwarmMetrics(catalog) if settings.metrics_port else CallListener(),
-        admission=_admission(settings, store_url, settings.base_url),
+        listener=SwarmMetrics(catalog, admission) if settings.metrics_port else CallListener(),
+        admission=admission,
         hedger=_hedger(settings, store_url, settings.base_url, key),
     )
 

@@ -1,4 +1,4 @@
-"""Issue 2's end-to-end measurement: `swarm run --json` through Redis and two workers.
+"""The end-to-end measurement: `swarm run --json` through Redis and two workers.
 
 Starts a private redis-server, `swarm sim` and two `celery -A workers worker` processes,
 runs a 100-input swarm with `swarm run --json` per latency setting, and prints wall time and

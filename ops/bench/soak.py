@@ -1,4 +1,4 @@
-"""Issue 7's soak: 10,000 sub-agent calls through the local stack, nothing lost, worker RSS
+"""The soak: 10,000 sub-agent calls through the local stack, nothing lost, worker RSS
 flat, Redis memory given back once results expire.
 
 Starts `swarm stack up --with-sim` (docker-compose.yml as local processes: redis-server with

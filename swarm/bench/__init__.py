@@ -6,7 +6,7 @@
     sweep     concurrency sweep of both clients, side by side
     goodput   a long load against an RPM-capped gateway: successful calls per minute
     output    markdown tables and the PNG plot
-    overhead  issue 8: a plain Celery chord (plain_chord) vs swarm, scenarios in overhead_runs
+    overhead  a plain Celery chord (plain_chord) vs swarm, scenarios in overhead_runs
 
 Everything runs on 127.0.0.1 and stops by itself.
 """

@@ -27,7 +27,7 @@ def sweep_markdown(rows: Sequence[Row]) -> str:
 
 
 def target_line(rows: Sequence[Row]) -> str:
-    """Issue 3's target under the table: each client's worst point vs the baseline's best."""
+    """The verdict under the table: each client's worst point vs the baseline's best."""
     base = [r for r in rows if r.client == "baseline"]
     if not base:
         return ""

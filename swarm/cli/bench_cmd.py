@@ -1,5 +1,5 @@
-"""`swarm bench sweep` and `swarm bench goodput` (issue 3) and `swarm bench overhead`
-(issue 8): benchmarks on local processes only."""
+"""`swarm bench sweep`, `swarm bench goodput` and `swarm bench overhead`: benchmarks on
+local processes only."""
 
 from __future__ import annotations
 

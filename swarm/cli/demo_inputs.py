@@ -1,4 +1,4 @@
-"""Synthetic inputs for `swarm demo`: small PR diffs of an imaginary monorepo (seed 000)."""
+"""Synthetic inputs for `swarm demo`: small PR diffs of an imaginary monorepo."""
 
 from __future__ import annotations
 

@@ -18,7 +18,7 @@ from swarm.errors import InputError
 from swarm.records import Frozen, Usage
 
 DAYS_PER_MONTH = 30
-"""A month in the projections (seed 000: 100 swarms a day, 3,000 a month)."""
+"""A month in the projections (100 swarms a day: 3,000 a month)."""
 DEFAULT_SWARMS_PER_DAY = 100
 
 

@@ -3,7 +3,7 @@
 Celery costs about 5 ms of CPU per message on these machines (publish, task-sent event,
 receive, ack, result, chord counter, task events) next to about 2 ms for the node's own
 gateway call, so a wide job spends most of its CPU on messages, and a 100-wide job waits
-~0.3 s for its last message to be published and picked up (issue 8, measured). A task
+~0.3 s for its last message to be published and picked up (measured). A task
 carrying k nodes runs them concurrently on the worker's node threads, and each node keeps
 everything it had as a task of its own: its claim and stored answer (idempotency), its
 envelope and progress state, admission per call, and its own requeue when admission

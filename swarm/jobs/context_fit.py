@@ -1,4 +1,4 @@
-"""Context overflow (seed 001, error 2): keep an input's head and tail, summarise the middle.
+"""Context overflow: keep an input's head and tail, summarise the middle.
 
 An input whose estimated tokens exceed the model's budget keeps its first 70% and last 20%
 of the budget verbatim; the middle goes to a summary sub-call on the fast model, and the

@@ -1,9 +1,10 @@
-"""The planner (seed 001): a model splits a query over the inputs into routed sub-tasks.
+"""The plan: a model splits a query over the inputs into routed sub-tasks.
 
 The plan is JSON that must follow a schema built for this job: every ``input_ref`` is one of
 the job's inputs and every ``kind`` one of the catalog's routing kinds (both as enums, so a
 JSON-mode model sees the exact choices). A malformed or empty plan is repaired (json-repair)
-and retried once with the validation error; then the job fails with PlanError.
+and retried once with the validation error; then the job ends ``failed`` with the
+planner's error (swarm.jobs.planner).
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from swarm.catalog import AGGREGATE_KIND, Catalog
-from swarm.errors import SwarmError
 from swarm.jobs.structured import BadOutputError, validate_output
 from swarm.records import InputItem
 
@@ -25,10 +25,6 @@ PLANNER_ROLE = (
     "instruction. Answer with JSON only, following the schema."
 )
 _NOT_PLANNABLE = frozenset({AGGREGATE_KIND, "plan"})
-
-
-class PlanError(SwarmError):
-    """Raised when the planner's answer is not a usable plan after one retry."""
 
 
 class SubTask(BaseModel):
@@ -99,7 +95,6 @@ def parse_plan(text: str, refs: Sequence[str], kinds: Sequence[str]) -> Plan:
 __all__ = [
     "BadOutputError",
     "Plan",
-    "PlanError",
     "SubTask",
     "parse_plan",
     "plan_schema",

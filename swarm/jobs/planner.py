@@ -1,4 +1,4 @@
-"""The planner step of a planned job (seed 001): plan, then turn the plan into nodes.
+"""The planner step of a planned job: plan, then turn the plan into nodes.
 
 A planned job is stored with one node per document; the `swarm.plan` task asks the plan
 model for a JSON plan (swarm.jobs.plan_schema), repairs or retries it once, and replaces the job's

@@ -1,4 +1,4 @@
-"""Code review of a git range (seed 000): the review schema, prompts, and the Markdown report."""
+"""Code review of a git range: the review schema, prompts, and the Markdown report."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Strict JSON outputs (seed 001, error 5): parse, repair, validate.
+"""Strict JSON outputs (models break JSON now and then): parse, repair, validate.
 
 A model asked for JSON may still wrap it in a Markdown fence, add a sentence before it, or
 stop mid-object. We try, in order: the text as JSON, the first fenced block, then

@@ -7,9 +7,9 @@ error envelopes.
 
 Per node (swarm.records.NodeTask): the model chosen by kind and its fallbacks, tried in
 turn when one keeps failing after its retries; an input over the model's context keeps its
-head and tail and has its middle summarised by the fast model (seed 001, error 2); a JSON
-answer is repaired, validated against the schema and retried once with the error (seed 001,
-error 5), else the node ends ``bad_output`` with the raw text kept.
+head and tail and has its middle summarised by the fast model; a JSON answer is repaired,
+validated against the schema and retried once with the error, else the node ends
+``bad_output`` with the raw text kept.
 """
 
 from __future__ import annotations

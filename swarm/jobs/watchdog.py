@@ -3,7 +3,7 @@
 kombu's Redis transport takes a message off its queue (BRPOP) and only then records it as
 unacked. A worker killed between the two (SIGKILL, OOM killer) loses that message for
 good: the visibility timeout cannot bring back what was never recorded, and the job's
-chord, one member short, never fires. Issue 7's SIGKILL test lost a node this way in one
+chord, one member short, never fires. A SIGKILL test lost a node this way in one
 run of two (the kill came just as the worker fetched its next messages). Redis itself can
 lose the last writes before a crash (AOF ``everysec``). Nothing in Celery notices.
 
@@ -16,7 +16,7 @@ aggregation, as by a resume; at most ``MAX_RESENDS`` times), or, when every node
 envelope but there is no report, or the resends ran out, the aggregation alone, which
 writes the report (nodes that never ran are errors: ``swarm resume`` runs them later).
 
-Re-sending cannot double anything (issue 4's idempotency): a node whose envelope is
+Re-sending cannot double anything (the call guard's idempotency): a node whose envelope is
 stored returns it, a call's stored answer is reused instead of calling again, the chord
 counts a task id once and the report is written once. A node only queued behind other
 jobs that gets re-sent costs one extra short task. The chain stops with the report.

@@ -1,4 +1,4 @@
-"""Documents as inputs (seed 001: papers): text and Markdown, and PDF when pypdf is installed."""
+"""Documents as inputs (papers, reports): text and Markdown, and PDF when pypdf is installed."""
 
 from __future__ import annotations
 
@@ -7,8 +7,6 @@ from pathlib import Path
 from swarm.errors import InputError
 from swarm.records import InputItem
 from swarm.sources.files import read_file
-
-TEXT_SUFFIXES = frozenset({".txt", ".md", ".markdown", ".rst", ".text", ""})
 
 
 def read_document(path: Path) -> InputItem:

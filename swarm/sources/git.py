@@ -1,4 +1,4 @@
-"""Commits of a git repository as review inputs (seed 000: one sub-agent per commit).
+"""Commits of a git repository as review inputs (one sub-agent per commit).
 
 Uses the ``git`` command line (always present where a repository is); binary files appear
 in ``git show`` only as "Binary files ... differ", so their content never reaches a prompt.

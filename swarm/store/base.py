@@ -136,11 +136,6 @@ class JobStore(ABC):
         """All stored envelopes in node order."""
 
     @abstractmethod
-    def add_usage(self, job_id: str, model: str, usage: Usage) -> None:
-        """Count one billed call in the job's ledger (not idempotent, not in the budget's
-        spent amount: gateway calls are recorded with record_call)."""
-
-    @abstractmethod
     def ledger(self, job_id: str) -> dict[str, LedgerLine]:
         """Billed calls per model."""
 

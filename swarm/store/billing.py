@@ -8,7 +8,6 @@ reserved by calls in flight. Amounts are integer nano-USD (swarm.cost.pricing).
 
 from __future__ import annotations
 
-from swarm.cost.pricing import usd_of_nusd
 from swarm.records import Frozen, Usage
 
 
@@ -57,11 +56,6 @@ class BudgetState(Frozen):
     """Estimated cost of calls in flight (reserved, not yet released)."""
     exhausted: bool = False
     """True once a reservation was refused: sub-agent nodes that start later are refused."""
-
-    @property
-    def spent_usd(self) -> float:
-        """``spent_nusd`` in USD."""
-        return usd_of_nusd(self.spent_nusd)
 
     @property
     def left_nusd(self) -> int | None:

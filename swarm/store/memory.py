@@ -11,7 +11,7 @@ from typing import Any
 
 from swarm.cost.pricing import nusd_of_usd
 from swarm.errors import JobNotFoundError
-from swarm.records import JobSpec, NodeEnvelope, Usage
+from swarm.records import JobSpec, NodeEnvelope
 from swarm.store.base import (
     ERROR,
     OK,
@@ -101,12 +101,6 @@ class MemoryJobStore(JobStore):
         with self._lock:
             job = self._job(job_id)
             return [job.envelopes[n] for n in job.spec.node_ids if n in job.envelopes]
-
-    def add_usage(self, job_id: str, model: str, usage: Usage) -> None:
-        with self._lock:
-            ledger = self._job(job_id).ledger
-            line = ledger.get(model, LedgerLine())
-            ledger[model] = LedgerLine(calls=line.calls + 1, usage=line.usage + usage)
 
     def ledger(self, job_id: str) -> dict[str, LedgerLine]:
         with self._lock:

@@ -155,16 +155,6 @@ class RedisJobStore(JobStore):
         raw = self._r.hgetall(_key(job_id, "env"))
         return [NodeEnvelope.model_validate_json(raw[n]) for n in spec.node_ids if n in raw]
 
-    def add_usage(self, job_id: str, model: str, usage: Usage) -> None:
-        key = _key(job_id, "ledger")
-        pipe = self._r.pipeline(transaction=True)
-        pipe.hincrby(key, f"{model}|calls", 1)
-        pipe.hincrby(key, f"{model}|prompt_tokens", usage.prompt_tokens)
-        pipe.hincrby(key, f"{model}|completion_tokens", usage.completion_tokens)
-        pipe.hincrby(key, f"{model}|cached_tokens", usage.cached_tokens)
-        pipe.expire(key, self._ttl_s)
-        pipe.execute()
-
     def ledger(self, job_id: str) -> dict[str, LedgerLine]:
         raw: dict[str, str] = self._r.hgetall(_key(job_id, "ledger"))  # type: ignore[assignment]
         fields: dict[str, dict[str, int]] = {}

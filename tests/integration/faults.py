@@ -1,4 +1,4 @@
-"""Helpers of the reliability tests (issue 7): a stack whose workers get fault-friendly
+"""Helpers of the reliability tests: a stack whose workers get fault-friendly
 settings, workers started in parallel, and counts read from worker logs and Redis."""
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ FAST_RECOVERY = {
 
 
 def roomy_catalog(path: Path) -> Path:
-    """Issue 4's roomy catalog (limits far above a test's load), per-second limits too."""
+    """The roomy catalog (limits far above a test's load), per-second limits too."""
     cost_budget_catalog(path)
     path.write_text(re.sub(r"(?m)^rps = .*$", "rps = 10_000_000", path.read_text()))
     return path

@@ -1,4 +1,4 @@
-"""Issue 3 end to end: worker processes on one Redis hold the catalog's limits together,
+"""End to end: worker processes on one Redis hold the catalog's limits together,
 and a SIGKILLed worker's in-flight permit comes back when its lease expires."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 4 end to end: the ledger against the gateway's /stats under retries and 429s, the
+"""End to end: the ledger against the gateway's /stats under retries and 429s, the
 budget cap, no double billing on redelivery, resume, prompt caching and `swarm cost`.
 
 Real redis-server, the simulator over HTTP with random 5xx and 429s, and two

@@ -1,4 +1,4 @@
-"""Issue 7, scenario 3: a gateway that misbehaves in every way at once.
+"""Gateway faults: a gateway that misbehaves in every way at once.
 
 The simulator answers 10% of requests 429 with Retry-After, 10% 5xx, hangs 2% past the 2 s
 node timeout, sends 2% non-JSON bodies and drops 2% of connections: about 26% of attempts

@@ -1,4 +1,4 @@
-"""Issue 8: hedged calls against the simulator, through Redis and a real worker process.
+"""Hedged calls against the simulator, through Redis and a real worker process.
 
 ``[[sim:straggle_ms=N]]`` makes the first request with a given body take N ms and its
 repeats (the hedge) the usual latency, or the ``latency_ms`` marker's; the simulator's

@@ -1,4 +1,4 @@
-"""Issue 7, scenarios 5, 6 and a small 7: bad input, secrets and a 500-call soak, on one
+"""Hostile input, secrets and a soak: bad input, secrets and a 500-call soak, on one
 deployment: a password-protected `redis-server` reached as ``redis://:pw@host:port/0``, the
 simulator requiring the API key, and one `celery -A workers worker` serving two queues (Kimi's
 and DeepSeek's; nobody serves Gemini's, so a job routed there stays queued for inspection).

@@ -12,6 +12,7 @@ import redis
 from swarm.errors import JobNotFoundError
 from swarm.records import ErrorKind, JobSpec, NodeEnvelope, Usage
 from swarm.store import JobStore, LedgerLine, MemoryJobStore, RedisJobStore
+from swarm.store.billing import BilledCall
 
 pytestmark = pytest.mark.integration
 
@@ -87,11 +88,17 @@ def test_ok_envelope_is_final_error_can_be_replaced(store: JobStore) -> None:
     assert [e.node_id for e in store.envelopes("job")] == ["n0", "n2"]
 
 
+def billed(call_id: str, model: str, usage: Usage) -> BilledCall:
+    return BilledCall(call_id=call_id, model=model, usage=usage, cost_nusd=1)
+
+
 def test_ledger_adds_calls_and_tokens(store: JobStore) -> None:
     store.create_job(spec(), ["a", "b", "c"])
-    store.add_usage("job", "m", Usage(prompt_tokens=10, completion_tokens=2, cached_tokens=4))
-    store.add_usage("job", "m", Usage(prompt_tokens=5, completion_tokens=1))
-    store.add_usage("job", "k", Usage(prompt_tokens=1))
+    usage = Usage(prompt_tokens=10, completion_tokens=2, cached_tokens=4)
+    store.record_call("job", billed("c1", "m", usage))
+    store.record_call("job", billed("c2", "m", Usage(prompt_tokens=5, completion_tokens=1)))
+    store.record_call("job", billed("c2", "m", Usage(prompt_tokens=5, completion_tokens=1)))
+    store.record_call("job", billed("c3", "k", Usage(prompt_tokens=1)))
     assert store.ledger("job") == {
         "k": LedgerLine(calls=1, usage=Usage(prompt_tokens=1)),
         "m": LedgerLine(
@@ -117,8 +124,8 @@ def test_redis_keys_share_one_hash_slot_and_expire(redis_url: str) -> None:
     store.create_job(spec(), ["a", "b", "c"])
     store.mark_running("job", "n0", "m")
     store.finish_node("job", env("n0", ok=True))
-    store.add_usage("job", "m", Usage(prompt_tokens=1))
+    store.record_call("job", billed("c1", "m", Usage(prompt_tokens=1)))
     store.save_report("job", {"status": "succeeded"})
     keys = r.keys("*")
-    assert len(keys) == 6 and all("{job:job}" in k for k in keys)
+    assert len(keys) == 8 and all("{job:job}" in k for k in keys)
     assert all(0 < r.ttl(k) <= 60 for k in keys)

@@ -1,4 +1,4 @@
-"""Issue 3: a worker takes another message only while its node threads can run the nodes it
+"""A worker takes another message only while its node threads can run the nodes it
 holds (workers/intake.py), so the rest of a job stays in the broker's queue for any idle
 worker instead of waiting in one worker's prefetch."""
 

@@ -1,4 +1,4 @@
-"""Issue 7, scenario 4: Redis restarted mid-swarm (AOF on), and Redis unreachable at submit.
+"""Redis faults: Redis restarted mid-swarm (AOF on), and Redis unreachable at submit.
 
 The restart is a real `redis-server` stop (SIGTERM: the append-only file is synced) and start
 on the same port and data dir, while two `celery -A workers worker` processes run a swarm of

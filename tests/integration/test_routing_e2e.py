@@ -1,4 +1,4 @@
-"""Issue 5 on real workers: each kind's model on its own queue, and the planner's chord."""
+"""On real workers: each kind's model on its own queue, and the planner's chord."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 6 end to end: `swarm stack up` starts docker-compose.yml's services as local processes
+"""End to end: `swarm stack up` starts docker-compose.yml's services as local processes
 (redis-server, Flower, three worker services, the simulator), three swarms run through it, and
 the operator's views are checked: Flower's HTTP API (basic auth, workers and queues, tasks and
 their safe summaries), each worker's Prometheus endpoint, and no API key anywhere."""

@@ -1,4 +1,4 @@
-"""Issue 2 end to end: real redis-server, the simulator over HTTP, two `celery -A workers
+"""End to end: real redis-server, the simulator over HTTP, two `celery -A workers
 worker` processes, and the producer API / CLI."""
 
 from __future__ import annotations

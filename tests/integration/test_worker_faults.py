@@ -1,4 +1,4 @@
-"""Issue 7, scenarios 1 and 2: a worker SIGKILLed mid-swarm, a message the broker lost, and a
+"""Worker faults: a worker SIGKILLed mid-swarm, a message the broker lost, and a
 worker stopped with SIGTERM.
 
 Real redis-server, the simulator answering every call in 2 s, and `celery -A workers worker`

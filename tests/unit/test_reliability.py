@@ -1,4 +1,4 @@
-"""Issue 7, the fast parts: broker recovery options, the job watchdog's decisions, TLS
+"""Reliability, the fast parts: broker recovery options, the job watchdog's decisions, TLS
 verification by default, token estimates of huge inputs, answers without usage or choices,
 and the prompt-injection guard of the aggregation."""
 

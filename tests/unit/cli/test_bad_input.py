@@ -1,4 +1,4 @@
-"""Issue 7, scenario 5 (CLI side): each bad input or setting is one line on stderr, exit 2,
+"""Bad input (CLI side): each bad input or setting is one line on stderr, exit 2,
 no traceback, and nothing is submitted (no broker is configured, or none is reachable)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 5 in the domain: planner, routing with fallbacks, context overflow, strict JSON
+"""In the domain: planner, routing with fallbacks, context overflow, strict JSON
 and hierarchical aggregation, against the simulator over HTTP (in a thread) or a mock."""
 
 from __future__ import annotations

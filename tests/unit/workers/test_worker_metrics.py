@@ -11,6 +11,7 @@ from pathlib import Path
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
+from swarm.calls.admission import AdmissionPolicy, MemoryAdmission, Outcome
 from swarm.calls.listeners import CallListener, Listeners
 from swarm.catalog import load_catalog
 from swarm.cost.pricing import cost_usd
@@ -45,16 +46,27 @@ def test_hooks_count_calls_tokens_cost_429s_and_latency() -> None:
     assert _value(m, "swarm_call_latency_seconds_bucket", le="0.1", **kimi) == 1
 
 
-def test_in_flight_follows_tasks_by_queue_and_admission_gauges() -> None:
+def test_in_flight_follows_tasks_by_queue() -> None:
     m = SwarmMetrics(load_catalog())
     m.task_started("llm.gemini-2.5-flash")
     m.task_started("llm.gemini-2.5-flash")
     m.task_ended("llm.gemini-2.5-flash")
     m.task_started("not-a-catalog-queue")  # ignored
     assert _value(m, "swarm_tasks_in_flight", model="gemini-2.5-flash") == 1
-    m.set_admission("gpt-4.1", in_flight=7, waiting=3)
-    assert _value(m, "swarm_admission_in_flight", model="gpt-4.1") == 7
-    assert _value(m, "swarm_admission_waiting", model="gpt-4.1") == 3
+
+
+def test_admission_gauges_read_the_controller_at_each_scrape() -> None:
+    catalog = load_catalog()
+    admission = MemoryAdmission(AdmissionPolicy())
+    m = SwarmMetrics(catalog, admission)
+    gpt = catalog.model("gpt-4.1")
+    permit = admission.acquire(gpt, "j", 1).permit
+    assert permit is not None
+    assert _value(m, "swarm_admission_in_flight", model="gpt-4.1") == 1
+    assert _value(m, "swarm_admission_in_flight", model="kimi-k2.5") == 0
+    admission.finish(gpt, permit, Outcome(used_tokens=1))
+    assert _value(m, "swarm_admission_in_flight", model="gpt-4.1") == 0
+    assert _value(m, "swarm_admission_waiting", model="gpt-4.1") == 0
 
 
 def test_find_looks_inside_listeners() -> None:
@@ -93,11 +105,10 @@ def test_dashboard_queries_only_exported_metrics() -> None:
     dashboard = json.loads((root / "ops" / "grafana" / "swarm-dashboard.json").read_text())
     exprs = [t["expr"] for panel in dashboard["panels"] for t in panel["targets"]]
     used = {name for expr in exprs for name in re.findall(r"\bswarm_[a-z_]+", expr)}
-    m = SwarmMetrics(load_catalog())
+    m = SwarmMetrics(load_catalog(), MemoryAdmission(AdmissionPolicy()))
     m.attempt_finished("kimi-k2.5", ErrorKind.RATE_LIMITED, USAGE, 0.1)
     m.node_finished("kimi-k2.5", True, 1, 0.1)
     m.task_started("llm.kimi-k2.5")
-    m.set_admission("kimi-k2.5", 1, 1)
     exported = {s.name for family in m.registry.collect() for s in family.samples}
     assert used and used <= exported
     scrape = yaml.safe_load((root / "ops" / "prometheus.yml").read_text())
