@@ -6,9 +6,14 @@ run on the calling thread and must be quick and must not raise.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import logging
+from collections.abc import Callable, Sequence
+from typing import ParamSpec
 
 from swarm.records import ErrorKind, Usage
+
+log = logging.getLogger(__name__)
+P = ParamSpec("P")
 
 
 class CallListener:
@@ -38,3 +43,13 @@ class Listeners(CallListener):
     def node_finished(self, model: str, ok: bool, attempts: int, latency_s: float) -> None:
         for listener in self.listeners:
             listener.node_finished(model, ok, attempts, latency_s)
+
+
+def safely(hook: Callable[P, None], *args: P.args, **kwargs: P.kwargs) -> None:
+    """Call a listener hook; one that raises is logged and changes nothing (metrics must
+    never fail a call or a node)."""
+    try:
+        hook(*args, **kwargs)
+    except Exception:
+        log.warning("call listener %s failed (ignored)", getattr(hook, "__qualname__", hook),
+                    exc_info=True)  # fmt: skip

@@ -8,7 +8,6 @@ to the call. The order they run in is declared once, in swarm.calls.pipeline.
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -18,13 +17,12 @@ from swarm.calls.admission.gate import Gate
 from swarm.calls.gateway import send
 from swarm.calls.hedging.race import HedgedCall
 from swarm.calls.idempotency import CallGuard
+from swarm.calls.listeners import safely
 from swarm.calls.request import Answer, CallRequest
 from swarm.calls.retries import NOT_ATTEMPTS, billed_usage
 from swarm.calls.retry_policy import classify
 from swarm.calls.runtime import Runtime
 from swarm.records import ErrorKind, Usage
-
-log = logging.getLogger(__name__)
 
 Attempt = Callable[[CallRequest], Answer]
 """The rest of the path from a step on: sends the request, returns the answer."""
@@ -45,10 +43,7 @@ class CallContext:
         """Tell the runtime's listener of an attempt; a listener that raises is logged and
         changes nothing (the answer is billed and recorded already)."""
         model = self.guard.request.model.name
-        try:
-            self.rt.listener.attempt_finished(model, kind, usage, latency_s)
-        except Exception:
-            log.warning("call listener failed on %s (ignored)", model, exc_info=True)
+        safely(self.rt.listener.attempt_finished, model, kind, usage, latency_s)
 
 
 StepFactory = Callable[[CallContext], Step | None]

@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
+from swarm.calls.listeners import safely
 from swarm.calls.pipeline import run_call
 from swarm.calls.request import CallRequest, CallResult, Message
 from swarm.calls.retry_policy import RETRYABLE
@@ -79,9 +80,8 @@ def call_node(
             break
         log.debug("node %s: %s on %s, falling back", node_id, envelope.error_kind, name)
     assert envelope is not None  # a task has at least one model
-    rt.listener.node_finished(
-        envelope.model, envelope.ok, envelope.attempts, envelope.latency_ms / 1000
-    )
+    seconds = envelope.latency_ms / 1000
+    safely(rt.listener.node_finished, envelope.model, envelope.ok, envelope.attempts, seconds)
     return _finish(rt, job_id, envelope)
 
 

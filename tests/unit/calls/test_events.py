@@ -6,7 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 import httpx2
-from doubles import MockGateway, completion
+from doubles import MockGateway, completion, new_job
 
 from swarm.calls.listeners import CallListener, Listeners
 from swarm.calls.runtime import Runtime
@@ -60,3 +60,24 @@ def test_listeners_see_every_attempt_and_node(
             ("gpt-4.1", None, Usage(prompt_tokens=7, completion_tokens=2)),
         ]
         assert rec.nodes == [("gpt-4.1", True, 2)]
+
+
+class Broken(CallListener):
+    def attempt_finished(
+        self, model: str, error_kind: ErrorKind | None, usage: Usage, latency_s: float
+    ) -> None:
+        raise ValueError("metrics bug")
+
+    def node_finished(self, model: str, ok: bool, attempts: int, latency_s: float) -> None:
+        raise ValueError("metrics bug")
+
+
+def test_a_raising_listener_fails_neither_the_call_nor_the_node(
+    make_runtime: Callable[..., tuple[Runtime, MockGateway]],
+) -> None:
+    rt, gw = make_runtime(lambda body, n: completion("ok", prompt=7, completion_tokens=2))
+    rt = dataclasses.replace(rt, listener=Broken())
+    new_job(rt, 1)
+    envelope = run_node(rt, "j1", "n0")
+    assert envelope.ok and envelope.attempts == 1 and len(gw.requests) == 1
+    assert rt.store.envelope("j1", "n0") == envelope
