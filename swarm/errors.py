@@ -76,12 +76,20 @@ class RetryLater(SwarmError):
     longer than a task should hold its worker slot; the task adapter turns it into
     ``self.retry(countdown=delay_s)``. Not an error a user sees."""
 
-    def __init__(self, delay_s: float, reason: str) -> None:
+    def __init__(self, delay_s: float, reason: str, *, attempted: bool = False) -> None:
         super().__init__(f"admission: retry in {delay_s:.2f} s ({reason})")
         self.delay_s = delay_s
         """Seconds to wait before the task runs again."""
         self.reason = reason
         """The limit that refused (rpm, tpm, paused, ...)."""
+        self.attempted = attempted
+        """True when raised after an attempt the gateway answered 429 (the attempt counts)."""
+        self.slot: str | None = None
+        """The call that goes back to the queue (set by the call loop on the way out)."""
+        self.attempts = 0
+        """Attempts that call made so far, earlier runs included (set by the call loop)."""
+        self.started_at: float | None = None
+        """When that call's first run started (epoch seconds; set by the call loop)."""
 
 
 STORE_OUTAGES: tuple[type[Exception], ...] = (

@@ -12,10 +12,11 @@ from typing import Any
 
 from celery import Celery, Task
 
+from swarm.calls.request import pack_progress, unpack_progress
 from swarm.client import SwarmClient
 from swarm.errors import STORE_OUTAGES, RetryLater
 from swarm.jobs.aggregation import run_aggregation
-from swarm.jobs.batch import run_nodes
+from swarm.jobs.batch import progress_of, run_nodes
 from swarm.jobs.planner import run_plan
 from swarm.jobs.queueing import AGGREGATE_TASK, PLAN_TASK, SUBAGENT_TASK, SUBAGENTS_TASK, WATCH_TASK
 from swarm.jobs.subagent import run_node
@@ -27,24 +28,32 @@ STORE_RETRY_S = 2.0
 """Countdown of a task sent again because Redis was unreachable."""
 
 
-def subagent(self: Task, job_id: str, node_id: str) -> dict[str, Any]:
+def subagent(
+    self: Task, job_id: str, node_id: str, progress: dict[str, list[float]] | None = None
+) -> dict[str, Any]:
     """One sub-agent node; never raises for gateway failures (they become envelopes).
 
     Admission decides when a node waits in the queue instead of in this slot (RetryLater);
-    this adapter only applies it. run_node stops asking once the requeue bound is reached.
+    this adapter only applies it, carrying the call's attempts and start time (``progress``)
+    to the next run. run_node stops asking once the requeue bound is reached.
     """
     rt = process.get()
     may_requeue = self.request.retries < rt.settings.admission_max_requeues
     try:
-        envelope = run_node(rt, job_id, node_id, may_requeue=may_requeue)
+        envelope = run_node(
+            rt, job_id, node_id, may_requeue=may_requeue, progress=unpack_progress(progress)
+        )
     except RetryLater as later:
-        raise self.retry(countdown=later.delay_s) from None
+        args = (job_id, node_id, pack_progress(progress_of(later)))
+        raise self.retry(args=args, countdown=later.delay_s) from None
     except STORE_OUTAGES as exc:
         raise again_later(self, exc) from None
     return {"node_id": envelope.node_id, "status": envelope.status}
 
 
-def subagents(self: Task, job_id: str, node_ids: list[str]) -> dict[str, Any]:
+def subagents(
+    self: Task, job_id: str, node_ids: list[str], progress: dict[str, list[float]] | None = None
+) -> dict[str, Any]:
     """Several nodes of one job (swarm.jobs.batch): like ``subagent`` for each, concurrently.
 
     Nodes that admission sends back to the queue are retried alone (the message is sent
@@ -60,11 +69,12 @@ def subagents(self: Task, job_id: str, node_ids: list[str]) -> dict[str, Any]:
             may_requeue=may_requeue,
             pool=process.node_pool(),
             on_node_done=intake.node_done_callback(self.request.id, len(node_ids)),
+            progress=unpack_progress(progress),
         )
     except STORE_OUTAGES as exc:  # the nodes that ended are stored: they are not run again
         raise again_later(self, exc) from None
     if outcome.requeue:
-        args = (job_id, list(outcome.requeue))
+        args = (job_id, list(outcome.requeue), pack_progress(outcome.progress))
         raise self.retry(args=args, countdown=outcome.delay_s) from None
     ok = sum(1 for env in outcome.envelopes if env.ok)
     return {"job_id": job_id, "nodes": len(node_ids), "ok": ok}

@@ -23,6 +23,7 @@ from swarm.calls.request import Answer, CallRequest, CallResult
 from swarm.calls.retries import call_with_retries
 from swarm.calls.runtime import Runtime
 from swarm.calls.steps import Attempt, CallContext, StepFactory
+from swarm.errors import RetryLater
 from swarm.records import ErrorKind, Usage
 
 ATTEMPT_PATH: tuple[tuple[str, StepFactory], ...] = (
@@ -85,8 +86,13 @@ def run_call(rt: Runtime, request: CallRequest) -> CallResult:
             return CallResult(None, Usage(), 0, 0, ErrorKind.BUDGET_EXCEEDED, "budget reached")
         ctx = CallContext(rt, guard, gate_for(rt, request))
         attempt = build_attempt(ctx, steps.transport(rt))
-        return call_with_retries(
-            lambda: attempt(request),
-            max_attempts=rt.settings.max_attempts,
-            backoff_max_s=rt.settings.backoff_max_s,
-        )
+        try:
+            return call_with_retries(
+                lambda: attempt(request),
+                max_attempts=rt.settings.max_attempts,
+                backoff_max_s=rt.settings.backoff_max_s,
+                progress=request.progress,
+            )
+        except RetryLater as later:
+            later.slot = request.slot  # the task carries this call's progress to its next run
+            raise

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -20,6 +20,36 @@ from swarm.tokens import estimate_messages
 
 Message = dict[str, str]
 TEMPERATURE = 0.2
+
+
+@dataclass(frozen=True)
+class CallProgress:
+    """What earlier runs of a call did before admission sent its task back to the queue:
+    the attempt bound and the latency count across those runs."""
+
+    attempts: int = 0
+    """Attempts made by the earlier runs."""
+    started_at: float | None = None
+    """When the first run started (epoch seconds); None for a call not run before."""
+
+    def pack(self) -> list[float]:
+        """As JSON for a task message: ``[attempts, started_at]``."""
+        return [self.attempts, self.started_at or 0.0]
+
+    @classmethod
+    def unpack(cls, value: Sequence[float]) -> CallProgress:
+        """From ``pack``'s list."""
+        return cls(int(value[0]), float(value[1]) or None)
+
+
+def pack_progress(progress: Mapping[str, CallProgress]) -> dict[str, list[float]]:
+    """Progress per call slot, as JSON for a requeued task message."""
+    return {slot: p.pack() for slot, p in progress.items()}
+
+
+def unpack_progress(value: Mapping[str, Sequence[float]] | None) -> dict[str, CallProgress]:
+    """``pack_progress``'s JSON back (None or empty: no earlier runs)."""
+    return {slot: CallProgress.unpack(p) for slot, p in (value or {}).items()}
 
 
 @dataclass(frozen=True)
@@ -42,6 +72,8 @@ class CallRequest:
     """A long admission wait may send the task back to the queue (RetryLater)."""
     hedge_cap: int = 0
     """Hedges the job may send in all (0: this call is never hedged)."""
+    progress: CallProgress = CallProgress()
+    """What earlier runs of this call did (a task admission sent back to the queue)."""
 
     @classmethod
     def of(cls, job_id: str, slot: str, model: ModelSpec, messages: Sequence[Message],

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt
 from tenacity.wait import wait_base
 
-from swarm.calls.request import Answer, CallResult
+from swarm.calls.request import Answer, CallProgress, CallResult
 from swarm.calls.retry_policy import (
     BadResponseError,
     backoff_delay,
@@ -31,15 +31,18 @@ NOT_ATTEMPTS: tuple[type[Exception], ...] = (RetryLater, *STORE_OUTAGES)
 
 
 class _WaitPolicy(wait_base):
-    """tenacity adapter for swarm.calls.retry_policy.backoff_delay (Retry-After aware)."""
+    """tenacity adapter for swarm.calls.retry_policy.backoff_delay (Retry-After aware);
+    ``earlier`` attempts of earlier runs count towards the exponent."""
 
-    def __init__(self, cap_s: float) -> None:
+    def __init__(self, cap_s: float, earlier: int = 0) -> None:
         self.cap_s = cap_s
+        self.earlier = earlier
 
     def __call__(self, retry_state: RetryCallState) -> float:
         exc = retry_state.outcome.exception() if retry_state.outcome else None
         retry_after = retry_after_of(exc, time.time()) if exc else None
-        return backoff_delay(retry_state.attempt_number, retry_after, cap_s=self.cap_s)
+        attempt = self.earlier + retry_state.attempt_number
+        return backoff_delay(attempt, retry_after, cap_s=self.cap_s)
 
 
 def _transient(exc: BaseException) -> bool:
@@ -63,35 +66,56 @@ def billed_usage(exc: BaseException) -> Usage:
     return Usage()
 
 
+class _Counted:
+    """``attempt`` counting its attempts (earlier runs' included) and the usage billed."""
+
+    def __init__(self, attempt: Callable[[], Answer], earlier: int, max_attempts: int) -> None:
+        self.attempt = attempt
+        self.attempts = earlier
+        self.max_attempts = max_attempts
+        self.billed: list[Usage] = []
+
+    def __call__(self) -> Answer:
+        self.attempts += 1
+        try:
+            answer = self.attempt()
+        except RetryLater as later:
+            if not later.attempted:
+                self.attempts -= 1  # admission refused before the request: not an attempt
+            elif self.attempts >= self.max_attempts and later.__cause__ is not None:
+                raise later.__cause__ from None  # no attempt left to requeue for
+            raise
+        except NOT_ATTEMPTS:
+            raise
+        except Exception as exc:
+            if (usage := billed_usage(exc)) != Usage():
+                self.billed.append(usage)
+            raise
+        self.billed.append(answer.usage)
+        return answer
+
+
 def call_with_retries(
     attempt: Callable[[], Answer],
     *,
     max_attempts: int,
     backoff_max_s: float,
     sleep: Callable[[float], None] = time.sleep,
+    progress: CallProgress | None = None,
 ) -> CallResult:
-    """Run ``attempt`` until it answers, a non-transient error occurs, or attempts run out."""
-    started = time.perf_counter()
-    billed: list[Usage] = []
-    attempts = 0
+    """Run ``attempt`` until it answers, a non-transient error occurs, or attempts run out.
 
-    def counted() -> Answer:
-        nonlocal attempts
-        attempts += 1
-        try:
-            answer = attempt()
-        except NOT_ATTEMPTS:
-            raise
-        except Exception as exc:
-            if (usage := billed_usage(exc)) != Usage():
-                billed.append(usage)
-            raise
-        billed.append(answer.usage)
-        return answer
-
+    ``progress`` is what earlier runs of the call did (a task sent back to the queue):
+    their attempts count against ``max_attempts`` and their time is in the latency. A
+    RetryLater passing through carries the attempts and start time on for the next run;
+    after the last attempt a long 429 pause no longer requeues: the 429 is the result.
+    """
+    progress = progress or CallProgress()
+    started_at = progress.started_at or time.time()
+    counted = _Counted(attempt, progress.attempts, max_attempts)
     retrying = Retrying(
-        stop=stop_after_attempt(max_attempts),
-        wait=_WaitPolicy(backoff_max_s),
+        stop=stop_after_attempt(max(max_attempts - progress.attempts, 1)),
+        wait=_WaitPolicy(backoff_max_s, progress.attempts),
         retry=retry_if_exception(_transient),
         before_sleep=_log_retry,
         sleep=sleep,
@@ -102,13 +126,17 @@ def call_with_retries(
     error: str | None = None
     try:
         answer = retrying(counted)
+    except RetryLater as later:
+        later.attempts, later.started_at = counted.attempts, started_at
+        raise
     except NOT_ATTEMPTS:
         raise
     except Exception as exc:  # every failure becomes data; nothing raises into the chord
         kind, error = classify(exc), one_line(exc)
+    billed = tuple(counted.billed)
+    latency_ms = int((time.time() - started_at) * 1000)
     total = sum(billed, Usage())
-    latency_ms = int((time.perf_counter() - started) * 1000)
-    return CallResult(answer, total, attempts, latency_ms, kind, error, tuple(billed))
+    return CallResult(answer, total, counted.attempts, latency_ms, kind, error, billed)
 
 
 def one_line(exc: BaseException) -> str:

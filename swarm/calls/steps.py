@@ -69,10 +69,18 @@ def listening(ctx: CallContext) -> Step:
 
 def recording(ctx: CallContext) -> Step:
     """Records each billed response in the ledger (and its answer under the call's key) the
-    moment it arrives, before anything else can fail."""
+    moment it arrives, before anything else can fail; counts each 429 for the job's report
+    whether or not admission is on."""
 
     def record(request: CallRequest, next: Attempt) -> Answer:
-        return ctx.guard.recorded(partial(next, request))()
+        try:
+            return ctx.guard.recorded(partial(next, request))()
+        except NOT_ATTEMPTS:
+            raise
+        except Exception as exc:
+            if classify(exc) is ErrorKind.RATE_LIMITED:
+                ctx.rt.store.count_rate_limited(request.job_id, request.model.name)
+            raise
 
     return record
 

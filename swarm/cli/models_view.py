@@ -18,6 +18,7 @@ COLUMNS = {
     "admitted": "admitted",
     "waiting": "waiting",
     "rate_limited": "429s",
+    "pauses": "pauses",
     "factor": "rate factor",
     "inflight": "in flight",
     "paused_for_s": "pause s",
@@ -43,7 +44,8 @@ def model_counters(settings: Settings, catalog: Catalog) -> dict[str, dict[str, 
 
 
 def print_models(counters: dict[str, dict[str, Any]], console: Console) -> None:
-    """One row per model: admitted, waiting, 429s, rate factor, in flight, pause, expired."""
+    """One row per model: admitted, waiting, 429s, pauses, rate factor, in flight, pause,
+    expired."""
     table = Table(title="admission per model (all workers)")
     table.add_column("model", no_wrap=True)
     for label in COLUMNS.values():

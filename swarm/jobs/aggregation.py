@@ -74,7 +74,7 @@ def run_aggregation(rt: Runtime, job_id: str) -> dict[str, Any]:
         final=final,
         wall_s=time.time() - spec.submitted_at,
         error=error,
-        rate_limited=rate_limited_by_model(rt, spec),
+        rate_limited=rt.store.rate_limited(job_id),
         hedges=rt.store.hedges(job_id),
     )
     rt.store.save_report(job_id, report.model_dump(mode="json"))
@@ -162,11 +162,3 @@ def _reduce(
         error_kind=outcome.error_kind,
         error=outcome.error,
     )
-
-
-def rate_limited_by_model(rt: Runtime, spec: JobSpec) -> dict[str, int]:
-    """429s the job's calls saw, per model it uses (for the report)."""
-    names = dict.fromkeys((spec.model, spec.aggregate_model))
-    return {
-        name: rt.admission.job_rate_limited(rt.catalog.model(name), spec.job_id) for name in names
-    }

@@ -15,11 +15,12 @@ work: read the nodes in one round trip, call them concurrently, report what to r
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Executor, ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from swarm.calls.request import CallProgress
 from swarm.calls.runtime import Runtime
 from swarm.errors import RetryLater
 from swarm.jobs.subagent import call_node, cancel_node
@@ -36,6 +37,8 @@ class BatchOutcome:
     """Nodes that admission sends back to the queue (RetryLater)."""
     delay_s: float = 0.0
     """Shortest wait asked for by those nodes."""
+    progress: Mapping[str, CallProgress] = field(default_factory=dict)
+    """What the requeued calls did so far, per call slot (for their next run)."""
 
 
 def run_nodes(
@@ -46,6 +49,7 @@ def run_nodes(
     may_requeue: bool = False,
     pool: Executor | None = None,
     on_node_done: Callable[[], None] | None = None,
+    progress: Mapping[str, CallProgress] | None = None,
 ) -> BatchOutcome:
     """Run (or reuse) the nodes of one task, their calls concurrently on ``pool`` (the
     worker's node threads; default: a thread per node for this call only).
@@ -63,9 +67,12 @@ def run_nodes(
             on_node_done()
     rt.store.mark_running_many(job_id, {n: spec.task(n).model for n in todo})
     requeue: dict[str, float] = {}
+    carried: dict[str, CallProgress] = {}
     with _executor(pool, len(todo)) as run_on:
         futures = {
-            n: run_on.submit(call_node, rt, spec, n, loaded.texts[n], may_requeue=may_requeue)
+            n: run_on.submit(
+                call_node, rt, spec, n, loaded.texts[n], may_requeue=may_requeue, progress=progress
+            )
             for n in todo
         }
         if on_node_done is not None:
@@ -76,11 +83,20 @@ def run_nodes(
                 done[node_id] = future.result()
             except RetryLater as later:
                 requeue[node_id] = later.delay_s
+                carried.update(progress_of(later))
     return BatchOutcome(
         envelopes=tuple(done[n] for n in node_ids if n in done),
         requeue=tuple(requeue),
         delay_s=min(requeue.values(), default=0.0),
+        progress=carried,
     )
+
+
+def progress_of(later: RetryLater) -> dict[str, CallProgress]:
+    """The progress a requeued call carries to its next run, by slot."""
+    if later.slot is None:
+        return {}
+    return {later.slot: CallProgress(later.attempts, later.started_at)}
 
 
 @contextmanager

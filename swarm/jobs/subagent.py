@@ -15,11 +15,12 @@ validated against the schema and retried once with the error, else the node ends
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from swarm.calls.listeners import safely
 from swarm.calls.pipeline import run_call
-from swarm.calls.request import CallRequest, CallResult, Message
+from swarm.calls.request import CallProgress, CallRequest, CallResult, Message
 from swarm.calls.retry_policy import RETRYABLE
 from swarm.calls.runtime import Runtime
 from swarm.catalog import ModelSpec
@@ -47,11 +48,19 @@ log = logging.getLogger(__name__)
 __all__ = ["call_node", "cancel_node", "run_node"]
 
 
-def run_node(rt: Runtime, job_id: str, node_id: str, *, may_requeue: bool = False) -> NodeEnvelope:
+def run_node(
+    rt: Runtime,
+    job_id: str,
+    node_id: str,
+    *,
+    may_requeue: bool = False,
+    progress: Mapping[str, CallProgress] | None = None,
+) -> NodeEnvelope:
     """Run (or reuse) one node and return its stored envelope.
 
     With ``may_requeue``, a long wait for admission raises swarm.errors.RetryLater (the
-    task goes back to the queue) instead of sleeping in the task.
+    task goes back to the queue) instead of sleeping in the task; ``progress`` (per call
+    slot) is what the runs before such a requeue did.
     """
     spec = rt.store.spec(job_id)
     stored = rt.store.envelope(job_id, node_id)
@@ -61,11 +70,17 @@ def run_node(rt: Runtime, job_id: str, node_id: str, *, may_requeue: bool = Fals
         return cancel_node(rt, spec, node_id)
     text = rt.store.input_text(job_id, node_id)
     rt.store.mark_running(job_id, node_id, spec.task(node_id).model)
-    return call_node(rt, spec, node_id, text, may_requeue=may_requeue)
+    return call_node(rt, spec, node_id, text, may_requeue=may_requeue, progress=progress)
 
 
 def call_node(
-    rt: Runtime, spec: JobSpec, node_id: str, text: str, *, may_requeue: bool = False
+    rt: Runtime,
+    spec: JobSpec,
+    node_id: str,
+    text: str,
+    *,
+    may_requeue: bool = False,
+    progress: Mapping[str, CallProgress] | None = None,
 ) -> NodeEnvelope:
     """Call a node's model (then its fallbacks) on ``text`` and store its envelope; the
     caller has checked that no ok envelope is stored and marked the node running."""
@@ -74,7 +89,8 @@ def call_node(
     tally = _Tally()
     envelope: NodeEnvelope | None = None
     for position, name in enumerate(task.models()):
-        run = _ModelRun(rt, spec, node_id, task, rt.catalog.model(name), may_requeue)
+        model = rt.catalog.model(name)
+        run = _ModelRun(rt, spec, node_id, task, model, may_requeue, progress or {})
         envelope = run.envelope(text, node_id if position == 0 else f"{node_id}@{name}", tally)
         if envelope.ok or envelope.error_kind not in FALLBACK_KINDS:
             break
@@ -109,6 +125,8 @@ class _ModelRun:
     task: NodeTask
     model: ModelSpec
     may_requeue: bool
+    progress: Mapping[str, CallProgress]
+    """What earlier runs of this node's calls did, per slot (see CallProgress)."""
 
     @property
     def max_tokens(self) -> int:
@@ -128,6 +146,7 @@ class _ModelRun:
             json_mode=json,
             may_requeue=self.may_requeue,
             hedge_cap=hedger.policy.job_cap(self.spec) if hedger else 0,
+            progress=self.progress.get(slot, CallProgress()),
         )
         return run_call(self.rt, request)
 
@@ -166,6 +185,7 @@ class _ModelRun:
             limit,
             budgeted=self.spec.budget_usd is not None,
             may_requeue=self.may_requeue,
+            progress=self.progress.get(f"{slot}:summary", CallProgress()),
         )
         outcome = run_call(self.rt, request)
         tally.add(outcome)

@@ -211,6 +211,15 @@ class JobStore(ABC):
     def hedges(self, job_id: str) -> HedgeCounts:
         """The job's hedge counts."""
 
+    # -- 429s the gateway answered, whatever admission does (the report's rate_limited) --
+    @abstractmethod
+    def count_rate_limited(self, job_id: str, model: str) -> None:
+        """Count one 429 answer to a call of the job on ``model``."""
+
+    @abstractmethod
+    def rate_limited(self, job_id: str) -> dict[str, int]:
+        """429 answers per model."""
+
     # -- fast paths: defaults built from the methods above (RedisJobStore pipelines them) --
     def load_nodes(self, job_id: str, node_ids: Sequence[str]) -> NodeBatch:
         """Stored envelopes, inputs and the cancel flag of several nodes at once."""

@@ -43,6 +43,7 @@ class _Job:
     """slot -> (owner, monotonic deadline)"""
     resumes: int = 0
     hedges: HedgeCounts = field(default_factory=HedgeCounts)
+    rate_limited: dict[str, int] = field(default_factory=dict)
 
 
 class MemoryJobStore(JobStore):
@@ -220,3 +221,12 @@ class MemoryJobStore(JobStore):
     def hedges(self, job_id: str) -> HedgeCounts:
         with self._lock:
             return self._job(job_id).hedges
+
+    def count_rate_limited(self, job_id: str, model: str) -> None:
+        with self._lock:
+            counts = self._job(job_id).rate_limited
+            counts[model] = counts.get(model, 0) + 1
+
+    def rate_limited(self, job_id: str) -> dict[str, int]:
+        with self._lock:
+            return dict(sorted(self._job(job_id).rate_limited.items()))

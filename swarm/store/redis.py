@@ -16,6 +16,7 @@ Keys of one job share the hash tag ``{job:<id>}`` (one slot on Redis Cluster) an
     swarm:{job:<id>}:claim:<node>  string  owner of the right to call for that node (SET NX PX)
     swarm:{job:<id>}:resumes  string  how many times the job was resumed
     swarm:{job:<id>}:hedges   hash    sent, won (hedged calls, swarm.calls.hedging)
+    swarm:{job:<id>}:r429     hash    model -> 429 answers the job's calls got
     swarm:{job:<id>}:done     channel published once the report is written (wait_report)
 
 The billing keys are written by the Lua scripts in ``swarm/store/lua/`` (see scripts.py).
@@ -325,6 +326,17 @@ class RedisJobStore(JobStore):
     def hedges(self, job_id: str) -> HedgeCounts:
         sent, won = self._r.hmget(_key(job_id, "hedges"), ["sent", "won"])
         return HedgeCounts(sent=int(sent or 0), won=int(won or 0))
+
+    def count_rate_limited(self, job_id: str, model: str) -> None:
+        key = _key(job_id, "r429")
+        pipe = self._r.pipeline(transaction=False)
+        pipe.hincrby(key, model, 1)
+        pipe.expire(key, self._ttl_s)
+        pipe.execute()
+
+    def rate_limited(self, job_id: str) -> dict[str, int]:
+        raw: dict[str, str] = self._r.hgetall(_key(job_id, "r429"))  # type: ignore[assignment]
+        return {model: int(count) for model, count in sorted(raw.items())}
 
     def load_nodes(self, job_id: str, node_ids: Sequence[str]) -> NodeBatch:
         """One round trip: envelopes, inputs and the cancel flag."""

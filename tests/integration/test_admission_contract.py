@@ -156,11 +156,38 @@ def test_tokens_are_reserved_refunded_once_and_debts_are_paid(h: Harness) -> Non
     assert ctl.counters(model).inflight == 0
 
 
-def test_a_429_pauses_every_client_and_a_burst_cuts_the_rate_once(h: Harness) -> None:
+def test_an_isolated_429_pauses_no_other_client(h: Harness) -> None:
     one, two = h.controller(), h.controller()
     model = spec()
+    for i, permit in enumerate(take(h, one, model, "job-1", 10)):
+        one.finish(model, permit, Outcome(used_tokens=0, rate_limited=i == 9, retry_after_s=5.0))
+    h.advance(GAP_S)
+    assert two.acquire(model, "job-2", 1).permit is not None
+    counters = two.counters(model)
+    assert counters.rate_limited == 1 and counters.pauses == 0 and counters.factor == 1.0
+    assert two.job_rate_limited(model, "job-1") == 1
+
+
+def test_a_dense_run_of_429s_pauses_every_client(h: Harness) -> None:
+    one, two = h.controller(), h.controller()
+    model = spec()
+    for i, permit in enumerate(take(h, one, model, "job-1", 5)):
+        one.finish(model, permit, Outcome(used_tokens=0, rate_limited=True, retry_after_s=5.0))
+        assert (two.pause_left_s(model) > 0) == (i == 4)  # four in a row are not yet dense
+    h.advance(GAP_S)
+    assert two.acquire(model, "job-2", 1).reason is Refusal.PAUSED
+    counters = two.counters(model)
+    assert counters.pauses == 1 and counters.factor == pytest.approx(0.7)
+
+
+def test_an_exhausted_limit_pauses_every_client_and_a_burst_cuts_the_rate_once(
+    h: Harness,
+) -> None:
+    one, two = h.controller(), h.controller()
+    model = spec()
+    limited = Outcome(used_tokens=0, rate_limited=True, retry_after_s=0.5, exhausted=True)
     for permit in take(h, one, model, "job-1", 3):
-        one.finish(model, permit, Outcome(used_tokens=0, rate_limited=True, retry_after_s=0.5))
+        one.finish(model, permit, limited)
     paused = two.acquire(model, "job-2", 1)
     assert paused.reason is Refusal.PAUSED and paused.retry_after_s == h.approx(0.5)
     assert two.pause_left_s(model) == h.approx(0.5)
@@ -211,7 +238,23 @@ def test_a_pause_or_the_inflight_cap_is_never_booked(h: Harness) -> None:
     assert first is not None
     full = ctl.acquire(model, "a", 1, reserve_s=1.0)
     assert full.permit is None and full.reason is Refusal.RPS  # the longest wait names it
-    ctl.finish(model, first, Outcome(rate_limited=True, retry_after_s=2.0))
+    ctl.finish(model, first, Outcome(rate_limited=True, retry_after_s=2.0, exhausted=True))
     paused = ctl.acquire(model, "a", 1, reserve_s=1.0)
     assert paused.permit is None and paused.reason is Refusal.PAUSED
     assert paused.retry_after_s == h.approx(2.0)
+
+
+def test_a_window_limit_lets_its_n_through_at_once(h: Harness) -> None:
+    ctl = h.controller()
+    model = spec(rpm=30).model_copy(update={"limit_window": "sliding"})
+    assert len(take(h, ctl, model, "a", 30)) == 30  # no spacing: the window allows 30
+    h.advance(GAP_S)
+    refused = ctl.acquire(model, "a", 1)
+    assert refused.reason is Refusal.RPM
+    assert refused.retry_after_s == h.approx(60.1 - 31 * GAP_S)  # the oldest leaves
+
+
+def test_a_bucket_limit_spaces_the_same_calls_evenly(h: Harness) -> None:
+    ctl, model = h.controller(), spec(rpm=30)
+    assert ctl.acquire(model, "a", 1).permit is not None
+    assert ctl.acquire(model, "a", 1).reason is Refusal.RPM

@@ -36,7 +36,7 @@ def test_keys_share_one_cluster_slot(client: redis.Redis) -> None:
     ctl, model = controller(client), spec()
     permit = ctl.acquire(model, "a", 1).permit
     assert permit is not None
-    ctl.finish(model, permit, Outcome(used_tokens=0, rate_limited=True))
+    ctl.finish(model, permit, Outcome(used_tokens=0, rate_limited=True, exhausted=True))
     assert ctl.acquire(spec(rpm=6_000_000), "b", 1).reason is Refusal.PAUSED  # a waiter
     time.sleep(0.01)
     keys = [k.decode() for k in client.keys("{llm:*")]

@@ -3,8 +3,8 @@
 A caller asks ``acquire`` before every gateway attempt; the answer is a Decision that
 either carries a Permit (go now) or says how long to wait and why. After the attempt the
 caller reports the Outcome with ``finish``: the in-flight lease is released, reserved tokens
-are reconciled with the reported usage (or refunded on failure), and a 429 pauses every
-caller of the model and cuts its shared rate.
+are reconciled with the reported usage (or refunded on failure), and a 429 that shows the
+tenant at its limit pauses every caller of the model and cuts its shared rate.
 """
 
 from __future__ import annotations
@@ -68,9 +68,17 @@ class Outcome:
     """Tokens the gateway reported (prompt + completion); 0 refunds the reservation (failed
     call); None keeps the reservation as charged (answer without usage)."""
     rate_limited: bool = False
-    """The gateway answered 429: pause the model and cut its rate; the request charge stays."""
+    """The gateway answered 429 (the request charge stays). It pauses every caller of the
+    model and cuts its rate only on evidence that the tenant is at its limit: ``exhausted``,
+    or 429s dense among the model's recent requests (see feedback.tenant_limited); an
+    isolated 429 backs off its own call only."""
     retry_after_s: float | None = None
     """The gateway's retry time for a 429 (Retry-After or x-ratelimit reset), if known."""
+    exhausted: bool = False
+    """The 429 said the tenant's limit is used up (an x-ratelimit-remaining-* header at 0)."""
+    sent: bool = True
+    """False for a permit given back unused (a booked slot that a pause overtook): it is
+    not a request in the model's recent-requests count."""
 
 
 @dataclass(frozen=True)
@@ -85,6 +93,8 @@ class ModelCounters:
     """Callers waiting for a permit right now."""
     rate_limited: int = 0
     """429 answers seen by any worker."""
+    pauses: int = 0
+    """429s taken as the tenant's limit (they paused every caller of the model)."""
     inflight: int = 0
     """Leases out right now."""
     factor: float = 1.0

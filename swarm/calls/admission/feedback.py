@@ -8,6 +8,7 @@ swarm.calls.retry_policy). Resets come as durations such as ``1s``, ``6m0s``, ``
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -103,3 +104,35 @@ def aimd_decrease(factor: float, decrease: float, min_factor: float) -> float:
 def aimd_increase(factor: float, step: float) -> float:
     """Additive increase after a quiet period; never above 1 (the catalog's limits)."""
     return min(1.0, factor + step)
+
+
+def limit_exhausted(headers: Mapping[str, str]) -> bool:
+    """True when an x-ratelimit-remaining-* header says a limit is used up (0 left)."""
+    info = parse_ratelimit_headers(headers)
+    return 0 in (info.remaining_requests, info.remaining_tokens)
+
+
+def exhausted_of(exc: BaseException) -> bool:
+    """limit_exhausted for a gateway's error."""
+    if isinstance(exc, openai.APIStatusError):
+        return limit_exhausted(dict(exc.response.headers))
+    return False
+
+
+def decayed(value: float, elapsed_ms: float, window_ms: float) -> float:
+    """A count ``elapsed_ms`` later, decaying with time constant ``window_ms`` (a sliding
+    window's count without keeping one entry per event)."""
+    return value * math.exp(-max(elapsed_ms, 0.0) / window_ms)
+
+
+def tenant_limited(
+    exhausted: bool, recent_429: float, recent_requests: float, dense_min: float, dense_share: float
+) -> bool:
+    """Whether a 429 is evidence that the tenant is at its limit (pause every caller) rather
+    than an isolated one (back off that call only): the gateway said a limit is used up,
+    or 429s are dense among the model's recent requests, as in client-side adaptive
+    throttling (Google SRE: requests vs accepts over a sliding window). ``recent_*``
+    include the 429 being judged."""
+    if exhausted:
+        return True
+    return recent_429 >= dense_min and recent_429 >= dense_share * recent_requests

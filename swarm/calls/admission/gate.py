@@ -17,7 +17,7 @@ import uuid
 from collections.abc import Callable
 
 from swarm.calls.admission.base import AdmissionController, Decision, Outcome, Permit
-from swarm.calls.admission.feedback import pause_of
+from swarm.calls.admission.feedback import exhausted_of, pause_of
 from swarm.calls.request import Answer
 from swarm.calls.retry_policy import classify
 from swarm.catalog import ModelSpec
@@ -32,21 +32,33 @@ MAX_JITTER_S = 0.2
 
 
 def wait_or_requeue(
-    retry_after_s: float, reason: str, max_wait_s: float, max_countdown_s: float, may_requeue: bool
+    retry_after_s: float,
+    reason: str,
+    max_wait_s: float,
+    max_countdown_s: float,
+    may_requeue: bool,
+    *,
+    attempted: bool = False,
 ) -> float:
-    """Seconds to sleep in the task, or RetryLater when the wait is long and requeue allowed."""
+    """Seconds to sleep in the task, or RetryLater when the wait is long and requeue allowed
+    (``attempted``: the wait follows an attempt the gateway answered, which counts)."""
     if retry_after_s > max_wait_s and may_requeue:
         countdown_s = min(retry_after_s, max_countdown_s)
         log.debug("admission: %s for %.2f s, back to the queue for %.2f s", reason,
                   retry_after_s, countdown_s)  # fmt: skip
-        raise RetryLater(countdown_s, reason)
+        raise RetryLater(countdown_s, reason, attempted=attempted)
     return retry_after_s
 
 
 def outcome_of_error(exc: BaseException, now: float) -> Outcome:
-    """A failed attempt refunds its tokens; a 429 also pauses the model."""
+    """A failed attempt refunds its tokens; a 429 is feedback (see Outcome.rate_limited)."""
     if classify(exc) is ErrorKind.RATE_LIMITED:
-        return Outcome(used_tokens=0, rate_limited=True, retry_after_s=pause_of(exc, now))
+        return Outcome(
+            used_tokens=0,
+            rate_limited=True,
+            retry_after_s=pause_of(exc, now),
+            exhausted=exhausted_of(exc),
+        )
     return Outcome(used_tokens=0)
 
 
@@ -107,7 +119,7 @@ class Gate:
         self.sleep(decision.start_in_s)
         if self.controller.pause_left_s(self.spec) <= 0:
             return True
-        self.controller.finish(self.spec, permit, Outcome(used_tokens=0))
+        self.controller.finish(self.spec, permit, Outcome(used_tokens=0, sent=False))
         return False
 
     def wrap(self, attempt: Callable[[], Answer]) -> Callable[[], Answer]:
@@ -148,5 +160,8 @@ class Gate:
         outcome = outcome_of_error(error, time.time())
         self.controller.finish(self.spec, permit, outcome)
         if requeue and outcome.rate_limited and outcome.retry_after_s is not None:
-            wait_or_requeue(outcome.retry_after_s, "paused", self.max_wait_s,
-                            self.max_countdown_s, self.may_requeue)  # fmt: skip
+            try:
+                wait_or_requeue(outcome.retry_after_s, "paused", self.max_wait_s,
+                                self.max_countdown_s, self.may_requeue, attempted=True)  # fmt: skip
+            except RetryLater as later:
+                raise later from error

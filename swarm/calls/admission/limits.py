@@ -53,6 +53,14 @@ class AdmissionPolicy:
     """429s within this long after a decrease count as the same overload (one decrease)."""
     default_pause_s: float = 1.0
     """Pause after a 429 that carries no Retry-After or x-ratelimit reset."""
+    dense_window_s: float = 5.0
+    """Time constant of the model's recent requests and 429s (decaying counts)."""
+    dense_min: float = 4.5
+    """429s within about that window before their density counts as the tenant's limit
+    (4.5: five in quick succession, the decay of the first ones allowed for)."""
+    dense_share: float = 0.5
+    """Share of recent requests answered 429 that counts as the tenant's limit (an accept
+    rate under half: Google SRE's adaptive throttling with K = 2)."""
     request_burst: int = 1
     """Bucket size of the request limits (1 = evenly spaced, no burst)."""
     token_burst_share: float = 0.05

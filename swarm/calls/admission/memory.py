@@ -7,6 +7,7 @@ A lock makes each acquire and finish atomic, as the Lua scripts are in Redis.
 from __future__ import annotations
 
 import itertools
+import logging
 import math
 import threading
 import time
@@ -21,7 +22,7 @@ from swarm.calls.admission.base import (
     Permit,
     Refusal,
 )
-from swarm.calls.admission.feedback import aimd_decrease, aimd_increase
+from swarm.calls.admission.feedback import aimd_decrease, aimd_increase, decayed, tenant_limited
 from swarm.calls.admission.limits import (
     AdmissionPolicy,
     gcra,
@@ -32,6 +33,8 @@ from swarm.calls.admission.limits import (
     slot_poll_ms,
 )
 from swarm.catalog import ModelSpec
+
+log = logging.getLogger(__name__)
 
 RATE_REFUSALS = frozenset({Refusal.RPM, Refusal.RPS, Refusal.TPM})
 """Refusals a caller may book a slot past (the others have no known time)."""
@@ -54,9 +57,15 @@ class _ModelState:
     released_at: float | None = None
     release_dt: float | None = None
     """Mean time between lease releases (ms), for in-flight waiters' retry hints."""
+    recent_requests: float = 0.0
+    """Requests answered lately (decaying, see feedback.decayed)."""
+    recent_429: float = 0.0
+    """429 answers lately (decaying the same way)."""
+    recent_at: float = 0.0
     admitted: int = 0
     refused: int = 0
     rate_limited: int = 0
+    pauses: int = 0
     expired: int = 0
 
     def purge(self, now: float) -> None:
@@ -188,14 +197,37 @@ class MemoryAdmission(AdmissionController):
                 tpm = next(lim for lim in model_limits(spec, self.policy) if lim.name == "tpm")
                 t_ms = interval_ms(tpm, st.factor, self.policy.window_slack_s * 1000)
                 st.tats["tpm"] = refund_tat(st.tats.get("tpm", 0.0), now, delta, t_ms)
+            if outcome.sent:
+                self._count_recent(st, outcome, now)
             if outcome.rate_limited:
-                self._feedback(st, permit.job_id, outcome, now)
+                self._feedback(spec, st, permit.job_id, outcome, now)
 
-    def _feedback(self, st: _ModelState, job_id: str, outcome: Outcome, now: float) -> None:
+    def _count_recent(self, st: _ModelState, outcome: Outcome, now: float) -> None:
+        window_ms = self.policy.dense_window_s * 1000
+        elapsed = now - st.recent_at
+        st.recent_requests = decayed(st.recent_requests, elapsed, window_ms) + 1
+        st.recent_429 = decayed(st.recent_429, elapsed, window_ms) + int(outcome.rate_limited)
+        st.recent_at = now
+
+    def _feedback(
+        self, spec: ModelSpec, st: _ModelState, job_id: str, outcome: Outcome, now: float
+    ) -> None:
         policy = self.policy
         st.rate_limited += 1
         st.job_429[job_id] = st.job_429.get(job_id, 0) + 1
+        limited = tenant_limited(
+            outcome.exhausted,
+            st.recent_429,
+            st.recent_requests,
+            policy.dense_min,
+            policy.dense_share,
+        )
+        if not limited:
+            log.debug("admission: isolated 429 on %s, only its call backs off", spec.name)
+            return
+        st.pauses += 1
         pause_s = outcome.retry_after_s or policy.default_pause_s
+        log.debug("admission: %s at its limit, every caller pauses %.2f s", spec.name, pause_s)
         st.pause_until = max(st.pause_until, now + pause_s * 1000)
         if now - st.decreased_at >= policy.decrease_cooldown_s * 1000:
             st.factor = aimd_decrease(st.factor, policy.decrease, policy.min_factor)
@@ -210,6 +242,7 @@ class MemoryAdmission(AdmissionController):
                 refused=st.refused,
                 waiting=sum(1 for v in st.waiters.values() if v > now),
                 rate_limited=st.rate_limited,
+                pauses=st.pauses,
                 inflight=sum(1 for exp, _ in st.leases.values() if exp > now),
                 factor=st.factor,
                 paused_for_s=max(0.0, st.pause_until - now) / 1000.0,

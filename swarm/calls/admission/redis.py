@@ -10,6 +10,7 @@ shared pause (see ../shared notes on rate limits), hence the scripts.
 
 from __future__ import annotations
 
+import logging
 import uuid
 from typing import Any
 
@@ -33,6 +34,8 @@ from swarm.calls.admission.script_args import (
 )
 from swarm.catalog import ModelSpec
 from swarm.store.scripts import Scripts
+
+log = logging.getLogger(__name__)
 
 JOB_COUNTS_TTL_S = 7 * 86400
 """How long per-job 429 counts are kept after the last 429."""
@@ -131,8 +134,17 @@ class RedisAdmission(AdmissionController):
             min_factor=policy.min_factor,
             cooldown_ms=policy.decrease_cooldown_s * 1000,
             counts_ttl_s=JOB_COUNTS_TTL_S,
+            sent=1 if outcome.sent else 0,
+            exhausted=1 if outcome.exhausted else 0,
+            dense_ms=policy.dense_window_s * 1000,
+            dense_min=policy.dense_min,
+            dense_share=policy.dense_share,
         )
-        self._scripts.run(args)
+        _released, paused = self._scripts.run(args)
+        if outcome.rate_limited:
+            log.debug("admission: 429 on %s: %s", spec.name,
+                      "at its limit, every caller pauses" if int(paused)
+                      else "isolated, only its call backs off")  # fmt: skip
 
     def counters(self, spec: ModelSpec) -> ModelCounters:
         """The model's counters as every worker sees them."""
@@ -148,6 +160,7 @@ class RedisAdmission(AdmissionController):
             factor=float(values[6]),
             paused_for_s=float(values[7]) / 1000.0,
             expired=expired,
+            pauses=int(values[8]),
         )
 
     def job_rate_limited(self, spec: ModelSpec, job_id: str) -> int:

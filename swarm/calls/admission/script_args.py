@@ -66,6 +66,11 @@ class FinishArgs(_AdmissionScript):
     min_factor: float
     cooldown_ms: float
     counts_ttl_s: int
+    sent: int
+    exhausted: int
+    dense_ms: float
+    dense_min: float
+    dense_share: float
 
 
 @dataclass(frozen=True)

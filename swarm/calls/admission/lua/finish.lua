@@ -1,6 +1,11 @@
 -- An admitted call ended: release its lease, reconcile its tokens, apply 429 feedback.
 -- Idempotent for the lease and the tokens (applied only when the lease was still out);
 -- the 429 feedback always applies. Clock = Redis TIME (ms).
+-- A 429 pauses every caller and cuts the rate factor only on evidence that the tenant is
+-- at its limit: the gateway said a limit is used up (exhausted), or 429s are dense among
+-- the model's recent requests (counts decaying with time constant dense_ms; at least
+-- dense_min 429s and at least dense_share of the requests). Otherwise only its own call
+-- backs off (the caller's retry honours its Retry-After).
 --
 -- KEYS[1] state: hash
 -- KEYS[2] leases: zset
@@ -19,7 +24,12 @@
 -- ARGV[10] min_factor
 -- ARGV[11] cooldown_ms: between two decreases
 -- ARGV[12] counts_ttl_s: of the per-job counts
--- Returns 1 when the lease was released here, 0 when it was already gone.
+-- ARGV[13] sent: 0/1 (0: a permit given back unused, not a request)
+-- ARGV[14] exhausted: 0/1 (an x-ratelimit-remaining-* header at 0)
+-- ARGV[15] dense_ms: time constant of the recent counts
+-- ARGV[16] dense_min: fewest recent 429s that are dense
+-- ARGV[17] dense_share: share of recent requests answered 429 that is dense
+-- Returns {1 when the lease was released here (else 0), 1 when every caller paused}.
 
 local state, leases, owners, jobs, job_429 = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local lease_id, job, delta = ARGV[1], ARGV[2], tonumber(ARGV[3])
@@ -27,6 +37,8 @@ local tpm, burst, slack_ms = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV
 local rate_limited, pause_ms = ARGV[7] == '1', tonumber(ARGV[8])
 local decrease, min_factor = tonumber(ARGV[9]), tonumber(ARGV[10])
 local cooldown_ms, counts_ttl = tonumber(ARGV[11]), tonumber(ARGV[12])
+local sent, exhausted = ARGV[13] == '1', ARGV[14] == '1'
+local dense_ms, dense_min, dense_share = tonumber(ARGV[15]), tonumber(ARGV[16]), tonumber(ARGV[17])
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000
@@ -60,19 +72,37 @@ if released == 1 then
   end
 end
 
+-- The model's recent requests and 429s, as counts decaying with time constant dense_ms.
+local recent_req = tonumber(redis.call('HGET', state, 'recent_req') or '0')
+local recent_429 = tonumber(redis.call('HGET', state, 'recent_429') or '0')
+if sent then
+  local since = tonumber(redis.call('HGET', state, 'recent_at') or '0')
+  local keep = math.exp(-math.max(now - since, 0) / dense_ms)
+  recent_req = recent_req * keep + 1
+  recent_429 = recent_429 * keep
+  if rate_limited then recent_429 = recent_429 + 1 end
+  redis.call('HSET', state, 'recent_req', string.format('%.4f', recent_req),
+    'recent_429', string.format('%.4f', recent_429), 'recent_at', string.format('%.3f', now))
+end
+
+local paused = 0
 if rate_limited then
   redis.call('HINCRBY', state, 'rate_limited', 1)
   redis.call('HINCRBY', job_429, job, 1)
   redis.call('EXPIRE', job_429, counts_ttl)
-  local pause_until = tonumber(redis.call('HGET', state, 'pause_until') or '0')
-  if now + pause_ms > pause_until then
-    redis.call('HSET', state, 'pause_until', string.format('%.3f', now + pause_ms))
-  end
-  local last = tonumber(redis.call('HGET', state, 'decreased_at') or '0')
-  if now - last >= cooldown_ms then
-    factor = math.max(min_factor, factor * decrease)
-    redis.call('HSET', state, 'factor', string.format('%.6f', factor),
-      'factor_at', string.format('%.3f', now), 'decreased_at', string.format('%.3f', now))
+  if exhausted or (recent_429 >= dense_min and recent_429 >= dense_share * recent_req) then
+    paused = 1
+    redis.call('HINCRBY', state, 'pauses', 1)
+    local pause_until = tonumber(redis.call('HGET', state, 'pause_until') or '0')
+    if now + pause_ms > pause_until then
+      redis.call('HSET', state, 'pause_until', string.format('%.3f', now + pause_ms))
+    end
+    local last = tonumber(redis.call('HGET', state, 'decreased_at') or '0')
+    if now - last >= cooldown_ms then
+      factor = math.max(min_factor, factor * decrease)
+      redis.call('HSET', state, 'factor', string.format('%.6f', factor),
+        'factor_at', string.format('%.3f', now), 'decreased_at', string.format('%.3f', now))
+    end
   end
 end
-return released
+return {released, paused}

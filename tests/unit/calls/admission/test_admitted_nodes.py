@@ -35,15 +35,32 @@ def test_429s_are_fed_back_and_reported_per_model(make_runtime: MakeRuntime) -> 
     model = rt.catalog.model("kimi-k2.5")
     counters = ctl.counters(model)
     assert counters.admitted == 2 and counters.rate_limited == 1 and counters.inflight == 0
-    assert counters.factor < 1.0
+    assert counters.factor == 1.0 and counters.pauses == 0  # an isolated 429
     report = run_aggregation(rt, "j1")
     assert report["models"]["kimi-k2.5"]["rate_limited"] == 1
     assert report["models"]["kimi-k2.5"]["calls"] == 2
 
 
-def test_a_long_pause_sends_the_node_back_to_the_queue(make_runtime: MakeRuntime) -> None:
+def test_a_long_retry_after_sends_only_its_node_back_to_the_queue(
+    make_runtime: MakeRuntime,
+) -> None:
     def always_limited(body: dict[str, Any], n: int) -> httpx2.Response:
         return httpx2.Response(429, headers={"Retry-After": "30"}, json={"error": {}})
+
+    rt, gw = make_runtime(always_limited)
+    rt = dataclasses.replace(rt, admission=MemoryAdmission(AdmissionPolicy()))
+    new_job(rt, 2)
+    for node in ("n0", "n1"):  # an isolated 429 pauses nobody else: n1 calls too
+        with pytest.raises(RetryLater) as info:
+            run_node(rt, "j1", node, may_requeue=True)
+        assert info.value.attempted and 25 < info.value.delay_s <= 30
+    assert len(gw.requests) == 2
+
+
+def test_a_long_pause_sends_the_node_back_to_the_queue(make_runtime: MakeRuntime) -> None:
+    def always_limited(body: dict[str, Any], n: int) -> httpx2.Response:
+        headers = {"Retry-After": "30", "x-ratelimit-remaining-requests": "0"}
+        return httpx2.Response(429, headers=headers, json={"error": {}})
 
     rt, gw = make_runtime(always_limited)
     rt = dataclasses.replace(rt, admission=MemoryAdmission(AdmissionPolicy()))

@@ -1,18 +1,24 @@
-"""Retry-After and x-ratelimit-* parsing, and the AIMD steps, as tables."""
+"""Retry-After and x-ratelimit-* parsing, the AIMD steps and when a 429 pauses everyone,
+as tables."""
 
 from __future__ import annotations
 
 import email.utils
+import math
 
 import pytest
 
+from swarm.calls.admission import AdmissionPolicy
 from swarm.calls.admission.feedback import (
     RateLimitHeaders,
     aimd_decrease,
     aimd_increase,
+    decayed,
+    limit_exhausted,
     parse_duration_s,
     parse_ratelimit_headers,
     pause_after_429_s,
+    tenant_limited,
 )
 
 NOW = 1_700_000_000.0
@@ -80,3 +86,33 @@ def test_aimd_decrease_floors_at_min(factor: float, expected: float) -> None:
 @pytest.mark.parametrize(("factor", "expected"), [(0.5, 0.55), (0.98, 1.0), (1.0, 1.0)])
 def test_aimd_increase_never_above_the_catalog(factor: float, expected: float) -> None:
     assert aimd_increase(factor, 0.05) == pytest.approx(expected)
+
+
+@pytest.mark.parametrize(
+    ("exhausted", "recent_429", "recent_requests", "paused"),
+    [
+        (True, 1.0, 100.0, True),  # the gateway said the limit is used up
+        (False, 1.0, 1.0, False),  # one 429: isolated, even as the only request
+        (False, 4.0, 4.0, False),  # four in a row: not yet dense
+        (False, 4.9, 5.0, True),  # five in a row (decayed a little): dense
+        (False, 30.0, 100.0, False),  # 30% random 429s: a noisy gateway
+        (False, 60.0, 100.0, True),  # most requests refused: the tenant's limit
+    ],
+)
+def test_when_a_429_pauses_everyone(
+    exhausted: bool, recent_429: float, recent_requests: float, paused: bool
+) -> None:
+    policy = AdmissionPolicy()
+    verdict = tenant_limited(
+        exhausted, recent_429, recent_requests, policy.dense_min, policy.dense_share
+    )
+    assert verdict is paused
+
+
+def test_exhausted_limits_and_decay() -> None:
+    assert limit_exhausted({"X-RateLimit-Remaining-Requests": "0"})
+    assert limit_exhausted({"x-ratelimit-remaining-tokens": "0"})
+    assert not limit_exhausted({"x-ratelimit-remaining-requests": "12"})
+    assert not limit_exhausted({})
+    assert decayed(10.0, 0.0, 5000.0) == 10.0
+    assert decayed(10.0, 5000.0, 5000.0) == pytest.approx(10.0 / math.e)

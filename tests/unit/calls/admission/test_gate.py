@@ -41,6 +41,9 @@ def status_error(status: int, headers: dict[str, str]) -> openai.APIStatusError:
 def test_outcomes_of_errors() -> None:
     limited = outcome_of_error(status_error(429, {"Retry-After": "4"}), 0.0)
     assert limited == Outcome(used_tokens=0, rate_limited=True, retry_after_s=4.0)
+    at_limit = {"Retry-After": "4", "x-ratelimit-remaining-requests": "0"}
+    exhausted = outcome_of_error(status_error(429, at_limit), 0.0)
+    assert exhausted == Outcome(used_tokens=0, rate_limited=True, retry_after_s=4.0, exhausted=True)
     assert outcome_of_error(status_error(503, {}), 0.0) == Outcome(used_tokens=0)
 
 
@@ -56,13 +59,13 @@ def test_gate_waits_then_requeues_and_feeds_back_429s() -> None:
     assert slept and 0.2 < slept[0] <= 0.3  # the second waited one rps interval in the task
 
     def limited() -> Answer:
-        raise status_error(429, {"Retry-After": "9"})
+        raise status_error(429, {"Retry-After": "9", "x-ratelimit-remaining-requests": "0"})
 
     with pytest.raises(RetryLater) as info:  # a 9 s pause: back to the queue at once
         gate.call(limited)
-    assert info.value.delay_s == 9.0 and isinstance(info.value.__context__, openai.RateLimitError)
-    assert ctl.counters(model).rate_limited == 1
-    with pytest.raises(RetryLater) as info:  # every caller of the model is paused
+    assert info.value.delay_s == 9.0 and isinstance(info.value.__cause__, openai.RateLimitError)
+    assert info.value.attempted and ctl.counters(model).rate_limited == 1
+    with pytest.raises(RetryLater) as info:  # the limit is used up: every caller is paused
         gate.call(lambda: answer)
     assert 8.0 < info.value.delay_s <= 9.0
     fresh = MemoryAdmission(AdmissionPolicy())
@@ -101,7 +104,8 @@ def test_a_429_while_waiting_for_a_booked_slot_pauses_the_booked_call_too() -> N
 
     def sleep_while_a_429_arrives(seconds: float) -> None:
         assert other is not None
-        ctl.finish(model, other, Outcome(used_tokens=0, rate_limited=True, retry_after_s=9.0))
+        limited = Outcome(used_tokens=0, rate_limited=True, retry_after_s=9.0, exhausted=True)
+        ctl.finish(model, other, limited)
 
     gate = Gate(ctl, model, "job", 10, max_wait_s=2.0, max_countdown_s=60.0,
                 may_requeue=True, reserve_s=1.0, sleep=sleep_while_a_429_arrives)  # fmt: skip

@@ -52,11 +52,22 @@ def ctl(clock: Clock) -> MemoryAdmission:
     return MemoryAdmission(AdmissionPolicy(window_slack_s=0.05, lease_s=10), clock)
 
 
-def test_429_pauses_everyone_and_cuts_the_rate(ctl: MemoryAdmission, clock: Clock) -> None:
+def test_429s_scattered_among_answers_stay_isolated(ctl: MemoryAdmission, clock: Clock) -> None:
+    model = spec()
+    for i, permit in enumerate(take(ctl, clock, model, "a", 60)):  # a 30% random 429 gateway
+        limited = i % 10 in (1, 4, 7)
+        ctl.finish(model, permit, Outcome(used_tokens=0, rate_limited=limited))
+    assert ctl.counters(model).rate_limited == 18 and ctl.counters(model).pauses == 0
+
+
+def test_an_exhausted_limit_pauses_everyone_and_cuts_the_rate(
+    ctl: MemoryAdmission, clock: Clock
+) -> None:
     model = spec(rps=10)
     permit = ctl.acquire(model, "a", 1).permit
     assert permit is not None
-    ctl.finish(model, permit, Outcome(used_tokens=0, rate_limited=True, retry_after_s=3.0))
+    limited = Outcome(used_tokens=0, rate_limited=True, retry_after_s=3.0, exhausted=True)
+    ctl.finish(model, permit, limited)
     paused = ctl.acquire(model, "b", 1)
     assert paused.reason is Refusal.PAUSED and paused.retry_after_s == pytest.approx(3.0)
     counters = ctl.counters(model)
