@@ -10,7 +10,7 @@ from __future__ import annotations
 import tomllib
 from importlib import resources
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -48,6 +48,11 @@ class ModelSpec(BaseModel):
     """Gateway limit: concurrent requests."""
     rps: Positive | None = None
     """Gateway limit: requests per second, where the gateway has one (None = no such limit)."""
+    limit_window: Literal["bucket", "sliding", "fixed"] = "bucket"
+    """How the gateway counts ``rpm`` and ``rps``: ``bucket`` (refilled evenly: admission
+    spaces calls evenly), or ``sliding`` / ``fixed`` (N per window: admission lets N through
+    at once, then waits for the window; a fixed window is held as a sliding one, which never
+    passes it)."""
     context_window: Positive
     """Tokens the model accepts, prompt plus completion."""
     max_tokens: Positive

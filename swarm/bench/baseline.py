@@ -91,7 +91,16 @@ async def _task(
     return TaskResult(False, 0.0)
 
 
-async def _run(base_url: str, model: str, tasks: int, concurrency: int) -> RunResult:
+async def _aggregate(
+    session: aiohttp.ClientSession, url: str, model: str, sem: asyncio.Semaphore, ok: int
+) -> TaskResult:
+    """The seed's last step: one call over the results, retried like the others."""
+    return await _task(session, url, model, -ok, sem)
+
+
+async def _run(
+    base_url: str, model: str, tasks: int, concurrency: int, aggregate: bool = False
+) -> RunResult:
     sem = asyncio.Semaphore(concurrency)
     connector = aiohttp.TCPConnector(limit=concurrency, limit_per_host=concurrency)
     timeout = aiohttp.ClientTimeout(total=120)
@@ -102,9 +111,15 @@ async def _run(base_url: str, model: str, tasks: int, concurrency: int) -> RunRe
         url = f"{base_url}/chat/completions"
         started = time.perf_counter()
         results = await asyncio.gather(*(_task(session, url, model, i, sem) for i in range(tasks)))
+        if aggregate:
+            ok = sum(1 for r in results if r.ok)
+            results.append(await _aggregate(session, url, model, sem, ok))
         return RunResult(list(results), time.perf_counter() - started)
 
 
-def run_baseline(base_url: str, model: str, tasks: int, concurrency: int) -> RunResult:
-    """``tasks`` calls through a semaphore of ``concurrency``."""
-    return asyncio.run(_run(base_url, model, tasks, concurrency))
+def run_baseline(
+    base_url: str, model: str, tasks: int, concurrency: int, aggregate: bool = False
+) -> RunResult:
+    """``tasks`` calls through a semaphore of ``concurrency``; with ``aggregate``, then one
+    aggregation call (the last result)."""
+    return asyncio.run(_run(base_url, model, tasks, concurrency, aggregate))

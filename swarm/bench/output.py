@@ -8,6 +8,8 @@ from pathlib import Path
 
 from swarm.bench.goodput import Goodput
 from swarm.bench.overhead import Row as OverheadRow
+from swarm.bench.peers import Result as PeersResult
+from swarm.bench.peers import Run as PeersRun
 from swarm.bench.sweep import Row
 
 SWEEP_HEADER = (
@@ -104,3 +106,38 @@ def overhead_markdown(rows: Sequence[OverheadRow]) -> str:
             f"| {r.scenario} | {r.client} | {r.value:.2f} | {r.unit} | {target} | {r.detail} |"
         )
     return "\n".join(lines) + "\n"
+
+
+def peers_markdown(results: Sequence[PeersResult]) -> str:
+    """`swarm bench peers`: both clients per gateway, every round, and the targets."""
+    lines = [
+        "| gateway | seeds' asyncio script | swarm, 2 workers | wall swarm / script | target met |",
+        "|---|---|---|---|---|",
+    ]
+    for r in results:
+        ratios = [s.wall_s / b.wall_s for s, b in zip(r.swarm, r.script, strict=True)]
+        lines.append(
+            f"| {r.gateway.name} | {_runs(r.script)} | {_runs(r.swarm)} "
+            f"| {', '.join(f'{x:.2f}x' for x in ratios)} | {_verdict(r, ratios)} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def _runs(runs: Sequence[PeersRun]) -> str:
+    return "; ".join(f"{x.ok}/{x.total}, {x.wall_s:.1f} s, {x.rate_limited} x 429" for x in runs)
+
+
+def _verdict(r: PeersResult, ratios: Sequence[float]) -> str:
+    """Issue targets: success >= the script's, wall within 1.2x (1.5x on a clean
+    gateway), fewer 429s where the gateway has a cap."""
+    limit = 1.2 if r.gateway.capped or "%" in r.gateway.name else 1.5
+    misses = []
+    if any(s.ok < b.ok for s, b in zip(r.swarm, r.script, strict=True)):
+        misses.append("fewer successes")
+    if any(x > limit for x in ratios):
+        misses.append(f"wall > {limit}x")
+    if r.gateway.capped and any(
+        s.rate_limited >= max(b.rate_limited, 1) for s, b in zip(r.swarm, r.script, strict=True)
+    ):
+        misses.append("not fewer 429s")
+    return "yes" if not misses else "no: " + ", ".join(misses)

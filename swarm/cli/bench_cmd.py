@@ -78,6 +78,32 @@ def goodput_command(duration_s: float, rpm: int, workers: int, concurrency: int,
     click.echo(table)
 
 
+@bench_group.command(name="peers")
+@click.option("--rounds", type=click.IntRange(min=1), default=2, show_default=True)
+@click.option(
+    "--only",
+    default="",
+    help="Rows to run, by number (1-5, comma-separated); default all.",
+)
+@click.option("--out", type=click.Path(path_type=Path), default=DEFAULT_OUT, show_default=True)
+def peers_command(rounds: int, only: str, out: Path) -> None:
+    """The seeds' asyncio + semaphore script vs swarm (2 workers, submit to report) on the
+    same gateway: clean, noisy (10% and 30% 429 + 5xx), a 60 RPM cap and a seed-like 80
+    requests/s cap; one fresh simulator per client and row."""
+    from swarm.bench.output import peers_markdown
+    from swarm.bench.peers import ROWS, run_peers
+
+    picked = _levels(only) if only else list(range(1, len(ROWS) + 1))
+    if max(picked) > len(ROWS):
+        raise click.BadParameter(f"rows are 1 to {len(ROWS)}")
+    out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="swarm-bench-") as folder:
+        results = run_peers(Path(folder), [ROWS[i - 1] for i in picked], rounds)
+    table = peers_markdown(results)
+    (out / "peers.md").write_text(table, "utf-8")
+    click.echo(table)
+
+
 @bench_group.command(name="overhead")
 @click.option(
     "--only",

@@ -45,12 +45,16 @@ def build_config(options: dict[str, Any]) -> SimConfig:
 @click.option("--latency-p50-ms", type=float, help="Lognormal latency median (needs p99).")
 @click.option("--latency-p99-ms", type=float, help="Lognormal latency 99th percentile.")
 @click.option("--knee-rps", type=float, help="Requests/s above which latency grows.")
+@click.option("--knee-inflight", type=int, help="Requests in flight above which latency grows.")
 @click.option("--rpm", type=_LIMIT, help="Requests per minute per model (default unlimited).")
 @click.option("--tpm", type=_LIMIT, help="Tokens per minute per model (default unlimited).")
 @click.option("--rps", type=_LIMIT, help="Requests per second per model (default unlimited).")
 @click.option("--max-concurrent", type=_LIMIT, help="Requests in flight per model.")
 @click.option("--error-rate", type=float, help="Share of requests answered 5xx.")
-@click.option("--rate-limit-rate", type=float, help="Share of spurious 429s.")
+@click.option("--rate-limit-rate", type=float, help="Share of random 429s (not tied to rate).")
+@click.option(
+    "--spurious-retry-after-s", type=float, help="Retry-After of the random 429s (default 1)."
+)
 @click.option("--hang-rate", type=float, help="Share of requests never answered.")
 @click.option("--bad-json-rate", type=float, help="Share of 200s with a non-JSON body.")
 @click.option("--drop-rate", type=float, help="Share of connections closed without answer.")

@@ -52,8 +52,11 @@ class SimConfig(BaseModel):
     """99th percentile of the lognormal latency; must be >= ``latency_p50_ms``."""
     knee_rps: float | None = Field(default=None, gt=0.0)
     """Above this many requests in the last second, latency grows (see slowdown_exponent)."""
+    knee_inflight: int | None = Field(default=None, gt=0)
+    """Above this many requests in flight (per gateway), latency grows the same way."""
     slowdown_exponent: float = Field(default=1.5, ge=0.0)
-    """Latency is multiplied by (rate / knee_rps) ** slowdown_exponent above the knee."""
+    """Latency is multiplied by (rate / knee_rps) ** slowdown_exponent above the knee
+    (and by (in flight / knee_inflight) ** slowdown_exponent above that knee)."""
 
     rpm: PositiveInt | None = None
     """Requests per sliding 60 s window, per model; None = unlimited."""
@@ -77,7 +80,9 @@ class SimConfig(BaseModel):
     drop_rate: Rate = 0.0
     """Share of admitted requests whose TCP connection is closed without an answer."""
     spurious_retry_after_s: float = Field(default=1.0, gt=0.0)
-    """Retry-After sent with the spurious 429s of ``rate_limit_rate``."""
+    """Retry-After sent with the spurious 429s of ``rate_limit_rate``: random, not tied
+    to any rate (an overloaded upstream), unlike the 429s of the rpm/rps/tpm windows, whose
+    Retry-After is when the window has room and whose x-ratelimit-remaining-* is 0."""
 
     seed: int = 0
     """Seed of the latency and fault random generators."""

@@ -146,6 +146,7 @@ class LatencyModel:
             self._mu = math.log(config.latency_p50_ms)
             self._sigma = math.log(config.latency_p99_ms / config.latency_p50_ms) / Z_99
         self._knee = config.knee_rps
+        self._knee_inflight = config.knee_inflight
         self._exponent = config.slowdown_exponent
 
     def base_ms(self) -> float:
@@ -154,15 +155,20 @@ class LatencyModel:
             return self._fixed_ms
         return self._rng.lognormvariate(self._mu, self._sigma)
 
-    def slowdown(self, rate_rps: float) -> float:
-        """Latency factor at ``rate_rps`` requests in the last second (1 below the knee)."""
-        if self._knee is None or rate_rps <= self._knee:
-            return 1.0
-        return float((rate_rps / self._knee) ** self._exponent)
+    def slowdown(self, rate_rps: float, inflight: int = 0) -> float:
+        """Latency factor at ``rate_rps`` requests in the last second and ``inflight``
+        requests being served (1 below both knees)."""
+        factor = 1.0
+        if self._knee is not None and rate_rps > self._knee:
+            factor *= (rate_rps / self._knee) ** self._exponent
+        if self._knee_inflight is not None and inflight > self._knee_inflight:
+            factor *= (inflight / self._knee_inflight) ** self._exponent
+        return float(factor)
 
-    def sample_ms(self, rate_rps: float) -> float:
-        """Latency of one request arriving while ``rate_rps`` requests came in the last 1 s."""
-        return self.base_ms() * self.slowdown(rate_rps)
+    def sample_ms(self, rate_rps: float, inflight: int = 0) -> float:
+        """Latency of one request arriving while ``rate_rps`` requests came in the last 1 s
+        and ``inflight`` are being served."""
+        return self.base_ms() * self.slowdown(rate_rps, inflight)
 
 
 @dataclass(frozen=True)
@@ -177,7 +183,11 @@ class Plan:
 
 
 def plan_request(
-    markers: Markers, injector: FaultInjector, latency: LatencyModel, rate_rps: float
+    markers: Markers,
+    injector: FaultInjector,
+    latency: LatencyModel,
+    rate_rps: float,
+    inflight: int = 0,
 ) -> Plan:
     """Decide the outcome of a request: markers first, then random faults."""
     fault, status = marker_fault(markers)
@@ -186,7 +196,7 @@ def plan_request(
     if markers.latency_ms is not None:
         latency_ms = float(markers.latency_ms)
     else:
-        latency_ms = latency.sample_ms(rate_rps)
+        latency_ms = latency.sample_ms(rate_rps, inflight)
     return Plan(
         fault=fault,
         status=status,

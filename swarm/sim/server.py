@@ -247,7 +247,8 @@ class Simulator:
         self.stats.model(chat.model).requests += 1
         markers = parse_markers(chat.last_user_content)
         rate = float(self.arrivals.count(now)) if self.config.knee_rps is not None else 0.0
-        plan = plan_request(markers, self.injector, self.latency, rate)
+        inflight = self.stats.total.inflight
+        plan = plan_request(markers, self.injector, self.latency, rate, inflight)
         if markers.straggle_ms is not None and self._first_time(chat):
             plan = dataclasses.replace(plan, latency_s=markers.straggle_ms / 1000.0)
         return await self._admit_and_serve(request, chat, plan, now)

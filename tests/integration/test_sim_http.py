@@ -306,3 +306,28 @@ def test_stop_is_idempotent_and_closes_the_port() -> None:
     running.stop()
     with pytest.raises(aiohttp.ClientConnectionError):
         asyncio.run(_raw(running, "GET", "/health"))
+
+
+def test_the_two_kinds_of_429_tell_a_noisy_gateway_from_a_tenant_limit() -> None:
+    from swarm.calls.admission.feedback import exhausted_of
+
+    def limited(config: SimConfig) -> list[openai.RateLimitError]:
+        with (
+            start_in_thread(config) as sim,
+            openai.OpenAI(base_url=sim.base_url, api_key="t", max_retries=0) as client,
+        ):
+            out = []
+            for i in range(12):
+                try:
+                    _chat(client, f"x{i}")
+                except openai.RateLimitError as exc:
+                    out.append(exc)
+            return out
+
+    # random 429s (an overloaded upstream): not tied to the rate; the window has room
+    noisy = limited(SimConfig(rpm=1000, rate_limit_rate=0.5, spurious_retry_after_s=0.25))
+    assert noisy and not any(exhausted_of(exc) for exc in noisy)
+    assert {exc.response.headers["retry-after"] for exc in noisy} == {"0.25"}
+    # window 429s: the tenant's limit is used up, and the gateway says so
+    capped = limited(SimConfig(rpm=3))
+    assert len(capped) == 9 and all(exhausted_of(exc) for exc in capped)

@@ -91,14 +91,17 @@ class Limit:
     """Bucket size in units."""
     tokens: bool
     """True when a call costs its tokens, False when it costs 1."""
+    windowed: bool = False
+    """Counted as N per window (a log of admission times) rather than a GCRA bucket."""
 
 
 def model_limits(spec: ModelSpec, policy: AdmissionPolicy) -> tuple[Limit, ...]:
     """The rate limits of ``spec`` (rpm, rps where set, tpm)."""
     burst = policy.request_burst
-    limits = [Limit("rpm", spec.rpm, MINUTE_MS, burst, False)]
+    windowed = spec.limit_window != "bucket"
+    limits = [Limit("rpm", spec.rpm, MINUTE_MS, burst, False, windowed)]
     if spec.rps:
-        limits.append(Limit("rps", spec.rps, SECOND_MS, burst, False))
+        limits.append(Limit("rps", spec.rps, SECOND_MS, burst, False, windowed))
     token_burst = max(1, int(spec.tpm * policy.token_burst_share))
     limits.append(Limit("tpm", spec.tpm, MINUTE_MS, token_burst, True))
     return tuple(limits)
@@ -117,6 +120,19 @@ def gcra(tat_ms: float, now_ms: float, cost: float, t_ms: float, burst: int) -> 
     new_tat = base + cost * t_ms
     wait = base - now_ms if cost > burst else new_tat - burst * t_ms - now_ms
     return max(wait, 0.0), new_tat
+
+
+def window_wait_ms(
+    times_ms: list[float], now_ms: float, limit: Limit, factor: float, slack_ms: float
+) -> float:
+    """Wait until one more call fits a window limit, given the admission times (sorted, at
+    most a window old): N x factor per window, the window widened by the slack each side."""
+    span = limit.window_ms + 2.0 * slack_ms
+    allowed = max(1, int(limit.limit * factor))
+    inside = [t for t in times_ms if t > now_ms - span]
+    if len(inside) < allowed:
+        return 0.0
+    return max(inside[len(inside) - allowed] + span - now_ms, 0.0)
 
 
 def refund_tat(tat_ms: float, now_ms: float, delta_units: float, t_ms: float) -> float:

@@ -31,6 +31,7 @@ from swarm.calls.admission.limits import (
     refund_tat,
     release_mean_ms,
     slot_poll_ms,
+    window_wait_ms,
 )
 from swarm.catalog import ModelSpec
 
@@ -45,6 +46,8 @@ class _ModelState:
     """Everything the Redis keys of one model hold."""
 
     tats: dict[str, float] = field(default_factory=dict)
+    log: list[float] = field(default_factory=list)
+    """Admission times (ms, sorted) for window limits, at most the longest window old."""
     leases: dict[str, tuple[float, str]] = field(default_factory=dict)
     """lease id -> (expiry ms, job)."""
     waiters: dict[str, float] = field(default_factory=dict)
@@ -136,6 +139,7 @@ class MemoryAdmission(AdmissionController):
                 st.refused += 1
                 return Decision(None, wait_ms / 1000.0, reason)
             st.tats.update(new_tats)
+            self._log(spec, st, now, now + start_ms)
             st.leases[lease_id] = (now + start_ms + self.policy.lease_s * 1000, job_id)
             st.admitted += 1
             permit = Permit(spec.name, lease_id, job_id, tokens)
@@ -164,15 +168,28 @@ class MemoryAdmission(AdmissionController):
             out.append((poll_ms, Refusal.INFLIGHT))
         if self._over_share(spec, st, job_id):
             out.append((poll_ms, Refusal.FAIR_SHARE))
+        slack_ms = self.policy.window_slack_s * 1000
         for limit in model_limits(spec, self.policy):
+            if limit.windowed:
+                if (wait := window_wait_ms(st.log, now, limit, st.factor, slack_ms)) > 0:
+                    out.append((wait, Refusal(limit.name)))
+                continue
             cost = tokens if limit.tokens else 1
-            t_ms = interval_ms(limit, st.factor, self.policy.window_slack_s * 1000)
+            t_ms = interval_ms(limit, st.factor, slack_ms)
             wait_ms, new_tats[limit.name] = gcra(
                 st.tats.get(limit.name, 0.0), now, cost, t_ms, limit.burst
             )
             if wait_ms > 0:
                 out.append((wait_ms, Refusal(limit.name)))
         return out, new_tats
+
+    def _log(self, spec: ModelSpec, st: _ModelState, now: float, at: float) -> None:
+        """Log an admission at ``at`` for the model's window limits, forgetting old ones."""
+        windows = [lim.window_ms for lim in model_limits(spec, self.policy) if lim.windowed]
+        if not windows:
+            return
+        horizon = now - max(windows) - 2 * self.policy.window_slack_s * 1000
+        st.log = sorted([t for t in st.log if t > horizon] + [at])
 
     @staticmethod
     def _over_share(spec: ModelSpec, st: _ModelState, job_id: str) -> bool:

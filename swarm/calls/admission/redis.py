@@ -75,8 +75,8 @@ class RedisAdmission(AdmissionController):
         with the exact wait."""
         policy = self.policy
         lease_id = lease_id or uuid.uuid4().hex
-        state, leases, owners, jobs, waiters, wjobs = self._keys(
-            spec.name, "state", "leases", "owners", "jobs", "waiters", "wjobs"
+        state, leases, owners, jobs, waiters, wjobs, log = self._keys(
+            spec.name, "state", "leases", "owners", "jobs", "waiters", "wjobs", "log"
         )
         args = AcquireArgs(
             state=state,
@@ -85,6 +85,7 @@ class RedisAdmission(AdmissionController):
             jobs=jobs,
             waiters=waiters,
             waiting_jobs=wjobs,
+            log=log,
             lease_id=lease_id,
             job_id=job_id,
             tokens=tokens,
@@ -97,7 +98,7 @@ class RedisAdmission(AdmissionController):
             reserve_ms=reserve_s * 1000,
             max_poll_ms=policy.max_poll_s * 1000,
             limits=tuple(
-                (lim.name, lim.limit, lim.window_ms, lim.burst)
+                (lim.name, lim.limit, lim.window_ms, lim.burst, int(lim.windowed))
                 for lim in model_limits(spec, policy)
             ),
         )

@@ -8,8 +8,8 @@ from typing import ClassVar
 
 from swarm.store.scripts import ScriptArgs
 
-Limit = tuple[str, float, float, float]
-"""One rate limit as acquire.lua reads it: name, limit, window ms, burst."""
+Limit = tuple[str, float, float, float, int]
+"""One rate limit as acquire.lua reads it: name, limit, window ms, burst, windowed 0/1."""
 
 
 @dataclass(frozen=True)
@@ -22,13 +22,14 @@ class AcquireArgs(_AdmissionScript):
     """Admit one call or say how long to wait."""
 
     SCRIPT: ClassVar[str] = "acquire"
-    KEYS: ClassVar[int] = 6
+    KEYS: ClassVar[int] = 7
     state: str
     leases: str
     owners: str
     jobs: str
     waiters: str
     waiting_jobs: str
+    log: str
     lease_id: str
     job_id: str
     tokens: int

@@ -116,3 +116,9 @@ def test_slowdown_above_the_knee() -> None:
     assert model.sample_ms(40.0) == pytest.approx(800.0)
     assert LatencyModel(SimConfig(latency_ms=100)).slowdown(1e6) == 1.0
     assert math.isclose(model.slowdown(20.0), 2**1.5)
+
+
+def test_latency_grows_past_the_in_flight_knee() -> None:
+    model = LatencyModel(SimConfig(latency_ms=100, knee_inflight=50, slowdown_exponent=1.0))
+    assert model.sample_ms(0.0, inflight=50) == 100
+    assert model.sample_ms(0.0, inflight=100) == pytest.approx(200)

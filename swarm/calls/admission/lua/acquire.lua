@@ -6,6 +6,9 @@
 -- caller books its slot (TATs move on, the lease starts now) and waits for it, so waiters
 -- are served in arrival order and do not all ask again when the next slot opens. A rate
 -- wait past the reserve is refused with max(wait - reserve, reserve / 2).
+-- A window limit (windowed 1: the gateway counts N per sliding or fixed window) is held
+-- with a log of admission times instead of a bucket: N x factor may pass at once, the
+-- next when the oldest leaves the window (widened by the slack each side).
 --
 -- KEYS[1] state: hash
 -- KEYS[2] leases: zset lease -> expiry
@@ -13,6 +16,7 @@
 -- KEYS[4] jobs: hash job -> leases out
 -- KEYS[5] waiters: zset caller -> expiry
 -- KEYS[6] waiting_jobs: zset job -> expiry
+-- KEYS[7] log: zset lease -> admission time (window limits)
 -- ARGV[1] lease_id
 -- ARGV[2] job_id
 -- ARGV[3] tokens
@@ -24,13 +28,13 @@
 -- ARGV[9] quiet_ms
 -- ARGV[10] reserve_ms: 0 = never book a slot
 -- ARGV[11] max_poll_ms
--- ARGV[12..] limits: one group of 4 per rate limit: name, limit, window ms, burst
---       (the limit named "tpm" costs tokens, others 1)
+-- ARGV[12..] limits: one group of 5 per rate limit: name, limit, window ms, burst,
+--       windowed 0/1 (the limit named "tpm" costs tokens, others 1)
 -- Returns {admitted 0/1, wait ms (string), reason, inflight, factor (string)}; admitted
 -- with a wait > 0 (reason "reserved") means: call after that wait.
 
-local state, leases, owners, jobs, waiters, waiting_jobs =
-  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local state, leases, owners, jobs, waiters, waiting_jobs, log =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 local lease_id, job, tokens = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local lease_ms, max_inflight = tonumber(ARGV[4]), tonumber(ARGV[5])
 local slack_ms, poll_ms = tonumber(ARGV[6]), tonumber(ARGV[7])
@@ -103,23 +107,43 @@ if others_wait and mine > 0 then
   if mine >= math.ceil(max_inflight / n) then refuse('fair_share', slot_poll()); hard = true end
 end
 
--- GCRA per rate limit, on the factor-scaled rate.
+-- A window limit: N x factor admissions in the (slack-widened) window, from the log.
+local log_span = 0
+local function window_limit(name, limit, window_ms)
+  local span = window_ms + 2 * slack_ms
+  log_span = math.max(log_span, span)
+  local allowed = math.max(1, math.floor(limit * factor))
+  local from = '(' .. string.format('%.3f', now - span)
+  local count = redis.call('ZCOUNT', log, from, '+inf')
+  if count >= allowed then
+    local nth = redis.call('ZRANGEBYSCORE', log, from, '+inf', 'WITHSCORES', 'LIMIT',
+      count - allowed, 1)
+    local w = tonumber(nth[2]) + span - now
+    if w > 0 then refuse(name, w) end
+  end
+end
+
+-- GCRA per rate limit, on the factor-scaled rate; window limits count the log.
 local new_tats = {}
-for i = 12, #ARGV, 4 do
+for i = 12, #ARGV, 5 do
   local name, limit = ARGV[i], tonumber(ARGV[i + 1])
   local window_ms, burst = tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3])
-  local cost = 1
-  if name == 'tpm' then cost = tokens end
-  local allowed = limit * factor
-  local interval = (window_ms + 2 * slack_ms) / math.max(allowed - burst, allowed / 2)
-  local tat = tonumber(redis.call('HGET', state, 'tat_' .. name) or '0')
-  local base = math.max(tat, now)
-  local new_tat = base + cost * interval
-  local w = new_tat - burst * interval - now
-  if cost > burst then w = base - now end
-  if w > 0 then refuse(name, w) end
-  new_tats[#new_tats + 1] = 'tat_' .. name
-  new_tats[#new_tats + 1] = string.format('%.3f', new_tat)
+  if ARGV[i + 4] == '1' then
+    window_limit(name, limit, window_ms)
+  else
+    local cost = 1
+    if name == 'tpm' then cost = tokens end
+    local allowed = limit * factor
+    local interval = (window_ms + 2 * slack_ms) / math.max(allowed - burst, allowed / 2)
+    local tat = tonumber(redis.call('HGET', state, 'tat_' .. name) or '0')
+    local base = math.max(tat, now)
+    local new_tat = base + cost * interval
+    local w = new_tat - burst * interval - now
+    if cost > burst then w = base - now end
+    if w > 0 then refuse(name, w) end
+    new_tats[#new_tats + 1] = 'tat_' .. name
+    new_tats[#new_tats + 1] = string.format('%.3f', new_tat)
+  end
 end
 
 local factor_s = string.format('%.6f', factor)
@@ -141,7 +165,11 @@ if reason ~= '' then
   return {0, string.format('%.3f', wait), reason, inflight, factor_s}
 end
 
-redis.call('HSET', state, unpack(new_tats))
+if #new_tats > 0 then redis.call('HSET', state, unpack(new_tats)) end
+if log_span > 0 then
+  redis.call('ZADD', log, string.format('%.3f', now + start_ms), lease_id)
+  redis.call('ZREMRANGEBYSCORE', log, '-inf', string.format('%.3f', now - log_span))
+end
 redis.call('ZADD', leases, now + start_ms + lease_ms, lease_id)
 redis.call('HSET', owners, lease_id, job)
 redis.call('HINCRBY', jobs, job, 1)

@@ -1,0 +1,161 @@
+"""`swarm bench peers`: the seeds' own asyncio + semaphore script and swarm on the same
+faulty or capped gateway, side by side.
+
+Each row is one gateway (a `swarm sim` setting, the same fault seed for both clients); each
+client gets a fresh simulator, so neither inherits the other's windows or fault draws. The
+script is swarm.bench.baseline (seed 000's aiohttp + asyncio.Semaphore client, 5 tries on
+429 and 5xx honouring Retry-After, then one aggregation call). Swarm runs the same job on 2
+worker processes (``-c`` = concurrency / 2, a Redis broker), with a catalog stating the
+row's real limits, and is timed from submit to report.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from swarm.bench import procs
+from swarm.bench.baseline import run_baseline
+from swarm.bench.swarm_load import close_client, inputs
+from swarm.bench.sweep import MODEL, QUEUE, swarm_env, swarm_settings
+from swarm.client import SwarmClient
+
+WORKERS = 2
+FAULT_SEED = ["--seed", "7"]
+UNLIMITED_RPM = 1_000_000
+
+
+@dataclass(frozen=True)
+class Gateway:
+    """One row: the simulator's setting and the catalog limits that state it."""
+
+    name: str
+    sim_args: tuple[str, ...]
+    inputs: int = 100
+    concurrency: int = 50
+    rpm: int | None = None
+    """The gateway's requests per minute, as the catalog states it (None: no limit)."""
+    rps: int | None = None
+    """Its requests per second (None: no limit)."""
+    window: str = "bucket"
+    """How the catalog says the gateway counts (``bucket``, ``sliding`` or ``fixed``)."""
+
+    @property
+    def capped(self) -> bool:
+        """The gateway enforces a limit (swarm must then see fewer 429s)."""
+        return self.rpm is not None or self.rps is not None
+
+
+CLEAN = ("--latency-ms", "200")
+ROWS: tuple[Gateway, ...] = (
+    Gateway("clean, 0.2 s", CLEAN),
+    Gateway(
+        "10% 429 (Retry-After 1 s) + 10% 5xx",
+        (*CLEAN, "--rate-limit-rate", "0.1", "--error-rate", "0.1"),
+    ),
+    Gateway(
+        "30% 429 + 30% 5xx + 2% garbage + 2% resets",
+        (
+            *CLEAN,
+            "--rate-limit-rate",
+            "0.3",
+            "--error-rate",
+            "0.3",
+            "--bad-json-rate",
+            "0.02",
+            "--drop-rate",
+            "0.02",
+        ),
+    ),
+    Gateway("60 RPM cap (60 per 60-s window)", (*CLEAN, "--rpm", "60"), rpm=60, window="sliding"),
+    Gateway(
+        "seed-like: 80 req/s cap, p50 720 / p99 1850 ms, slower past 50 in flight",
+        (
+            "--latency-p50-ms",
+            "720",
+            "--latency-p99-ms",
+            "1850",
+            "--rps",
+            "80",
+            "--knee-inflight",
+            "50",
+        ),
+        inputs=200,
+        concurrency=100,
+        rps=80,
+        window="sliding",
+    ),
+)
+
+
+@dataclass(frozen=True)
+class Run:
+    """One client on one gateway."""
+
+    ok: int
+    total: int
+    wall_s: float
+    rate_limited: int
+    """429s the gateway answered during the run."""
+
+
+@dataclass(frozen=True)
+class Result:
+    """Both clients on one gateway, per round."""
+
+    gateway: Gateway
+    script: list[Run] = field(default_factory=list)
+    swarm: list[Run] = field(default_factory=list)
+
+
+def catalog(folder: Path, gw: Gateway) -> Path:
+    """A one-model catalog stating the row's limits (far above the load where it has none)."""
+    lines = [
+        f'[models."{MODEL}"]', f'gateway_name = "{MODEL}"', f'queue = "{QUEUE}"',
+        "input_per_mtok_usd = 1.5", "output_per_mtok_usd = 0.6",
+        "cached_input_per_mtok_usd = 0.15", f"rpm = {gw.rpm or UNLIMITED_RPM}",
+        "tpm = 1000000000", "max_inflight = 10000", "context_window = 262144",
+        "max_tokens = 2048", f'limit_window = "{gw.window}"',
+    ]  # fmt: skip
+    if gw.rps:
+        lines.append(f"rps = {gw.rps}")
+    lines += ["", "[routing]", f'default = ["{MODEL}"]', f'aggregate = ["{MODEL}"]', ""]
+    path = folder / "peers-catalog.toml"
+    path.write_text("\n".join(lines), "utf-8")
+    return path
+
+
+def run_script(folder: Path, gw: Gateway) -> Run:
+    """The seeds' script against a fresh simulator."""
+    with procs.sim(folder, [*gw.sim_args, *FAULT_SEED]) as sim:
+        run = run_baseline(sim.base_url, MODEL, gw.inputs, gw.concurrency, aggregate=True)
+        limited = int(sim.stats()["rate_limited"])
+    ok = sum(1 for r in run.results[:-1] if r.ok)
+    return Run(ok, gw.inputs, run.elapsed_s, limited)
+
+
+def run_swarm(folder: Path, redis_url: str, gw: Gateway) -> Run:
+    """Swarm on 2 workers against a fresh simulator, submit to report."""
+    with procs.sim(folder, [*gw.sim_args, *FAULT_SEED]) as sim:
+        env = swarm_env(redis_url, sim.base_url, catalog(folder, gw), gw.concurrency // WORKERS)
+        with procs.workers(folder, env, WORKERS, gw.concurrency // WORKERS, QUEUE):
+            client = SwarmClient.from_settings(swarm_settings(env))
+            started = time.perf_counter()
+            report = client.submit(inputs(gw.inputs), "Review this diff").wait(timeout=900)
+            wall = time.perf_counter() - started
+            close_client(client)
+            limited = int(sim.stats()["rate_limited"])
+    return Run(int(report["succeeded"]), gw.inputs, wall, limited)
+
+
+def run_peers(folder: Path, rows: Sequence[Gateway], rounds: int) -> list[Result]:
+    """Every row, ``rounds`` times, script then swarm."""
+    results = [Result(gw) for gw in rows]
+    with procs.redis_server(folder) as redis_url:
+        for _ in range(rounds):
+            for result in results:
+                result.script.append(run_script(folder, result.gateway))
+                result.swarm.append(run_swarm(folder, redis_url, result.gateway))
+    return results
