@@ -11,6 +11,7 @@
     ├── JobTimeoutError             waiting for a job's report took longer than allowed
     ├── JobNotFinishedError         a job must have ended (e.g. to be resumed) but still runs
     ├── StackError                  `swarm stack`: a local service did not start or stop
+    ├── ProcessError                a supervised local process exited at start or was not ready
     ├── BudgetExceededError         a job's pre-flight cost estimate exceeds its budget
     └── RetryLater                  control flow: admission says wait longer than a task should
 
@@ -60,6 +61,11 @@ class JobTimeoutError(SwarmError):
 
 class StackError(SwarmError):
     """Raised by `swarm stack` when a local service fails to start, or a stack is already up."""
+
+
+class ProcessError(SwarmError):
+    """Raised by swarm.procs when a process it started exits before it is ready, or is not
+    ready in time; the message quotes the tail of its log."""
 
 
 class JobNotFinishedError(SwarmError):

@@ -81,7 +81,7 @@ class Bench:
         env["SWARM_NODE_TIMEOUT_S"] = str(plain_chord.TIMEOUT_S)
         with procs.workers(self.folder, env, count, c, QUEUE) as running:
             client = SwarmClient.from_settings(swarm_settings(env))
-            self.pids = [p.popen.pid for p in running]
+            self.pids = [p.pid for p in running]
 
             def run(inputs: list[str], aggregate: str) -> float:
                 items = [InputItem(ref=f"in-{i}", text=t) for i, t in enumerate(inputs)]
@@ -109,7 +109,7 @@ class Bench:
         }
         app = plain_chord.make_app(broker, backend)
         with procs.workers(self.folder, env, count, c, plain_chord.QUEUE, "plain_chord") as ps:
-            self.pids = [p.popen.pid for p in ps]
+            self.pids = [p.pid for p in ps]
 
             def run(inputs: list[str], aggregate: str) -> float:
                 header = [app.signature("plain.call", args=(t, "Review this diff")) for t in inputs]

@@ -8,18 +8,17 @@ waits its grace period, then SIGKILLs what is left.
 
 from __future__ import annotations
 
-import contextlib
 import os
-import re
 import signal
-import socket
-import subprocess
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
-from swarm.errors import StackError
-from swarm.stack.plan import LOOPBACK, LocalProcess
+from swarm.errors import ProcessError, StackError
+from swarm.procs import Process, port_open, stop_groups, wait_ready
+from swarm.procs.services import CELERY_READY
+from swarm.stack.plan import LocalProcess
 from swarm.stack.state import (
     ProcessState,
     StackState,
@@ -33,8 +32,6 @@ from swarm.stack.state import (
     write_state,
 )
 
-CELERY_READY = re.compile(r"\S+@\S+ ready\.")
-POLL_S = 0.1
 SETTLE_S = 0.5
 """A process with no port and no ready line counts as started once alive this long."""
 
@@ -53,29 +50,25 @@ def up(
     try:
         for wave in sorted({p.wave for p in processes}):
             batch = [p for p in processes if p.wave == wave]
-            started = [_start(p, logs, compose_file.parent) for p in batch]
-            state = state.model_copy(update={"processes": (*state.processes, *started)})
+            started = [(p, _start(p, logs, compose_file.parent)) for p in batch]
+            recorded = tuple(_recorded(p, child) for p, child in started)
+            state = state.model_copy(update={"processes": (*state.processes, *recorded)})
             write_state(run_dir, state)
-            _wait_ready(batch, started, timeout_s)
+            _wait_ready(started, timeout_s)
     except BaseException:
         down(run_dir)
         raise
     return state
 
 
-def _start(proc: LocalProcess, logs: Path, cwd: Path) -> ProcessState:
+def _start(proc: LocalProcess, logs: Path, cwd: Path) -> Process:
     log_path = logs / f"{proc.name}.log"
-    env = {**os.environ, **proc.env, "PYTHONUNBUFFERED": "1"}
-    with open(log_path, "wb") as log:  # a fresh log: readiness is read from it
-        child = subprocess.Popen(
-            proc.argv,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env=env,
-            cwd=cwd,
-            start_new_session=True,  # its own process group: `down` signals the whole group
-        )
+    log_path.write_bytes(b"")  # a fresh log: readiness is read from it
+    env = {**os.environ, **proc.env}
+    return Process(proc.argv, log_path, env=env, cwd=cwd, name=proc.name, stop_at_exit=False)
+
+
+def _recorded(proc: LocalProcess, child: Process) -> ProcessState:
     return ProcessState(
         name=proc.name,
         service=proc.service,
@@ -84,50 +77,45 @@ def _start(proc: LocalProcess, logs: Path, cwd: Path) -> ProcessState:
         start_ticks=start_ticks(child.pid),
         port=proc.port,
         metrics_port=proc.metrics_port,
-        log=str(log_path.resolve()),
+        log=str(child.log_path.resolve()),
         stop_signal=proc.stop_signal,
         stop_grace_s=proc.stop_grace_s,
     )
 
 
-def _wait_ready(
-    batch: Sequence[LocalProcess], started: Sequence[ProcessState], timeout_s: float
-) -> None:
-    pending = dict(zip(started, batch, strict=True))
-    settled = time.monotonic() + SETTLE_S
-    deadline = time.monotonic() + timeout_s
-    while pending:
-        for state, proc in list(pending.items()):
-            if not alive(state):  # first: a port can answer for another process
-                raise StackError(f"{state.name} exited at start; see {state.log}\n{_tail(state)}")
-            if _ready(proc, state, time.monotonic() >= settled):
-                del pending[state]
-        if pending and time.monotonic() > deadline:
-            names = ", ".join(s.name for s in pending)
-            logs = Path(started[0].log).parent
-            raise StackError(f"not ready after {timeout_s:.0f} s: {names}; logs in {logs}")
-        time.sleep(POLL_S)
-
-
-def _ready(proc: LocalProcess, state: ProcessState, settled: bool) -> bool:
-    if proc.ready == "port" and proc.port:
-        with contextlib.suppress(OSError), socket.create_connection((LOOPBACK, proc.port), 0.5):
-            return True
-        return False
-    if proc.ready == "celery":
-        return CELERY_READY.search(_read(state.log)) is not None
-    return settled  # nothing to probe: alive for a moment counts as started
-
-
-def _read(path: str) -> str:
+def _wait_ready(started: Sequence[tuple[LocalProcess, Process]], timeout_s: float) -> None:
     try:
-        return Path(path).read_bytes().decode("utf-8", "replace")
-    except OSError:
-        return ""
+        wait_ready([child.readiness(_probe(p, child)) for p, child in started], timeout_s)
+    except ProcessError as exc:
+        raise StackError(str(exc)) from None
 
 
-def _tail(state: ProcessState, lines: int = 15) -> str:
-    return "\n".join(_read(state.log).splitlines()[-lines:])
+def _probe(proc: LocalProcess, child: Process) -> Callable[[], bool]:
+    port = proc.port
+    if proc.ready == "port" and port:
+        return lambda: child.alive and port_open(port)  # alive first: a port can be another's
+    if proc.ready == "celery":
+        return lambda: CELERY_READY.search(child.log_text()) is not None
+    settled = time.monotonic() + SETTLE_S
+    return lambda: time.monotonic() >= settled  # nothing to probe: alive a moment is started
+
+
+@dataclass(frozen=True)
+class _Recorded:
+    """A process of the state file as a group leader (it may belong to an earlier command)."""
+
+    state: ProcessState
+
+    @property
+    def pid(self) -> int:
+        return self.state.pid
+
+    def running(self) -> bool:
+        reap(self.state.pid)  # our child when `up` fails and stops what it started
+        return alive(self.state)
+
+    def ours(self) -> bool:
+        return ours_or_gone(self.state)
 
 
 def down(run_dir: Path) -> list[ProcessState]:
@@ -135,35 +123,14 @@ def down(run_dir: Path) -> list[ProcessState]:
     state = read_state(run_dir)
     if state is None:
         return []
-    stopped = []
+    stopped: list[ProcessState] = []
     for wave in sorted({p.wave for p in state.processes}, reverse=True):
-        batch = [p for p in state.processes if p.wave == wave]
-        stopped += _stop(batch)
+        batch = [_Recorded(p) for p in state.processes if p.wave == wave]
+        leaders = [(p, signal.Signals[p.state.stop_signal]) for p in batch]
+        grace_s = max((p.state.stop_grace_s for p in batch), default=0.0)
+        stopped += [p.state for p in stop_groups(leaders, grace_s)]
     remove_state(run_dir)
     return stopped
-
-
-def _stop(batch: Sequence[ProcessState]) -> list[ProcessState]:
-    running = [p for p in batch if alive(p)]
-    for proc in running:
-        _signal_group(proc, signal.Signals[proc.stop_signal])
-    deadline = time.monotonic() + max((p.stop_grace_s for p in running), default=0.0)
-    while time.monotonic() < deadline:
-        for proc in running:
-            reap(proc.pid)
-        if not any(alive(p) for p in running):
-            break
-        time.sleep(POLL_S)
-    for proc in batch:
-        if ours_or_gone(proc):
-            _signal_group(proc, signal.SIGKILL)  # stragglers, and orphans of a dead leader
-        reap(proc.pid)
-    return running
-
-
-def _signal_group(proc: ProcessState, sig: signal.Signals) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, sig)
 
 
 def status(run_dir: Path) -> list[tuple[ProcessState, bool]]:

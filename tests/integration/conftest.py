@@ -87,21 +87,7 @@ def redis_url(redis_server: procs.RedisServer | procs.ExternalRedis) -> str:
     """URL of a freshly emptied Redis db (db 0 of the private server, which is FLUSHALL'd,
     so ``procs.with_db(url, n)`` / ``redis_server.url_for(n)`` are empty too; with
     ``SWARM_TEST_REDIS_URL`` only the URL's own db is flushed)."""
-    if isinstance(redis_server, procs.RedisServer):
-        if not redis_server.alive:  # a test killed the shared server: bring it back
-            redis_server.restart()
-        c = redis_server.client()
-        try:
-            c.flushall()
-        finally:
-            c.close()
-    else:
-        c = redis_server.client()
-        try:
-            c.flushdb()
-        finally:
-            c.close()
-    return redis_server.url
+    return procs.flush(redis_server)
 
 
 @pytest.fixture

@@ -4,7 +4,6 @@ settings, workers started in parallel, and counts read from worker logs and Redi
 from __future__ import annotations
 
 import contextlib
-import gc
 import re
 import threading
 import time
@@ -15,7 +14,7 @@ from typing import Any
 
 import procs
 import redis
-from stack import API_KEY, Stack, start_stack
+from stack import API_KEY, Stack, running_stack
 from test_cost_budget_e2e import roomy_catalog as cost_budget_catalog
 
 from swarm.client import SwarmClient
@@ -83,7 +82,7 @@ class FaultStack:
         """Stop every named worker not in ``keep``."""
         for name, proc in list(self.named.items()):
             if name not in keep:
-                proc.terminate(timeout=30)
+                proc.terminate(30)
                 del self.named[name]
 
 
@@ -93,16 +92,9 @@ def fault_stack(
 ) -> Iterator[FaultStack]:
     """A module's stack on the session's (flushed) Redis: the simulator with ``sim_args``, and
     workers (started by the tests) with ``env`` and a roomy catalog."""
-    client = redis_server.client()
-    client.flushall()
-    client.close()
-    st = start_stack(redis_server.url, logs, sim_args)
     catalog = roomy_catalog(logs / "catalog.toml")
-    try:
+    with running_stack(redis_server, logs, sim_args) as st:
         yield FaultStack(st, {**st.env, **env, "SWARM_CONFIG": str(catalog)}, logs)
-    finally:
-        gc.collect()  # Celery AsyncResults unsubscribe when collected: while Redis runs
-        st.stop()
 
 
 def fields(env: dict[str, str]) -> dict[str, str]:

@@ -1,7 +1,9 @@
 """Managed subprocesses for integration tests: redis-server, Celery workers, the simulator.
 
 Imported by ``tests/integration/conftest.py`` (which puts this folder on ``sys.path``) and
-usable directly from tests as ``import procs``.
+usable directly from tests as ``import procs``. The processes themselves are swarm.procs
+``Process`` objects (own process group, log file, readiness waits, SIGTERM then SIGKILL):
+the supervisor the stack and the benchmarks use too.
 
 Everything here only ever talks to 127.0.0.1 on ports it picked itself (or that the caller
 passed in); nothing here touches the machine's own Redis on 6379.
@@ -9,27 +11,33 @@ passed in); nothing here touches the machine's own Redis on 6379.
 
 from __future__ import annotations
 
-import atexit
-import contextlib
 import os
-import re
 import shutil
-import signal
-import socket
-import subprocess
-import sys
 import tempfile
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from types import TracebackType
 from typing import Any, NoReturn, Self
 
+from swarm.errors import ProcessError
+from swarm.procs import Process, cleanup, free_port, http_status
+from swarm.procs.ports import REDIS_DEFAULT_PORT
+from swarm.procs.services import (
+    CELERY_READY,
+    lost_port_race,
+    on_free_port,
+    spawn_celery_worker,
+    start_redis,
+    wait_workers,
+)
+from swarm.procs.services import start_sim as start_sim_process
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
-FORBIDDEN_PORT = 6379  # the machine's shared Redis; never ours
+FORBIDDEN_PORT = REDIS_DEFAULT_PORT  # the machine's shared Redis; never ours
+Proc = Process
+ProcError = ProcessError
+__all__ = ["CELERY_READY", "Proc", "ProcError", "free_port", "http_status"]
 
 
 def in_ci() -> bool:
@@ -46,208 +54,28 @@ def unavailable(reason: str) -> NoReturn:
     pytest.skip(reason)
 
 
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago (never 6379).
-
-    There is an unavoidable race between closing the probe socket and the child binding the
-    port; the starters below retry with a new port when the child fails to bind.
-    """
-    while True:
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-            s.bind(("127.0.0.1", 0))
-            port = int(s.getsockname()[1])
-        if port != FORBIDDEN_PORT:
-            return port
-
-
 def with_db(url: str, db: int) -> str:
     """``redis://host:port/0`` -> ``redis://host:port/<db>`` (auth and query kept)."""
     parts = urllib.parse.urlsplit(url)
     return urllib.parse.urlunsplit(parts._replace(path=f"/{db}"))
 
 
-# --------------------------------------------------------------------------------------------
-# Generic managed process
-# --------------------------------------------------------------------------------------------
-
-_LIVE: set[Proc] = set()  # strong refs: an abandoned Proc is still cleaned up
+def cleanup_procs(log_dir: str | os.PathLike[str] | None = None) -> list[Process]:
+    """Kill every still-running Process (only those logging under *log_dir*, if given)."""
+    return cleanup(Path(log_dir) if log_dir is not None else None)
 
 
-class ProcError(RuntimeError):
-    """A managed process did not start / did not log what was expected."""
-
-
-class Proc:
-    """A subprocess in its own session (process group), output to a log file.
-
-    ``env`` is merged over ``os.environ`` (pass ``inherit_env=False`` for an exact env);
-    ``PYTHONUNBUFFERED=1`` is always set so Python children flush their logs promptly.
-    stdout and stderr both go to ``<log_dir>/<name>.log`` (``name-2.log`` etc. if taken).
-    On ``terminate``/``kill`` the whole process group is signalled, so grandchildren
-    (e.g. prefork pool processes) go too.
-    """
-
-    def __init__(
-        self,
-        argv: Sequence[str | os.PathLike[str]],
-        log_dir: str | os.PathLike[str],
-        *,
-        env: Mapping[str, str] | None = None,
-        cwd: str | os.PathLike[str] | None = None,
-        name: str | None = None,
-        inherit_env: bool = True,
-    ) -> None:
-        self.argv = [os.fspath(a) for a in argv]
-        self.name = name or Path(self.argv[0]).name
-        self.log_dir = Path(log_dir)
-        self.log_dir.mkdir(parents=True, exist_ok=True)
-        self.log_path = self._unique_log_path(self.log_dir, self.name)
-        full_env = dict(os.environ) if inherit_env else {}
-        full_env.update(env or {})
-        full_env["PYTHONUNBUFFERED"] = "1"
-        self._log = open(self.log_path, "ab")  # noqa: SIM115 - closed in _reap()
-        try:
-            self.popen = subprocess.Popen(
-                self.argv,
-                stdin=subprocess.DEVNULL,
-                stdout=self._log,
-                stderr=subprocess.STDOUT,
-                env=full_env,
-                cwd=os.fspath(cwd) if cwd is not None else None,
-                start_new_session=True,
-            )
-        except BaseException:
-            self._log.close()
-            raise
-        _LIVE.add(self)
-
-    @staticmethod
-    def _unique_log_path(log_dir: Path, name: str) -> Path:
-        safe = re.sub(r"[^A-Za-z0-9_.@-]+", "_", name) or "proc"
-        path, n = log_dir / f"{safe}.log", 1
-        while path.exists():
-            n += 1
-            path = log_dir / f"{safe}-{n}.log"
-        path.touch()
-        return path
-
-    # -- state ---------------------------------------------------------------------------------
-    @property
-    def pid(self) -> int:
-        return self.popen.pid
-
-    @property
-    def alive(self) -> bool:
-        return self.popen.poll() is None
-
-    @property
-    def returncode(self) -> int | None:
-        return self.popen.poll()
-
-    # -- logs ----------------------------------------------------------------------------------
-    def log_text(self) -> str:
-        return self.log_path.read_bytes().decode("utf-8", "replace")
-
-    def log_tail(self, lines: int = 60) -> str:
-        return "\n".join(self.log_text().splitlines()[-lines:])
-
-    def log_mark(self) -> int:
-        """Current log size; pass as ``after=`` to ``wait_for_log`` to wait for *new* lines."""
-        return self.log_path.stat().st_size
-
-    def wait_for_log(
-        self, pattern: str | re.Pattern[str], timeout: float = 30.0, *, after: int = 0
-    ) -> re.Match[str]:
-        """Wait until *pattern* (regex; use ``re.escape`` for literals) shows in the log.
-
-        Searches from byte offset *after*. Raises ``ProcError`` with the log tail on timeout
-        or if the process exits first (after a final look at the log).
-        """
-        rx = re.compile(pattern) if isinstance(pattern, str) else pattern
-        deadline = time.monotonic() + timeout
-        while True:
-            exited = not self.alive
-            with open(self.log_path, "rb") as f:
-                f.seek(after)
-                text = f.read().decode("utf-8", "replace")
-            m = rx.search(text)
-            if m:
-                return m
-            if exited:
-                raise ProcError(
-                    f"{self.name} (pid {self.pid}) exited with {self.returncode} before "
-                    f"logging {rx.pattern!r}; log tail:\n{self.log_tail()}"
-                )
-            if time.monotonic() >= deadline:
-                raise ProcError(
-                    f"{self.name} (pid {self.pid}) did not log {rx.pattern!r} within "
-                    f"{timeout:g}s; log tail:\n{self.log_tail()}"
-                )
-            time.sleep(0.05)
-
-    # -- stopping ------------------------------------------------------------------------------
-    def _signal_group(self, sig: int) -> None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.pid, sig)  # pgid == pid thanks to start_new_session
-
-    def terminate(self, timeout: float = 10.0) -> int | None:
-        """SIGTERM the group, wait up to *timeout* s, then SIGKILL. Returns the exit code."""
-        if self.alive:
-            self._signal_group(signal.SIGTERM)
-            try:
-                self.popen.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self._signal_group(signal.SIGKILL)
-                self.popen.wait(10)
-        self._reap()
-        return self.returncode
-
-    def kill(self) -> int | None:
-        """SIGKILL the whole group at once (crash simulation). Returns the exit code."""
-        self._signal_group(signal.SIGKILL)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.popen.wait(10)
-        self._reap()
-        return self.returncode
-
-    def _reap(self) -> None:
-        # The leader is gone; make sure no orphan of its group survives it.
-        if not self.alive:
-            self._signal_group(signal.SIGKILL)
-        if not self._log.closed:
-            self._log.close()
-        _LIVE.discard(self)
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.terminate()
-
-    def __repr__(self) -> str:
-        state = "alive" if self.alive else f"exited {self.returncode}"
-        return f"<Proc {self.name} pid={self.pid} {state} log={self.log_path}>"
-
-
-def cleanup_procs(log_dir: str | os.PathLike[str] | None = None) -> list[Proc]:
-    """Kill every still-running Proc (only those logging under *log_dir*, if given)."""
-    root = Path(log_dir).resolve() if log_dir is not None else None
-    killed = []
-    for p in list(_LIVE):
-        if root is not None and not p.log_path.resolve().is_relative_to(root):
-            continue
-        if p.alive:
-            killed.append(p)
-        p.kill()
-    return killed
-
-
-atexit.register(cleanup_procs)
+def flush(server: RedisServer | ExternalRedis) -> str:
+    """Empty the test Redis (the private server: every db; an external one: its URL's db,
+    nothing else); its URL. A test that killed the private server gets it back first."""
+    if isinstance(server, RedisServer) and not server.alive:
+        server.restart()
+    c = server.client()
+    try:
+        c.flushall() if isinstance(server, RedisServer) else c.flushdb()
+    finally:
+        c.close()
+    return server.url
 
 
 # --------------------------------------------------------------------------------------------
@@ -275,17 +103,15 @@ class RedisServer:
         start: bool = True,
         startup_timeout: float = 15.0,
     ) -> None:
-        binary = shutil.which("redis-server")
-        if binary is None:
+        if shutil.which("redis-server") is None:
             raise FileNotFoundError(
                 "redis-server not found on PATH; install Debian's package "
                 "(`apt-get install -y redis-server`) — .ci/run does this in CI"
             )
-        self.binary = binary
-        self._fixed_port = port is not None
         if port == FORBIDDEN_PORT:
             raise ValueError("port 6379 is the machine's shared Redis; pick another")
-        self.port = port if port is not None else free_port()
+        self._fixed_port = port
+        self.port = port or 0
         self.appendonly = appendonly
         self.password = password
         self.extra_args = list(extra_args)
@@ -297,7 +123,7 @@ class RedisServer:
         self.dir = Path(data_dir)
         self.dir.mkdir(parents=True, exist_ok=True)
         self.log_dir = Path(log_dir) if log_dir is not None else self.dir
-        self.proc: Proc | None = None
+        self.proc: Process | None = None
         if start:
             self.start()
 
@@ -323,22 +149,19 @@ class RedisServer:
         return redis.Redis(host=self.host, port=self.port, db=db, password=self.password, **kwargs)
 
     # -- lifecycle -----------------------------------------------------------------------------
-    def _argv(self) -> list[str]:
-        argv = [
-            self.binary,
-            "--port", str(self.port),
-            "--bind", "127.0.0.1",
-            "--save", "",
-            "--appendonly", "yes" if self.appendonly else "no",
-            "--dir", str(self.dir),
-            "--daemonize", "no",
-            "--logfile", "",
-        ]  # fmt: skip
-        if self.appendonly:
-            argv += ["--appendfsync", "always"]
+    def _extra(self) -> list[str]:
+        extra = ["--appendonly", "yes", "--appendfsync", "always"] if self.appendonly else []
         if self.password:
-            argv += ["--requirepass", self.password]
-        return argv + self.extra_args
+            extra += ["--requirepass", self.password]
+        return extra + self.extra_args
+
+    def _start_on(self, port: int) -> Process:
+        self.port = port
+        self.proc = start_redis(
+            self.dir, port, log_dir=self.log_dir, extra=self._extra(),
+            timeout_s=self.startup_timeout,
+        )  # fmt: skip
+        return self.proc
 
     @property
     def alive(self) -> bool:
@@ -348,53 +171,9 @@ class RedisServer:
         """Start if not running. A fresh server retries on a new port if it lost a bind race."""
         if self.alive:
             return self
-        retry_ports = not self._fixed_port and self.proc is None
-        for attempt in range(5 if retry_ports else 1):
-            try:
-                return self._start_once()
-            except ProcError:
-                if not retry_ports or attempt == 4 or not self._bind_failed():
-                    raise
-                self.port = free_port()
-        raise AssertionError("unreachable")
-
-    def _bind_failed(self) -> bool:
-        return self.proc is not None and "Address already in use" in self.proc.log_text()
-
-    def _start_once(self) -> Self:
-        self.proc = Proc(self._argv(), self.log_dir, name=f"redis-{self.port}")
-        try:
-            self._wait_ready()
-        except BaseException:
-            self.proc.kill()
-            raise
+        fixed = self._fixed_port or (self.port if self.proc is not None else None)
+        on_free_port(self._start_on, fixed)
         return self
-
-    def _wait_ready(self) -> None:
-        import redis
-
-        assert self.proc is not None
-        deadline = time.monotonic() + self.startup_timeout
-        last: Exception | None = None
-        while time.monotonic() < deadline:
-            if not self.proc.alive:
-                raise ProcError(
-                    f"redis-server exited with {self.proc.returncode}; log tail:\n"
-                    f"{self.proc.log_tail()}"
-                )
-            c = self.client(socket_connect_timeout=1, socket_timeout=1)
-            try:
-                if c.ping():
-                    return
-            except (redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError) as e:
-                last = e
-            finally:
-                c.close()
-            time.sleep(0.05)
-        raise ProcError(
-            f"redis-server did not answer PING within {self.startup_timeout:g}s ({last!r}); "
-            f"log tail:\n{self.proc.log_tail()}"
-        )
 
     def stop(self, timeout: float = 10.0) -> None:
         """Graceful stop (SIGTERM; redis fsyncs the AOF). The data dir is kept for restart()."""
@@ -412,10 +191,11 @@ class RedisServer:
         deadline = time.monotonic() + 10
         while True:
             try:
-                return self._start_once()
-            except ProcError:
+                self._start_on(self.port)
+                return self
+            except ProcessError:
                 # The port can linger briefly after a kill; anything else is a real failure.
-                if not self._bind_failed() or time.monotonic() >= deadline:
+                if not (self.proc and lost_port_race(self.proc)) or time.monotonic() > deadline:
                     raise
                 time.sleep(0.2)
 
@@ -429,12 +209,7 @@ class RedisServer:
     def __enter__(self) -> Self:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def __repr__(self) -> str:
@@ -476,8 +251,6 @@ class ExternalRedis:
 # Celery worker and simulator
 # --------------------------------------------------------------------------------------------
 
-CELERY_READY = re.compile(r"\S+@\S+ ready\.")
-
 
 def start_celery_worker(
     env: Mapping[str, str],
@@ -490,43 +263,17 @@ def start_celery_worker(
     extra_args: Sequence[str] = (),
     cwd: str | os.PathLike[str] | None = None,
     timeout: float = 60.0,
-) -> Proc:
-    """Start ``celery -A workers worker`` (threads pool) and wait for its ``ready.`` line.
-
-    *env* is merged over os.environ. *hostname* is Celery's ``-n`` (e.g. ``"w1@%h"``).
-    Raises ``ProcError`` (with the log tail) if not ready within *timeout* seconds; the
-    process is killed in that case.
+) -> Process:
+    """Start ``celery -A workers worker`` (threads pool, events on) and wait for its
+    ``ready.`` line. *env* is merged over os.environ; *hostname* is Celery's ``-n`` (e.g.
+    ``"w1@%h"``). ProcError (with the log tail) if not ready in *timeout* s; it is killed then.
     """
-    argv = [
-        sys.executable, "-m", "celery", "-A", app, "worker",
-        "--loglevel=INFO", "-P", "threads", "-c", str(concurrency), "-n", hostname,
-        "--without-gossip", "--without-mingle", "-E",
-    ]  # fmt: skip
-    if queues:
-        argv += ["-Q", queues]
-    argv += list(extra_args)
-    name = "celery-" + hostname.replace("%h", "").replace("%n", "").strip("@.")
-    proc = Proc(argv, log_dir, env=env, cwd=cwd or REPO_ROOT, name=name)
-    try:
-        proc.wait_for_log(CELERY_READY, timeout)
-    except BaseException:
-        proc.kill()
-        raise
-    return proc
-
-
-_NO_PROXY_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-
-
-def http_status(url: str, timeout: float = 2.0) -> int | None:
-    """Status code of GET *url* (bypassing any HTTP(S)_PROXY), or None if unreachable."""
-    try:
-        with _NO_PROXY_OPENER.open(url, timeout=timeout) as resp:
-            return int(resp.status)
-    except urllib.error.HTTPError as e:
-        return int(e.code)
-    except (urllib.error.URLError, OSError):
-        return None
+    worker = spawn_celery_worker(
+        env, queues, concurrency, hostname, Path(log_dir), app=app,
+        extra=["-E", *extra_args], cwd=Path(cwd or REPO_ROOT),
+    )  # fmt: skip
+    wait_workers([worker], timeout)
+    return worker
 
 
 def start_sim(
@@ -536,29 +283,15 @@ def start_sim(
     env: Mapping[str, str] | None = None,
     port: int | None = None,
     timeout: float = 30.0,
-) -> tuple[Proc, str]:
+) -> tuple[Process, str]:
     """Start ``python -m swarm.cli.main sim --port P *args``; wait for GET /health == 200.
 
     Returns ``(proc, "http://127.0.0.1:P/v1")``. With no *port* given, a free one is picked
     and a lost bind race is retried with another.
     """
-    attempts = 1 if port is not None else 3
-    for attempt in range(attempts):
-        p = port if port is not None else free_port()
-        argv = [sys.executable, "-m", "swarm.cli.main", "sim", "--port", str(p), *args]
-        proc = Proc(argv, log_dir, env=env, cwd=REPO_ROOT, name=f"sim-{p}")
-        deadline = time.monotonic() + timeout
-        while proc.alive and time.monotonic() < deadline:
-            if http_status(f"http://127.0.0.1:{p}/health", timeout=1.0) == 200:
-                return proc, f"http://127.0.0.1:{p}/v1"
-            time.sleep(0.05)
-        exited = not proc.alive
-        proc.kill()
-        if attempt < attempts - 1 and "address already in use" in proc.log_text().lower():
-            continue
-        why = f"exited with {proc.returncode}" if exited else f"timed out after {timeout:g}s"
-        raise ProcError(
-            f"simulator on port {p} {why} before GET /health answered 200; "
-            f"log tail:\n{proc.log_tail()}"
-        )
-    raise AssertionError("unreachable")
+    proc, chosen = on_free_port(
+        lambda p: start_sim_process(args, Path(log_dir), p, env=env, cwd=REPO_ROOT,
+                                    timeout_s=timeout),
+        port,
+    )  # fmt: skip
+    return proc, f"http://127.0.0.1:{chosen}/v1"

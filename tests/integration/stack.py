@@ -1,17 +1,27 @@
 """A whole swarm deployment as local processes: simulator, Celery workers, and a producer
-client, all on the session's private Redis."""
+client, all on the session's private Redis.
+
+A test module declares its stack once, ``stack = stack_fixture(SIM_ARGS, Worker("w1"), ...)``:
+the fixture empties Redis, starts the simulator and the workers (in parallel), and at the end
+stops them all.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import json
 import urllib.request
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import procs
+import pytest
 
 from swarm.client import SwarmClient
+from swarm.procs.services import spawn_celery_worker, wait_workers
 from swarm.settings import Settings
 
 API_KEY = "sk-swarm-test-not-a-real-key"
@@ -70,9 +80,70 @@ class Stack:
 
     def stop(self) -> None:
         for proc in [*self.workers, self.sim]:
-            proc.terminate(timeout=10)
+            proc.terminate(10)
 
 
 def start_stack(broker_url: str, log_dir: Path, sim_args: list[str]) -> Stack:
     sim, base_url = procs.start_sim(sim_args, log_dir)
     return Stack(broker_url=broker_url, base_url=base_url, sim=sim)
+
+
+@dataclass(frozen=True)
+class Worker:
+    """A Celery worker of a stack: its name (``-n NAME@%h``), queues (None: every queue of
+    the catalog), threads and environment over the stack's."""
+
+    name: str
+    queues: str | None = None
+    c: int = 16
+    env: Mapping[str, str] = field(default_factory=dict)
+
+
+@contextlib.contextmanager
+def running_stack(
+    redis_server: Any,
+    logs: Path,
+    sim_args: list[str],
+    workers: Sequence[Worker] = (),
+    env: Mapping[str, str] | None = None,
+) -> Iterator[Stack]:
+    """A stack on the emptied session Redis: the simulator with ``sim_args`` and ``workers``
+    (``env`` over the stack's environment, each worker's own over that), ready."""
+    procs.flush(redis_server)
+    st = start_stack(redis_server.url, logs, sim_args)
+    try:
+        spawned = [
+            spawn_celery_worker(
+                {**st.env, **(env or {}), **w.env}, w.queues, w.c, f"{w.name}@%h", logs,
+                extra=["-E"], cwd=procs.REPO_ROOT,
+            )
+            for w in workers
+        ]  # fmt: skip
+        st.workers += spawned
+        wait_workers(spawned)
+        yield st
+    finally:
+        gc.collect()  # Celery AsyncResults unsubscribe when collected: while Redis runs
+        st.stop()
+
+
+def stack_fixture(
+    sim_args: list[str],
+    *workers: Worker,
+    env: Mapping[str, str] | None = None,
+    scope: Literal["module", "function"] = "module",
+) -> Callable[..., Iterator[Stack]]:
+    """The ``stack`` fixture of a test module (see ``running_stack``). Its logs go to a
+    folder of the module, or to the test's ``tmp_logs`` when ``scope="function"`` (so a
+    failing test's report shows them)."""
+
+    @pytest.fixture(scope=scope, name="stack")
+    def stack(request: pytest.FixtureRequest, redis_server: Any) -> Iterator[Stack]:
+        if scope == "function":
+            logs = request.getfixturevalue("tmp_logs")
+        else:
+            logs = request.getfixturevalue("tmp_path_factory").mktemp("stack-logs")
+        with running_stack(redis_server, logs, sim_args, workers, env) as running:
+            yield running
+
+    return stack

@@ -4,12 +4,11 @@ and a SIGKILLed worker's in-flight permit comes back when its lease expires."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import procs
 import pytest
-from stack import Stack, start_stack
+from stack import Stack, stack_fixture
 
 from swarm.calls.admission import AdmissionPolicy
 from swarm.calls.admission.redis import RedisAdmission
@@ -36,14 +35,8 @@ def catalog(folder: Path, rps: int, max_inflight: int) -> Path:
     return path
 
 
-@pytest.fixture
-def stack(redis_url: str, tmp_logs: Path) -> Iterator[Stack]:
-    # No limits in the simulator: its /stats windows show everything the workers sent.
-    st = start_stack(redis_url, tmp_logs, ["--latency-ms", "50"])
-    try:
-        yield st
-    finally:
-        st.stop()
+# No limits in the simulator: its /stats windows show everything the workers sent.
+stack = stack_fixture(["--latency-ms", "50"], scope="function")
 
 
 def start_workers(stack: Stack, logs: Path, n: int, env: dict[str, str]) -> list[procs.Proc]:

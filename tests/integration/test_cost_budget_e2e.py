@@ -7,7 +7,6 @@ Real redis-server, the simulator over HTTP with random 5xx and 429s, and two
 
 from __future__ import annotations
 
-import gc
 import json
 import re
 import time
@@ -17,9 +16,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import procs
 import pytest
-from stack import Stack, start_stack
+from stack import Stack, Worker, running_stack
 from test_swarm_e2e import diffs, run_cli
 
 from swarm.catalog import load_catalog
@@ -61,31 +59,14 @@ class CostStack:
 
 @pytest.fixture(scope="module")
 def cs(redis_server, tmp_path_factory: pytest.TempPathFactory) -> Iterator[CostStack]:  # type: ignore[no-untyped-def]
-    client = redis_server.client()
-    client.flushall()
-    client.close()
     logs = tmp_path_factory.mktemp("cost-logs")
     config = roomy_catalog(logs / "catalog.toml")
     sim_args = ["--latency-p50-ms", "30", "--latency-p99-ms", "120", "--seed", "3"]
-    st = start_stack(
-        redis_server.url, logs, [*sim_args, "--error-rate", "0.05", "--rate-limit-rate", "0.05"]
-    )
-    env = {
-        **st.env,
-        "SWARM_CONFIG": str(config),
-        "SWARM_BACKOFF_MAX_S": "0.5",
-        "SWARM_MAX_ATTEMPTS": "8",
-    }
-    try:
-        for name, queues, c in (("w1", None, WAVE), ("w2", "llm.kimi-k2.5", 8)):
-            st.workers.append(procs.start_celery_worker(env, queues, c, f"{name}@%h", logs))
-        yield CostStack(st, env, config)
-    finally:
-        # Celery AsyncResults caught in reference cycles unsubscribe from the result
-        # backend when collected: collect them while Redis still runs (else each one
-        # retries its reconnect for 20 s at interpreter exit).
-        gc.collect()
-        st.stop()
+    sim_args += ["--error-rate", "0.05", "--rate-limit-rate", "0.05"]
+    env = {"SWARM_CONFIG": str(config), "SWARM_BACKOFF_MAX_S": "0.5", "SWARM_MAX_ATTEMPTS": "8"}
+    workers = [Worker("w1", c=WAVE), Worker("w2", "llm.kimi-k2.5", c=8)]
+    with running_stack(redis_server, logs, sim_args, workers, env) as st:
+        yield CostStack(st, {**st.env, **env}, config)
 
 
 def billed_calls(report: dict[str, Any]) -> int:

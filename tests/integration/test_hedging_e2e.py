@@ -8,12 +8,11 @@ repeats (the hedge) the usual latency, or the ``latency_ms`` marker's; the simul
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import procs
 import pytest
-from stack import Stack, start_stack
+from stack import Stack, Worker, stack_fixture
 
 from swarm.records import InputItem
 
@@ -27,20 +26,7 @@ HEDGED_QUEUE = "llm.kimi-k2.5"
 PLAIN_QUEUE = "llm.gemini-2.5-flash"
 
 
-@pytest.fixture(scope="module")
-def stack(redis_server, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:  # type: ignore[no-untyped-def]
-    client = redis_server.client()
-    client.flushall()
-    client.close()
-    logs = tmp_path_factory.mktemp("hedge-logs")
-    st = start_stack(redis_server.url, logs, ["--latency-ms", "50"])
-    try:
-        st.workers.append(
-            procs.start_celery_worker({**st.env, **HEDGE_ENV}, HEDGED_QUEUE, 16, "hedge@%h", logs)
-        )
-        yield st
-    finally:
-        st.stop()
+stack = stack_fixture(["--latency-ms", "50"], Worker("hedge", HEDGED_QUEUE, env=HEDGE_ENV))
 
 
 def settled(stack: Stack, timeout_s: float = 30.0) -> dict[str, int]:
@@ -107,7 +93,7 @@ def test_hedging_is_off_by_default(stack: Stack, tmp_logs: Path) -> None:
         handle = client.submit([item], "Extract", model="gemini-2.5-flash")
         report = handle.wait(timeout=60)
     finally:
-        worker.terminate(timeout=10)
+        worker.terminate(10)
     assert report["status"] == "succeeded"
     assert report["hedges_sent"] == 0
     assert stack.stats()["cancelled"] == 0

@@ -6,12 +6,10 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
 
-import procs
 import pytest
 import redis
-from stack import Stack, start_stack
+from stack import Stack, Worker, stack_fixture
 
 from swarm.client import SwarmClient
 from swarm.jobs.queueing import SUBAGENTS_TASK
@@ -23,19 +21,10 @@ QUEUE = "llm.kimi-k2.5"
 NODE_THREADS = 8
 
 
-@pytest.fixture(scope="module")
-def stack(redis_server, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:  # type: ignore[no-untyped-def]
-    client = redis_server.client()
-    client.flushall()
-    client.close()
-    logs = tmp_path_factory.mktemp("intake-logs")
-    st = start_stack(redis_server.url, logs, ["--latency-ms", "2000"])
-    try:
-        env = {**st.env, "SWARM_NODE_THREADS": str(NODE_THREADS)}
-        st.workers.append(procs.start_celery_worker(env, QUEUE, 4, "intake@%h", logs))
-        yield st
-    finally:
-        st.stop()
+stack = stack_fixture(
+    ["--latency-ms", "2000"],
+    Worker("intake", QUEUE, c=4, env={"SWARM_NODE_THREADS": str(NODE_THREADS)}),
+)
 
 
 def queued_batches(client: redis.Redis, queue: str) -> int:

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Iterator
 
-import pytest
-from stack import Stack, start_stack
+from stack import Stack, Worker, stack_fixture
 
 from swarm.records import InputItem, NodeTask
 
@@ -15,19 +13,7 @@ FAST = "llm.gemini-2.5-flash,llm.deepseek-v3.2"
 MAIN = "llm.kimi-k2.5,llm.claude-sonnet-4.5,llm.gpt-4.1"
 
 
-@pytest.fixture(scope="module")
-def stack(redis_server, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:  # type: ignore[no-untyped-def]
-    client = redis_server.client()
-    client.flushall()
-    client.close()
-    logs = tmp_path_factory.mktemp("routing-logs")
-    st = start_stack(redis_server.url, logs, ["--latency-ms", "20"])
-    try:
-        st.add_worker("fast", logs, queues=FAST, c=8)
-        st.add_worker("main", logs, queues=MAIN, c=8)
-        yield st
-    finally:
-        st.stop()
+stack = stack_fixture(["--latency-ms", "20"], Worker("fast", FAST, c=8), Worker("main", MAIN, c=8))
 
 
 def ran_on(stack: Stack, task_id: str) -> str:

@@ -9,32 +9,21 @@ import re
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from stack import API_KEY, Stack, start_stack
+from stack import API_KEY, Stack, Worker, stack_fixture
 
 from swarm.records import InputItem
 
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture(scope="module")
-def stack(redis_server, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:  # type: ignore[no-untyped-def]
-    client = redis_server.client()
-    client.flushall()
-    client.close()
-    logs = tmp_path_factory.mktemp("e2e-logs")
-    st = start_stack(
-        redis_server.url, logs, ["--latency-p50-ms", "40", "--latency-p99-ms", "150", "--seed", "3"]
-    )
-    try:
-        st.add_worker("w1", logs)  # every queue of the catalog
-        st.add_worker("w2", logs, queues="llm.kimi-k2.5")
-        yield st
-    finally:
-        st.stop()
+stack = stack_fixture(
+    ["--latency-p50-ms", "40", "--latency-p99-ms", "150", "--seed", "3"],
+    Worker("w1"),  # every queue of the catalog
+    Worker("w2", "llm.kimi-k2.5"),
+)
 
 
 def diffs(n: int, bad: set[int] = frozenset()) -> list[InputItem]:  # type: ignore[assignment]

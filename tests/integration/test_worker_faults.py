@@ -89,7 +89,7 @@ def test_sigterm_lets_running_calls_finish_and_loses_nothing(fs: FaultStack) -> 
         "w2 running a task",
     )
     stopped_at = time.monotonic()
-    code = leaves.terminate(timeout=60)  # SIGTERM: Celery's warm shutdown
+    code = leaves.terminate(60)  # SIGTERM: Celery's warm shutdown
     stop_s = time.monotonic() - stopped_at
     assert code == 0, leaves.log_tail()
     report = handle.wait(timeout=120)
