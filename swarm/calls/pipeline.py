@@ -92,6 +92,7 @@ def run_call(rt: Runtime, request: CallRequest) -> CallResult:
                 max_attempts=rt.settings.max_attempts,
                 backoff_max_s=rt.settings.backoff_max_s,
                 progress=request.progress,
+                budget_spent=lambda: ctx.gate.budget_spent,
             )
         except RetryLater as later:
             later.slot = request.slot  # the task carries this call's progress to its next run

@@ -17,6 +17,7 @@ from swarm.calls.admission.base import (
     Permit,
     Refusal,
     Unlimited,
+    Verdict,
 )
 from swarm.calls.admission.limits import AdmissionPolicy
 from swarm.calls.admission.memory import MemoryAdmission
@@ -31,4 +32,5 @@ __all__ = [
     "Permit",
     "Refusal",
     "Unlimited",
+    "Verdict",
 ]

@@ -76,9 +76,23 @@ class Outcome:
     """The gateway's retry time for a 429 (Retry-After or x-ratelimit reset), if known."""
     exhausted: bool = False
     """The 429 said the tenant's limit is used up (an x-ratelimit-remaining-* header at 0)."""
+    failed: bool = False
+    """The attempt got no usable answer (any error): counts against the retry budget."""
     sent: bool = True
     """False for a permit given back unused (a booked slot that a pause overtook): it is
     not a request in the model's recent-requests count."""
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What ``finish`` concluded about the model from the attempt's outcome."""
+
+    paused: bool = False
+    """The 429 showed the tenant at its limit: every caller of the model pauses."""
+    budget_spent: bool = False
+    """Nearly every recent request of the model failed: its retry budget is spent, so
+    calls end after their failed attempt instead of retrying (a failing gateway is not
+    hammered; while others still succeed, retries go on)."""
 
 
 @dataclass(frozen=True)
@@ -127,8 +141,9 @@ class AdmissionController(ABC):
         """
 
     @abstractmethod
-    def finish(self, spec: ModelSpec, permit: Permit, outcome: Outcome) -> None:
-        """Release the permit's lease, reconcile or refund its tokens, apply 429 feedback."""
+    def finish(self, spec: ModelSpec, permit: Permit, outcome: Outcome) -> Verdict:
+        """Release the permit's lease, reconcile or refund its tokens, apply 429 feedback;
+        say whether the model paused and whether its retry budget is spent."""
 
     @abstractmethod
     def counters(self, spec: ModelSpec) -> ModelCounters:
@@ -157,8 +172,9 @@ class Unlimited(AdmissionController):
         """Always a permit."""
         return Decision(Permit(spec.name, lease_id or "unlimited", job_id, tokens))
 
-    def finish(self, spec: ModelSpec, permit: Permit, outcome: Outcome) -> None:
+    def finish(self, spec: ModelSpec, permit: Permit, outcome: Outcome) -> Verdict:
         """Nothing to release."""
+        return Verdict()
 
     def counters(self, spec: ModelSpec) -> ModelCounters:
         """All zero."""

@@ -58,8 +58,9 @@ def outcome_of_error(exc: BaseException, now: float) -> Outcome:
             rate_limited=True,
             retry_after_s=pause_of(exc, now),
             exhausted=exhausted_of(exc),
+            failed=True,
         )
-    return Outcome(used_tokens=0)
+    return Outcome(used_tokens=0, failed=True)
 
 
 class Gate:
@@ -89,6 +90,8 @@ class Gate:
         self.reserve_s = min(reserve_s, max_wait_s)
         self.sleep = sleep
         self.rand = rand
+        self.budget_spent = False
+        """Set by each finished attempt: the model's retry budget is spent (retry no more)."""
 
     def acquire(self) -> Permit:
         """Block until admitted, or raise RetryLater (see module docstring)."""
@@ -155,10 +158,16 @@ class Gate:
         backoff); neither refunds the reservation (a cancelled request)."""
         if error is None:
             used = (answer.usage.total_tokens or None) if answer is not None else 0
-            self.controller.finish(self.spec, permit, Outcome(used_tokens=used))
+            outcome = Outcome(used_tokens=used, sent=answer is not None)
+            verdict = self.controller.finish(self.spec, permit, outcome)
+            self.budget_spent = verdict.budget_spent
             return
         outcome = outcome_of_error(error, time.time())
-        self.controller.finish(self.spec, permit, outcome)
+        verdict = self.controller.finish(self.spec, permit, outcome)
+        self.budget_spent = verdict.budget_spent
+        if verdict.budget_spent:
+            log.debug("admission: %s fails nearly every request: no retry", self.spec.name)
+            return
         if requeue and outcome.rate_limited and outcome.retry_after_s is not None:
             try:
                 wait_or_requeue(outcome.retry_after_s, "paused", self.max_wait_s,

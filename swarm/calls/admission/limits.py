@@ -58,6 +58,10 @@ class AdmissionPolicy:
     dense_min: float = 4.5
     """429s within about that window before their density counts as the tenant's limit
     (4.5: five in quick succession, the decay of the first ones allowed for)."""
+    budget_min_requests: float = 20.0
+    """Recent requests of a model before its retry budget can be spent."""
+    budget_accept_share: float = 0.05
+    """Below this share of recent requests answered, retries stop (the retry budget)."""
     dense_share: float = 0.5
     """Share of recent requests answered 429 that counts as the tenant's limit (an accept
     rate under half: Google SRE's adaptive throttling with K = 2)."""
@@ -122,13 +126,23 @@ def gcra(tat_ms: float, now_ms: float, cost: float, t_ms: float, burst: int) -> 
     return max(wait, 0.0), new_tat
 
 
-def window_wait_ms(
-    times_ms: list[float], now_ms: float, limit: Limit, factor: float, slack_ms: float
-) -> float:
+WINDOW_SLACK_SHARE = 0.01
+"""A window limit widens its window by at least this share of it on each side (0.6 s of a
+minute): the first N calls go out together, and on a busy machine their arrival at the
+gateway spreads over more than the fixed slack."""
+
+
+def window_span_ms(limit: Limit, slack_ms: float) -> float:
+    """The window a window limit counts in: the gateway's, widened on each side."""
+    return limit.window_ms + 2.0 * max(slack_ms, limit.window_ms * WINDOW_SLACK_SHARE)
+
+
+def window_wait_ms(times_ms: list[float], now_ms: float, limit: Limit, slack_ms: float) -> float:
     """Wait until one more call fits a window limit, given the admission times (sorted, at
-    most a window old): N x factor per window, the window widened by the slack each side."""
-    span = limit.window_ms + 2.0 * slack_ms
-    allowed = max(1, int(limit.limit * factor))
+    most a window old): N per (widened) window. Not scaled by the AIMD factor: the count is
+    exactly what the gateway enforces, and a 429 on it pauses until the window has room."""
+    span = window_span_ms(limit, slack_ms)
+    allowed = limit.limit
     inside = [t for t in times_ms if t > now_ms - span]
     if len(inside) < allowed:
         return 0.0

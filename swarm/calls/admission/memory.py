@@ -21,8 +21,15 @@ from swarm.calls.admission.base import (
     Outcome,
     Permit,
     Refusal,
+    Verdict,
 )
-from swarm.calls.admission.feedback import aimd_decrease, aimd_increase, decayed, tenant_limited
+from swarm.calls.admission.feedback import (
+    aimd_decrease,
+    aimd_increase,
+    budget_spent,
+    decayed,
+    tenant_limited,
+)
 from swarm.calls.admission.limits import (
     AdmissionPolicy,
     gcra,
@@ -31,6 +38,7 @@ from swarm.calls.admission.limits import (
     refund_tat,
     release_mean_ms,
     slot_poll_ms,
+    window_span_ms,
     window_wait_ms,
 )
 from swarm.catalog import ModelSpec
@@ -64,6 +72,8 @@ class _ModelState:
     """Requests answered lately (decaying, see feedback.decayed)."""
     recent_429: float = 0.0
     """429 answers lately (decaying the same way)."""
+    recent_failed: float = 0.0
+    """Requests without a usable answer lately (decaying the same way)."""
     recent_at: float = 0.0
     admitted: int = 0
     refused: int = 0
@@ -171,7 +181,7 @@ class MemoryAdmission(AdmissionController):
         slack_ms = self.policy.window_slack_s * 1000
         for limit in model_limits(spec, self.policy):
             if limit.windowed:
-                if (wait := window_wait_ms(st.log, now, limit, st.factor, slack_ms)) > 0:
+                if (wait := window_wait_ms(st.log, now, limit, slack_ms)) > 0:
                     out.append((wait, Refusal(limit.name)))
                 continue
             cost = tokens if limit.tokens else 1
@@ -185,10 +195,13 @@ class MemoryAdmission(AdmissionController):
 
     def _log(self, spec: ModelSpec, st: _ModelState, now: float, at: float) -> None:
         """Log an admission at ``at`` for the model's window limits, forgetting old ones."""
-        windows = [lim.window_ms for lim in model_limits(spec, self.policy) if lim.windowed]
-        if not windows:
+        slack_ms = self.policy.window_slack_s * 1000
+        spans = [
+            window_span_ms(lim, slack_ms) for lim in model_limits(spec, self.policy) if lim.windowed
+        ]
+        if not spans:
             return
-        horizon = now - max(windows) - 2 * self.policy.window_slack_s * 1000
+        horizon = now - max(spans)
         st.log = sorted([t for t in st.log if t > horizon] + [at])
 
     @staticmethod
@@ -200,7 +213,7 @@ class MemoryAdmission(AdmissionController):
         active = set(counts) | set(st.waiting_jobs) | {job_id}
         return mine >= math.ceil(spec.max_inflight / len(active))
 
-    def finish(self, spec: ModelSpec, permit: Permit, outcome: Outcome) -> None:
+    def finish(self, spec: ModelSpec, permit: Permit, outcome: Outcome) -> Verdict:
         """Release, reconcile or refund, and apply 429 feedback."""
         with self._lock:
             now, st = self._clock_ms(), self._state(spec.name)
@@ -216,19 +229,26 @@ class MemoryAdmission(AdmissionController):
                 st.tats["tpm"] = refund_tat(st.tats.get("tpm", 0.0), now, delta, t_ms)
             if outcome.sent:
                 self._count_recent(st, outcome, now)
-            if outcome.rate_limited:
-                self._feedback(spec, st, permit.job_id, outcome, now)
+            paused = outcome.rate_limited and self._feedback(spec, st, permit.job_id, outcome, now)
+            spent = budget_spent(
+                st.recent_failed,
+                st.recent_requests,
+                self.policy.budget_min_requests,
+                self.policy.budget_accept_share,
+            )
+            return Verdict(paused=paused, budget_spent=spent)
 
     def _count_recent(self, st: _ModelState, outcome: Outcome, now: float) -> None:
         window_ms = self.policy.dense_window_s * 1000
         elapsed = now - st.recent_at
         st.recent_requests = decayed(st.recent_requests, elapsed, window_ms) + 1
         st.recent_429 = decayed(st.recent_429, elapsed, window_ms) + int(outcome.rate_limited)
+        st.recent_failed = decayed(st.recent_failed, elapsed, window_ms) + int(outcome.failed)
         st.recent_at = now
 
     def _feedback(
         self, spec: ModelSpec, st: _ModelState, job_id: str, outcome: Outcome, now: float
-    ) -> None:
+    ) -> bool:
         policy = self.policy
         st.rate_limited += 1
         st.job_429[job_id] = st.job_429.get(job_id, 0) + 1
@@ -241,7 +261,7 @@ class MemoryAdmission(AdmissionController):
         )
         if not limited:
             log.debug("admission: isolated 429 on %s, only its call backs off", spec.name)
-            return
+            return False
         st.pauses += 1
         pause_s = outcome.retry_after_s or policy.default_pause_s
         log.debug("admission: %s at its limit, every caller pauses %.2f s", spec.name, pause_s)
@@ -249,6 +269,7 @@ class MemoryAdmission(AdmissionController):
         if now - st.decreased_at >= policy.decrease_cooldown_s * 1000:
             st.factor = aimd_decrease(st.factor, policy.decrease, policy.min_factor)
             st.factor_at = st.decreased_at = now
+        return True
 
     def counters(self, spec: ModelSpec) -> ModelCounters:
         """This process's counters for the model."""

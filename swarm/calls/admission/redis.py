@@ -23,6 +23,7 @@ from swarm.calls.admission.base import (
     Outcome,
     Permit,
     Refusal,
+    Verdict,
 )
 from swarm.calls.admission.limits import AdmissionPolicy, key_prefix, model_limits
 from swarm.calls.admission.script_args import (
@@ -108,7 +109,7 @@ class RedisAdmission(AdmissionController):
             return Decision(Permit(spec.name, lease_id, job_id, tokens), start_in_s=start_in_s)
         return Decision(None, float(wait_ms) / 1000.0, Refusal(_text(reason)))
 
-    def finish(self, spec: ModelSpec, permit: Permit, outcome: Outcome) -> None:
+    def finish(self, spec: ModelSpec, permit: Permit, outcome: Outcome) -> Verdict:
         """Release, reconcile or refund, and apply 429 feedback, in one round trip."""
         policy = self.policy
         delta = 0 if outcome.used_tokens is None else outcome.used_tokens - permit.tokens_reserved
@@ -140,12 +141,16 @@ class RedisAdmission(AdmissionController):
             dense_ms=policy.dense_window_s * 1000,
             dense_min=policy.dense_min,
             dense_share=policy.dense_share,
+            failed=1 if outcome.failed else 0,
+            budget_min=policy.budget_min_requests,
+            budget_share=policy.budget_accept_share,
         )
-        _released, paused = self._scripts.run(args)
+        _released, paused, spent = self._scripts.run(args)
         if outcome.rate_limited:
             log.debug("admission: 429 on %s: %s", spec.name,
                       "at its limit, every caller pauses" if int(paused)
                       else "isolated, only its call backs off")  # fmt: skip
+        return Verdict(paused=bool(int(paused)), budget_spent=bool(int(spent)))
 
     def counters(self, spec: ModelSpec) -> ModelCounters:
         """The model's counters as every worker sees them."""

@@ -72,6 +72,9 @@ class FinishArgs(_AdmissionScript):
     dense_ms: float
     dense_min: float
     dense_share: float
+    failed: int
+    budget_min: float
+    budget_share: float
 
 
 @dataclass(frozen=True)

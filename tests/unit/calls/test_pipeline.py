@@ -11,7 +11,7 @@ import httpx2
 from doubles import MockGateway, completion, new_job
 
 from swarm.calls import pipeline
-from swarm.calls.admission import MemoryAdmission, Outcome, Permit
+from swarm.calls.admission import MemoryAdmission, Outcome, Permit, Verdict
 from swarm.calls.admission.limits import AdmissionPolicy
 from swarm.calls.listeners import CallListener
 from swarm.calls.pipeline import run_call
@@ -38,9 +38,9 @@ class _Admission(MemoryAdmission):
         self.events.append("admit")
         return super().acquire(*args, **kwargs)
 
-    def finish(self, spec: ModelSpec, permit: Permit, outcome: Outcome) -> None:
+    def finish(self, spec: ModelSpec, permit: Permit, outcome: Outcome) -> Verdict:
         self.events.append("admit:done")
-        super().finish(spec, permit, outcome)
+        return super().finish(spec, permit, outcome)
 
 
 class _Store(MemoryJobStore):

@@ -85,3 +85,16 @@ def test_the_report_counts_every_429(admission: str) -> None:
     report = run_aggregation(rt, "j1")
     limited = sum(1 for i in range(1, len(gw.requests) + 1) if i % 2 == 1)
     assert report["models"]["kimi-k2.5"]["rate_limited"] == limited == 4
+
+
+def test_a_gateway_failing_for_everyone_is_not_hammered() -> None:
+    def down(body: dict[str, Any], n: int) -> httpx2.Response:
+        return httpx2.Response(503, json={"error": {"message": "down"}})
+
+    rt, gw = runtime(down, max_attempts=5)
+    spec = new_job(rt, n=12)
+    envelopes = [run_node(rt, "j1", node) for node in spec.node_ids]
+    assert all(env.error_kind is ErrorKind.SERVER_ERROR for env in envelopes)
+    assert envelopes[0].attempts == 5  # too few requests yet to judge the gateway
+    assert envelopes[-1].attempts == 1  # the budget is spent: no retries
+    assert len(gw.requests) < 12 * 5 / 2

@@ -7,8 +7,9 @@
 -- are served in arrival order and do not all ask again when the next slot opens. A rate
 -- wait past the reserve is refused with max(wait - reserve, reserve / 2).
 -- A window limit (windowed 1: the gateway counts N per sliding or fixed window) is held
--- with a log of admission times instead of a bucket: N x factor may pass at once, the
--- next when the oldest leaves the window (widened by the slack each side).
+-- with a log of admission times instead of a bucket: N may pass at once, the next when
+-- the oldest leaves the window (widened each side by the slack, at least 1% of the window;
+-- not scaled by the rate factor: the count is what the gateway enforces).
 --
 -- KEYS[1] state: hash
 -- KEYS[2] leases: zset lease -> expiry
@@ -110,9 +111,9 @@ end
 -- A window limit: N x factor admissions in the (slack-widened) window, from the log.
 local log_span = 0
 local function window_limit(name, limit, window_ms)
-  local span = window_ms + 2 * slack_ms
+  local span = window_ms + 2 * math.max(slack_ms, window_ms * 0.01)
   log_span = math.max(log_span, span)
-  local allowed = math.max(1, math.floor(limit * factor))
+  local allowed = limit
   local from = '(' .. string.format('%.3f', now - span)
   local count = redis.call('ZCOUNT', log, from, '+inf')
   if count >= allowed then

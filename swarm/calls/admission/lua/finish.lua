@@ -29,7 +29,11 @@
 -- ARGV[15] dense_ms: time constant of the recent counts
 -- ARGV[16] dense_min: fewest recent 429s that are dense
 -- ARGV[17] dense_share: share of recent requests answered 429 that is dense
--- Returns {1 when the lease was released here (else 0), 1 when every caller paused}.
+-- ARGV[18] failed: 0/1 (no usable answer: counts against the retry budget)
+-- ARGV[19] budget_min: recent requests before the retry budget can be spent
+-- ARGV[20] budget_share: below this share of recent requests answered, retries stop
+-- Returns {1 when the lease was released here (else 0), 1 when every caller paused,
+-- 1 when the model's retry budget is spent}.
 
 local state, leases, owners, jobs, job_429 = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local lease_id, job, delta = ARGV[1], ARGV[2], tonumber(ARGV[3])
@@ -39,6 +43,7 @@ local decrease, min_factor = tonumber(ARGV[9]), tonumber(ARGV[10])
 local cooldown_ms, counts_ttl = tonumber(ARGV[11]), tonumber(ARGV[12])
 local sent, exhausted = ARGV[13] == '1', ARGV[14] == '1'
 local dense_ms, dense_min, dense_share = tonumber(ARGV[15]), tonumber(ARGV[16]), tonumber(ARGV[17])
+local failed, budget_min, budget_share = ARGV[18] == '1', tonumber(ARGV[19]), tonumber(ARGV[20])
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000
@@ -75,14 +80,22 @@ end
 -- The model's recent requests and 429s, as counts decaying with time constant dense_ms.
 local recent_req = tonumber(redis.call('HGET', state, 'recent_req') or '0')
 local recent_429 = tonumber(redis.call('HGET', state, 'recent_429') or '0')
+local recent_failed = tonumber(redis.call('HGET', state, 'recent_failed') or '0')
 if sent then
   local since = tonumber(redis.call('HGET', state, 'recent_at') or '0')
   local keep = math.exp(-math.max(now - since, 0) / dense_ms)
   recent_req = recent_req * keep + 1
   recent_429 = recent_429 * keep
+  recent_failed = recent_failed * keep
   if rate_limited then recent_429 = recent_429 + 1 end
+  if failed then recent_failed = recent_failed + 1 end
   redis.call('HSET', state, 'recent_req', string.format('%.4f', recent_req),
-    'recent_429', string.format('%.4f', recent_429), 'recent_at', string.format('%.3f', now))
+    'recent_429', string.format('%.4f', recent_429),
+    'recent_failed', string.format('%.4f', recent_failed), 'recent_at', string.format('%.3f', now))
+end
+local spent = 0
+if recent_req >= budget_min and recent_req - recent_failed < budget_share * recent_req then
+  spent = 1
 end
 
 local paused = 0
@@ -105,4 +118,4 @@ if rate_limited then
     end
   end
 end
-return {released, paused}
+return {released, paused, spent}

@@ -40,11 +40,13 @@ def status_error(status: int, headers: dict[str, str]) -> openai.APIStatusError:
 
 def test_outcomes_of_errors() -> None:
     limited = outcome_of_error(status_error(429, {"Retry-After": "4"}), 0.0)
-    assert limited == Outcome(used_tokens=0, rate_limited=True, retry_after_s=4.0)
+    assert limited == Outcome(used_tokens=0, rate_limited=True, retry_after_s=4.0, failed=True)
     at_limit = {"Retry-After": "4", "x-ratelimit-remaining-requests": "0"}
     exhausted = outcome_of_error(status_error(429, at_limit), 0.0)
-    assert exhausted == Outcome(used_tokens=0, rate_limited=True, retry_after_s=4.0, exhausted=True)
-    assert outcome_of_error(status_error(503, {}), 0.0) == Outcome(used_tokens=0)
+    assert exhausted == Outcome(
+        used_tokens=0, rate_limited=True, retry_after_s=4.0, exhausted=True, failed=True
+    )
+    assert outcome_of_error(status_error(503, {}), 0.0) == Outcome(used_tokens=0, failed=True)
 
 
 def test_gate_waits_then_requeues_and_feeds_back_429s() -> None:
