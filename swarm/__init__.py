@@ -23,6 +23,7 @@ from swarm.errors import (
 from swarm.jobs.report import Report
 from swarm.records import ErrorKind, InputItem, JobSpec, NodeEnvelope, Usage
 from swarm.settings import Settings, load_settings
+from swarm.tools import Tool, tool
 
 __all__ = [
     # errors
@@ -49,10 +50,13 @@ __all__ = [
     "SwarmClient",
     "SwarmError",
     "SwarmHandle",
+    # tools for sub-agents
+    "Tool",
     "UnknownModelError",
     "Usage",
     "attach",
     "load_catalog",
     "load_settings",
     "submit",
+    "tool",
 ]

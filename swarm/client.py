@@ -34,6 +34,8 @@ from swarm.jobs.watchdog import send_watch
 from swarm.records import InputItem, JobSpec, NodeTask
 from swarm.settings import Settings, load_settings
 from swarm.store import JobStore, Progress, RedisJobStore
+from swarm.tokens import estimate_tokens
+from swarm.tools.toolsets import load_toolset
 
 DEFAULT_INSTRUCTION = "Review this input. List concrete problems and risks, most severe first."
 DEFAULT_PLANNED_AGGREGATE = (
@@ -123,6 +125,8 @@ class SwarmClient:
         force: bool = False,
         output_schema: dict[str, Any] | None = None,
         tasks: Sequence[NodeTask] | None = None,
+        tools: str | None = None,
+        tool_root: str | None = None,
     ) -> SwarmHandle:
         """Store the job, fan out one sub-agent per input, and return its handle.
 
@@ -133,15 +137,27 @@ class SwarmClient:
 
         ``output_schema`` asks every sub-agent for JSON following that schema; ``tasks``
         (aligned with ``inputs``) gives nodes their own model, instruction and schema.
+
+        ``tools`` makes every sub-agent an agent with that toolset (``repo``, ``docs``, or
+        ``pkg.module[:attr]``, which workers import too; swarm.jobs.agent); ``tool_root`` is
+        the repository the ``repo`` toolset reads.
         """
         items = _items(inputs)
         if not instruction.strip():
             raise InputError("the instruction is empty")
         check_budget(budget_usd)
         spec_model, aggregate = self._route(model, kind)
+        if tools is not None:
+            load_toolset(tools)
         if budget_usd is not None:
             bound = estimate_job(
-                items, instruction, aggregate_instruction, spec_model, aggregate, max_tokens
+                items,
+                instruction,
+                aggregate_instruction,
+                spec_model,
+                aggregate,
+                max_tokens,
+                **agent_bound(self.settings, spec_model, max_tokens, tools),
             )
             preflight(bound, budget_usd, force)
         if tasks is not None and len(tasks) != len(items):
@@ -167,6 +183,8 @@ class SwarmClient:
             fallback_models=() if model else self.catalog.routing[kind][1:],
             output_schema=output_schema,
             tasks=dict(zip(node_ids, tasks, strict=True)) if tasks else {},
+            tools=tools,
+            tool_root=tool_root,
         )
         try:
             self.store.create_job(spec, [item.text for item in items])
@@ -285,6 +303,19 @@ class SwarmClient:
             body.clone(args=([],)).apply_async()
         if watch:
             send_watch(self.app, self.settings, spec, aggregate_queue, suffix)
+
+
+def agent_bound(
+    settings: Settings, model: ModelSpec, max_tokens: int | None, tools: str | None
+) -> dict[str, int]:
+    """How estimate_job bounds an agent node: max steps, each prompt longer than the last by
+    the model's turn and an even share of the node's tool calls at their full output cap."""
+    if tools is None:
+        return {}
+    turn = max_tokens or model.max_tokens
+    calls_per_step = -(-settings.agent_max_tool_calls // settings.agent_max_steps)
+    outputs = estimate_tokens("x" * settings.tool_max_output_chars) * calls_per_step
+    return {"steps": settings.agent_max_steps, "step_growth_tokens": turn + outputs}
 
 
 def _items(inputs: Sequence[InputItem | str]) -> list[InputItem]:

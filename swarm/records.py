@@ -34,6 +34,10 @@ class ErrorKind(StrEnum):
     BUDGET_EXCEEDED = "budget_exceeded"
     BAD_OUTPUT = "bad_output"
     PLAN_FAILED = "plan_failed"
+    TOOL_LOOP = "tool_loop"
+    """An agent node repeated a tool call, or ran out of steps, tool calls or tokens."""
+    TOOLS_UNAVAILABLE = "tools_unavailable"
+    """The node's toolset cannot be loaded on the worker that ran it."""
     INTERNAL = "internal"
 
 
@@ -95,11 +99,32 @@ class NodeEnvelope(Frozen):
     """Task kind of the node (routing), when the job routes by kind."""
     truncation: Truncation | None = None
     """Set when the input did not fit the model's context and its middle was summarised."""
+    steps: int = 0
+    """Model calls of an agent node (0 for a node without tools)."""
+    tool_calls: int = 0
+    """Tool calls the model asked for."""
+    tool_errors: int = 0
+    """Tool calls answered with an error: malformed, unknown, raising or timed out."""
+    tool_calls_invalid: int = 0
+    """Tool calls that did not parse or match a tool's schema (part of ``tool_errors``)."""
+    tools_used: tuple[str, ...] = ()
+    """Each tool call in order, as ``name(arguments)`` (short)."""
 
     @property
     def ok(self) -> bool:
         """True when the node produced an answer."""
         return self.status == "ok"
+
+
+class ToolCall(Frozen):
+    """One tool call a model asked for (its arguments as the raw JSON text it sent)."""
+
+    id: str
+    """The call's id, echoed by the tool message that answers it."""
+    name: str
+    """Tool name."""
+    arguments: str
+    """Arguments as sent: a JSON object's text, or whatever the model produced."""
 
 
 class InputItem(Frozen):
@@ -178,6 +203,10 @@ class JobSpec(Frozen):
     """JSON schema every sub-agent answer must follow; None for free text."""
     tasks: dict[str, NodeTask] = Field(default_factory=dict)
     """Per-node tasks that differ from the job's (planned and routed jobs)."""
+    tools: str | None = None
+    """Toolset of every sub-agent (``repo``, ``docs``, ``pkg.module[:attr]``); None: no tools."""
+    tool_root: str | None = None
+    """Repository the ``repo`` toolset reads (each node at the commit its input names)."""
     _index: dict[str, int] = PrivateAttr(default_factory=dict)
 
     def _position(self, node_id: str) -> int:

@@ -104,6 +104,18 @@ class Settings(BaseSettings):
     """hedge_quantile waits for this many observed calls of the model."""
     cny_per_usd: float = Field(default=7.3, gt=0)
     """CNY per USD for `swarm cost` (the official rate the seeds quote, ¥7.3 = $1)."""
+    agent_max_steps: int = Field(default=8, ge=1)
+    """Model calls of one agent node (a node with tools) at most."""
+    agent_max_tool_calls: int = Field(default=24, ge=1)
+    """Tool calls of one agent node at most."""
+    agent_token_budget: int = Field(default=200_000, ge=1)
+    """Tokens (prompt plus completion, every step) one agent node may spend."""
+    agent_timeout_s: float = Field(default=300.0, gt=0)
+    """Deadline over an agent node's whole loop, from its first step."""
+    tool_timeout_s: float = Field(default=10.0, gt=0)
+    """Longest run of one tool call (a tool may set its own)."""
+    tool_max_output_chars: int = Field(default=20_000, ge=100)
+    """Characters of a tool's output sent to the model; the rest is cut with a marker."""
 
     @model_validator(mode="after")
     def _visibility_above_calls(self) -> Settings:

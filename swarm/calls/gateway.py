@@ -15,7 +15,7 @@ from openai.types.chat import ChatCompletion
 
 from swarm.calls.request import Answer, CallRequest
 from swarm.calls.retry_policy import BadResponseError
-from swarm.records import Usage
+from swarm.records import ToolCall, Usage
 from swarm.settings import Settings
 
 
@@ -58,14 +58,34 @@ def answer_of(completion: Any) -> Answer:
         raise BadResponseError("answer has no choices", billed)
     choice = completion.choices[0]
     content = choice.message.content if choice.message else None
-    if content is None:
+    calls = _tool_calls_of(choice.message)
+    if content is None and not calls:
         raise BadResponseError("answer has no message content", billed)
     return Answer(
-        content=content,
+        content=content or "",
         usage=_usage_of(completion),
         finish_reason=choice.finish_reason,
         usage_missing=getattr(completion, "usage", None) is None,
+        tool_calls=calls,
     )
+
+
+def _tool_calls_of(message: Any) -> tuple[ToolCall, ...]:
+    """The function calls of an assistant message (arguments kept as sent, even when they
+    are not JSON: the agent loop answers those with the parse error)."""
+    calls = []
+    for index, call in enumerate(getattr(message, "tool_calls", None) or ()):
+        function = getattr(call, "function", None)
+        if function is None:
+            continue
+        calls.append(
+            ToolCall(
+                id=getattr(call, "id", None) or f"call_{index}",
+                name=getattr(function, "name", None) or "",
+                arguments=getattr(function, "arguments", None) or "",
+            )
+        )
+    return tuple(calls)
 
 
 def _usage_of(completion: Any) -> Usage:

@@ -133,6 +133,7 @@ class CallGuard:
                 usage_missing=answer.usage_missing,
                 attempts=self._attempts,
                 latency_ms=int((time.perf_counter() - self._started) * 1000),
+                tool_calls=answer.tool_calls,
             )
         billed = BilledCall(
             call_id=uuid.uuid4().hex,

@@ -79,7 +79,11 @@ def run_call(rt: Runtime, request: CallRequest) -> CallResult:
     with CallGuard(rt, request) as guard:
         if (stored := guard.reused) is not None:
             answer = Answer(
-                stored.content, stored.usage, stored.finish_reason, stored.usage_missing
+                stored.content,
+                stored.usage,
+                stored.finish_reason,
+                stored.usage_missing,
+                stored.tool_calls,
             )
             return CallResult(answer, stored.usage, stored.attempts, stored.latency_ms)
         if guard.refused:

@@ -15,10 +15,12 @@ from functools import cached_property
 from typing import Any
 
 from swarm.catalog import ModelSpec
-from swarm.records import ErrorKind, Usage
+from swarm.records import ErrorKind, ToolCall, Usage
 from swarm.tokens import estimate_messages
 
-Message = dict[str, str]
+Message = dict[str, Any]
+"""A chat message: ``role`` and ``content`` (text, or None beside ``tool_calls``), and for
+agent steps ``tool_calls`` (assistant) or ``tool_call_id`` (role ``tool``)."""
 TEMPERATURE = 0.2
 
 
@@ -74,6 +76,8 @@ class CallRequest:
     """Hedges the job may send in all (0: this call is never hedged)."""
     progress: CallProgress = CallProgress()
     """What earlier runs of this call did (a task admission sent back to the queue)."""
+    tools: tuple[dict[str, Any], ...] = ()
+    """Tool definitions offered to the model (OpenAI ``tools``); empty: a plain call."""
 
     @classmethod
     def of(cls, job_id: str, slot: str, model: ModelSpec, messages: Sequence[Message],
@@ -84,15 +88,20 @@ class CallRequest:
     @cached_property
     def key(self) -> str:
         """The idempotency key: ``<job>:<slot>:<model>:<sha256 of messages and max_tokens>``."""
-        request = json.dumps([list(self.messages), self.max_tokens], sort_keys=True,
-                             ensure_ascii=False)  # fmt: skip
+        hashed: list[Any] = [list(self.messages), self.max_tokens]
+        if self.tools:  # tool-less calls keep the key they always had
+            hashed.append(list(self.tools))
+        request = json.dumps(hashed, sort_keys=True, ensure_ascii=False)
         digest = hashlib.sha256(request.encode()).hexdigest()[:32]
         return f"{self.job_id}:{self.slot}:{self.model.name}:{digest}"
 
     @cached_property
     def prompt_tokens(self) -> int:
         """Estimated prompt tokens (swarm.tokens)."""
-        return estimate_messages(m["content"] for m in self.messages)
+        texts = [message_text(m) for m in self.messages]
+        if self.tools:
+            texts.append(json.dumps(list(self.tools), ensure_ascii=False))
+        return estimate_messages(texts)
 
     @property
     def tokens(self) -> int:
@@ -109,7 +118,18 @@ class CallRequest:
         }
         if self.json_mode:
             body["response_format"] = {"type": "json_object"}
+        if self.tools:
+            body["tools"] = list(self.tools)
         return body
+
+
+def message_text(message: Message) -> str:
+    """What a message sends the model as text: its content and any tool calls' arguments."""
+    text = message.get("content") or ""
+    for call in message.get("tool_calls") or ():
+        function = call.get("function", {})
+        text += f"\n{function.get('name', '')}({function.get('arguments', '')})"
+    return str(text)
 
 
 @dataclass(frozen=True)
@@ -121,6 +141,8 @@ class Answer:
     finish_reason: str | None
     usage_missing: bool = False
     """True when the answer had no usage field (its tokens are unknown, counted as 0)."""
+    tool_calls: tuple[ToolCall, ...] = ()
+    """Tools the model asked to call (then ``content`` may be empty)."""
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ cancelled or over budget exits 1; a completed job (succeeded or partial) exits 0
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import click
@@ -25,6 +26,7 @@ from swarm.cli.execute import (
 )
 from swarm.cli.inputs import read_inputs
 from swarm.cli.render import follow, print_json, print_progress
+from swarm.cli.transcript_view import print_transcript
 from swarm.client import DEFAULT_AGGREGATE, DEFAULT_INSTRUCTION, SwarmClient
 from swarm.cost.budget import check_budget
 from swarm.errors import ConfigError, InputError
@@ -49,6 +51,11 @@ def main() -> None:
 @click.option("--timeout", "timeout_s", type=float, default=None, help="Give up waiting after S.")
 @click.option("--max-tokens", type=click.IntRange(min=1), help="Completion cap per sub-agent.")
 @click.option("--force", is_flag=True, help="Run even if the estimate passes --budget-usd.")
+@click.option(
+    "--tools",
+    default=None,
+    help="Make each sub-agent an agent with this toolset: repo, docs, or pkg.module[:attr].",
+)
 @one_line_errors
 def run(
     inputs: tuple[str, ...],
@@ -63,6 +70,7 @@ def run(
     max_tokens: int | None,
     budget_usd: float | None,
     force: bool,
+    tools: str | None,
 ) -> None:
     """One sub-agent per INPUT file (- reads one input per line from stdin), then aggregate."""
     settings = load_settings()
@@ -82,6 +90,8 @@ def run(
         max_tokens=max_tokens,
         budget_usd=budget_usd,
         force=force,
+        tools=tools,
+        tool_root=str(Path.cwd()) if tools == "repo" else None,
     )
     execute(
         settings, submit, simulate=simulate, no_wait=no_wait, timeout_s=timeout_s, as_json=as_json
@@ -114,10 +124,11 @@ def demo(n_inputs: int, as_json: bool) -> None:
     help="Per-model admission counters (the default "
     "without JOB_ID): admitted, waiting, 429s, rate factor, in flight.",
 )
+@click.option("--node", "node_id", default=None, help="Print this node's transcript (agents).")
 @one_line_errors
-def status(job_id: str | None, as_json: bool, models: bool) -> None:
+def status(job_id: str | None, as_json: bool, models: bool, node_id: str | None) -> None:
     """Progress of a job, or its final report; without JOB_ID (or with --models), the
-    shared per-model admission counters."""
+    shared per-model admission counters; with --node, one agent node's transcript."""
     settings = load_settings()
     if settings.embedded:
         raise ConfigError("`swarm status` needs SWARM_BROKER_URL (the job store is in Redis)")
@@ -125,7 +136,11 @@ def status(job_id: str | None, as_json: bool, models: bool) -> None:
         _models_status(settings, as_json)
         if job_id is None:
             return
-    handle = SwarmClient.from_settings(settings).attach(job_id)
+    client = SwarmClient.from_settings(settings)
+    handle = client.attach(job_id)
+    if node_id is not None:
+        print_transcript(client.store, job_id, node_id, as_json)
+        return
     report = handle.report()
     if report is not None:
         finish(report, as_json)

@@ -58,6 +58,7 @@ def build_config(options: dict[str, Any]) -> SimConfig:
 @click.option("--hang-rate", type=float, help="Share of requests never answered.")
 @click.option("--bad-json-rate", type=float, help="Share of 200s with a non-JSON body.")
 @click.option("--drop-rate", type=float, help="Share of connections closed without answer.")
+@click.option("--tool-malformed-rate", type=float, help="Share of tool calls with bad JSON.")
 @click.option("--seed", type=int, help="Seed of the latency and fault generators.")
 @click.option("--api-key", help="Require 'Authorization: Bearer KEY' (default: no key).")
 @click.option("--access-log", is_flag=True, default=None, help="Log every HTTP request.")

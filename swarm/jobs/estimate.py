@@ -21,13 +21,21 @@ def estimate_job(
     model: ModelSpec,
     aggregate_model: ModelSpec,
     max_tokens: int | None = None,
+    *,
+    steps: int = 1,
+    step_growth_tokens: int = 0,
 ) -> JobEstimate:
-    """Bound of a job's cost: one call per input, then the aggregation over every result."""
+    """Bound of a job's cost: one call per input, then the aggregation over every result.
+
+    An agent node makes up to ``steps`` calls, each prompt longer than the one before by at
+    most ``step_growth_tokens`` (the model's turn and the tool results it got).
+    """
     node_max = max_tokens or model.max_tokens
-    prompts = [
+    firsts = [
         prompt_estimate(m["content"] for m in subagent_messages(instruction, item.ref, item.text))
         for item in items
     ]
+    prompts = [p + k * step_growth_tokens for p in firsts for k in range(steps)]
     agg_prompt = min(
         estimate_tokens(AGGREGATOR_ROLE)
         + estimate_tokens(aggregate_instruction)
@@ -37,7 +45,7 @@ def estimate_job(
     return JobEstimate(
         nodes=len(items),
         prompt_tokens=sum(prompts) + agg_prompt,
-        completion_tokens=len(items) * node_max + aggregate_model.max_tokens,
+        completion_tokens=len(prompts) * node_max + aggregate_model.max_tokens,
         subagents_nusd=sum(call_bound_nusd(model, p, node_max) for p in prompts),
         aggregation_nusd=call_bound_nusd(aggregate_model, agg_prompt, aggregate_model.max_tokens),
     )

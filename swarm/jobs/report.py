@@ -28,6 +28,10 @@ class ModelLine(Frozen):
     cost_usd: float
     rate_limited: int = 0
     """429 answers the gateway gave this job's calls of this model (they bill nothing)."""
+    tool_calls: int = 0
+    """Tool calls this model asked for in the job's agent nodes."""
+    tool_call_validity: float | None = None
+    """Share of those calls that parsed and matched their tool's schema (None: no calls)."""
 
 
 class Report(Frozen):
@@ -135,6 +139,25 @@ def model_lines(
     return lines
 
 
+def with_tool_validity(
+    lines: dict[str, ModelLine], nodes: Sequence[NodeEnvelope]
+) -> dict[str, ModelLine]:
+    """Each model's line with its nodes' tool calls and the share that were valid (the
+    seeds' "tool-call accuracy")."""
+    calls: Counter[str] = Counter()
+    invalid: Counter[str] = Counter()
+    for env in nodes:
+        calls[env.model] += env.tool_calls
+        invalid[env.model] += env.tool_calls_invalid
+    out = dict(lines)
+    for name, count in calls.items():
+        if count and name in out:
+            validity = round(1 - invalid[name] / count, 4)
+            update = {"tool_calls": count, "tool_call_validity": validity}
+            out[name] = out[name].model_copy(update=update)
+    return out
+
+
 def build_report(
     spec: JobSpec,
     nodes: Sequence[NodeEnvelope],
@@ -150,7 +173,7 @@ def build_report(
 ) -> Report:
     """Assemble the report; usage and cost come from the ledger (every billed call), 429s
     per model from ``rate_limited``."""
-    models = model_lines(catalog, ledger, rate_limited)
+    models = with_tool_validity(model_lines(catalog, ledger, rate_limited), nodes)
     failed = [env for env in nodes if not env.ok]
     return Report(
         job_id=spec.job_id,

@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from swarm.calls.listeners import safely
 from swarm.calls.pipeline import run_call
@@ -24,6 +25,7 @@ from swarm.calls.request import CallProgress, CallRequest, CallResult, Message
 from swarm.calls.retry_policy import RETRYABLE
 from swarm.calls.runtime import Runtime
 from swarm.catalog import ModelSpec
+from swarm.jobs.agent import run_agent
 from swarm.jobs.context_fit import (
     clip_to_tokens,
     input_budget_tokens,
@@ -133,7 +135,13 @@ class _ModelRun:
         return self.spec.max_tokens or self.model.max_tokens
 
     def call(
-        self, slot: str, messages: list[Message], max_tokens: int, *, json: bool
+        self,
+        slot: str,
+        messages: list[Message],
+        max_tokens: int,
+        *,
+        json: bool,
+        tools: tuple[dict[str, Any], ...] = (),
     ) -> CallResult:
         hedger = self.rt.hedger
         request = CallRequest.of(
@@ -147,6 +155,7 @@ class _ModelRun:
             may_requeue=self.may_requeue,
             hedge_cap=hedger.policy.job_cap(self.spec) if hedger else 0,
             progress=self.progress.get(slot, CallProgress()),
+            tools=tools,
         )
         return run_call(self.rt, request)
 
@@ -155,11 +164,30 @@ class _ModelRun:
         fitted, truncation = self.fit(text, instruction, slot, tally)
         messages = subagent_messages(instruction, self.spec.input_ref(self.node_id), fitted)
         json = self.task.output_schema is not None
+        if self.spec.tools:
+            return self.acting(messages, slot, tally, truncation)
         outcome = self.call(slot, messages, self.max_tokens, json=json)
         tally.add(outcome)
         if outcome.answer is not None and json:
             outcome = self.validated(outcome, messages, slot, tally)
         return self.build(outcome, tally, truncation)
+
+    def acting(
+        self, messages: list[Message], slot: str, tally: _Tally, truncation: Truncation | None
+    ) -> NodeEnvelope:
+        """The node as an agent (swarm.jobs.agent): model steps with the job's tools."""
+
+        def step(
+            step_slot: str, sent: list[Message], tools: tuple[dict[str, Any], ...]
+        ) -> CallResult:
+            outcome = self.call(step_slot, sent, self.max_tokens, json=False, tools=tools)
+            tally.add(outcome)
+            return outcome
+
+        outcome, counts = run_agent(self.rt, self.spec, self.node_id, slot, messages, step)
+        if outcome.ok and self.task.output_schema is not None:
+            outcome = self.validated(outcome, messages, slot, tally)
+        return self.build(outcome, tally, truncation).model_copy(update=counts)
 
     def fit(
         self, text: str, instruction: str, slot: str, tally: _Tally

@@ -79,6 +79,8 @@ class SimConfig(BaseModel):
     """Share of admitted requests answered 200 with an HTML (non-JSON) body."""
     drop_rate: Rate = 0.0
     """Share of admitted requests whose TCP connection is closed without an answer."""
+    tool_malformed_rate: Rate = 0.0
+    """Share of scripted tool calls sent with arguments that are not JSON (swarm.sim.tools)."""
     spurious_retry_after_s: float = Field(default=1.0, gt=0.0)
     """Retry-After sent with the spurious 429s of ``rate_limit_rate``: random, not tied
     to any rate (an overloaded upstream), unlike the 429s of the rpm/rps/tpm windows, whose

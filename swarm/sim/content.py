@@ -20,6 +20,7 @@ from typing import Any
 
 from swarm.sim.schema_fill import instance_of, schema_in
 from swarm.sim.tokenizer import CHARS_PER_TOKEN, count_messages
+from swarm.sim.tools import results_digest, tool_calls
 
 COMPLETION_MIN_TOKENS = 40
 COMPLETION_MAX_TOKENS = 240
@@ -56,6 +57,12 @@ class ChatRequest:
     json_mode: bool
     json_schema: dict[str, Any] | None = None
     """Schema the answer must follow (JSON mode only), see swarm.sim.schema_fill."""
+    tools: tuple[dict[str, Any], ...] = ()
+    """Tools offered (then the answer may be tool calls, see swarm.sim.tools)."""
+    tool_steps: int = 0
+    """Assistant messages with tool calls already in the conversation."""
+    tool_results: tuple[str, ...] = ()
+    """Contents of the ``tool`` messages, in order."""
 
     @property
     def last_user_content(self) -> str:
@@ -86,8 +93,26 @@ def _parse_messages(raw: object) -> tuple[tuple[str, ...], tuple[str, ...]]:
         if not isinstance(role, str) or not role:
             raise RequestError(f"messages[{index}] needs a string 'role'", param="messages")
         roles.append(role)
-        contents.append(message_text(message.get("content")))
+        contents.append(message_text(message.get("content")) + _calls_text(message))
     return tuple(roles), tuple(contents)
+
+
+def _calls_text(message: dict[str, Any]) -> str:
+    """The tool calls of an assistant message as text (they are prompt tokens too)."""
+    calls = message.get("tool_calls")
+    if not isinstance(calls, list):
+        return ""
+    parts = [json.dumps(c.get("function"), sort_keys=True) for c in calls if isinstance(c, dict)]
+    return "\n" + "\n".join(parts)
+
+
+def _tools(body: dict[str, Any]) -> tuple[dict[str, Any], ...]:
+    tools = body.get("tools")
+    if tools is None:
+        return ()
+    if not isinstance(tools, list) or not all(isinstance(t, dict) for t in tools):
+        raise RequestError("'tools' must be an array of objects", param="tools")
+    return tuple(tools)
 
 
 def _parse_max_tokens(body: dict[str, Any]) -> int | None:
@@ -129,6 +154,9 @@ def parse_chat_request(body: object) -> ChatRequest:
         max_tokens=_parse_max_tokens(body),
         json_mode=json_mode,
         json_schema=schema_in(body, system) if json_mode else None,
+        tools=_tools(body),
+        tool_steps=sum(1 for m in body["messages"] if isinstance(m, dict) and m.get("tool_calls")),
+        tool_results=tuple(c for r, c in zip(roles, contents, strict=True) if r == "tool"),
     )
 
 
@@ -171,6 +199,8 @@ class Completion:
     content: str
     completion_tokens: int
     finish_reason: str
+    tool_calls: tuple[dict[str, Any], ...] = ()
+    """Tool calls of the answer (then ``content`` is null in the body)."""
 
 
 REPLY_RE = re.compile(r"\[\[sim:reply_b64=([A-Za-z0-9+/=_-]+)\]\]")
@@ -187,13 +217,20 @@ def scripted_reply(text: str) -> str | None:
         return None
 
 
-def make_completion(request: ChatRequest) -> Completion:
+def make_completion(request: ChatRequest, malformed_rate: float = 0.0) -> Completion:
     """Deterministic answer: ``sim:<model>:<digest12> results=N`` then pseudo-words.
 
     The text is about as long as ``completion_tokens`` (header always included). In JSON
     mode the content is a JSON object, complete even when the length is capped.
     """
     digest = request_digest(request.model, request.contents)
+    if request.tools:
+        calls = tool_calls(
+            request.last_user_content, request.tools, request.tool_steps, digest, malformed_rate
+        )
+        if calls:
+            tokens = 8 + sum(len(json.dumps(c)) for c in calls) // 4
+            return Completion("", tokens, "tool_calls", tuple(calls))
     natural = natural_completion_tokens(digest)
     cap = request.max_tokens
     tokens = natural if cap is None else min(natural, cap)
@@ -209,6 +246,9 @@ def make_completion(request: ChatRequest) -> Completion:
     elif request.json_mode:
         payload = {"model": request.model, "digest": digest[:12], "results": results}
         content = json.dumps({**payload, "summary": f"{header} {words}"})
+    elif request.tool_results:
+        seen = results_digest(request.tool_results)
+        content = f"{header} tool_results={len(request.tool_results)}\n{seen}\n{words}"
     else:
         content = f"{header} results={results} {words}"
     return Completion(content=content, completion_tokens=tokens, finish_reason=finish)
@@ -266,7 +306,9 @@ def completion_body(
     request: ChatRequest, completion: Completion, usage: dict[str, Any] | None, empty: bool
 ) -> dict[str, Any]:
     """The JSON body of a chat.completion answer (``usage`` omitted when None)."""
-    message = {"role": "assistant", "content": completion.content}
+    message: dict[str, Any] = {"role": "assistant", "content": completion.content}
+    if completion.tool_calls:
+        message = {"role": "assistant", "content": None, "tool_calls": list(completion.tool_calls)}
     choice = {"index": 0, "message": message, "finish_reason": completion.finish_reason}
     body: dict[str, Any] = {
         "id": f"chatcmpl-{uuid.uuid4().hex[:24]}",

@@ -328,7 +328,7 @@ class Simulator:
     async def _answer(
         self, request: web.Request, chat: ChatRequest, plan: Plan, limiter: ModelLimiter
     ) -> web.StreamResponse:
-        completion = make_completion(chat)
+        completion = make_completion(chat, self.config.tool_malformed_rate)
         prompt = prompt_tokens(chat)
         cached = self.cache.lookup_and_store(chat)
         completion_tokens = 0 if plan.empty_choices else completion.completion_tokens

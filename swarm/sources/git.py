@@ -15,7 +15,8 @@ from swarm.records import InputItem
 _SHOW_FORMAT = "commit %H%nAuthor: %an%nDate: %aI%n%n%B"
 
 
-def _git(repo: Path, *args: str) -> str:
+def run_git(repo: Path, *args: str) -> str:
+    """The output of `git -C repo ARGS...`; InputError with git's last line when it fails."""
     try:
         done = subprocess.run(
             ["git", "-C", str(repo), *args], capture_output=True, timeout=120, check=False
@@ -35,7 +36,7 @@ def commit_ids(repo: Path, last: int | None = None, rev_range: str | None = None
     args = ["rev-list", "--reverse", "--no-merges"]
     if last is not None:
         args += ["--max-count", str(last)]
-    ids = _git(repo, *args, rev_range or "HEAD").split()
+    ids = run_git(repo, *args, rev_range or "HEAD").split()
     if last is not None and rev_range is None:
         ids = ids[-last:]
     if not ids:
@@ -45,15 +46,17 @@ def commit_ids(repo: Path, last: int | None = None, rev_range: str | None = None
 
 def _is_work_tree(repo: Path) -> bool:
     try:
-        return _git(repo, "rev-parse", "--is-inside-work-tree").strip() == "true"
+        return run_git(repo, "rev-parse", "--is-inside-work-tree").strip() == "true"
     except InputError:
         return False
 
 
 def commit_input(repo: Path, commit: str) -> InputItem:
     """One commit's message and patch (binary files named, not shown)."""
-    text = _git(repo, "show", "--no-color", "--stat", "--patch", f"--format={_SHOW_FORMAT}", commit)
-    subject = _git(repo, "log", "-1", "--format=%s", commit).strip()
+    text = run_git(
+        repo, "show", "--no-color", "--stat", "--patch", f"--format={_SHOW_FORMAT}", commit
+    )
+    subject = run_git(repo, "log", "-1", "--format=%s", commit).strip()
     return InputItem(ref=f"{commit[:12]} {subject}"[:120], text=text)
 
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from swarm.records import Frozen, JobSpec, NodeEnvelope, Usage
+from swarm.store.agents import ToolOutcome, Transcript
 from swarm.store.billing import BilledCall, BudgetState, StoredAnswer
 
 RUNNING, OK, ERROR = "running", "ok", "error"
@@ -219,6 +220,23 @@ class JobStore(ABC):
     @abstractmethod
     def rate_limited(self, job_id: str) -> dict[str, int]:
         """429 answers per model."""
+
+    # -- agent nodes (swarm.jobs.agent) --
+    @abstractmethod
+    def save_tool_result(self, job_id: str, key: str, outcome: ToolOutcome) -> ToolOutcome:
+        """Store a tool call's outcome under ``key`` unless one is stored; the stored one."""
+
+    @abstractmethod
+    def tool_result(self, job_id: str, key: str) -> ToolOutcome | None:
+        """The outcome stored under ``key``, if any."""
+
+    @abstractmethod
+    def save_transcript(self, job_id: str, transcript: Transcript) -> None:
+        """Store (replace) a node's transcript."""
+
+    @abstractmethod
+    def transcript(self, job_id: str, node_id: str) -> Transcript | None:
+        """A node's transcript, if it ran with tools."""
 
     # -- fast paths: defaults built from the methods above (RedisJobStore pipelines them) --
     def load_nodes(self, job_id: str, node_ids: Sequence[str]) -> NodeBatch:

@@ -8,7 +8,7 @@ reserved by calls in flight. Amounts are integer nano-USD (swarm.cost.pricing).
 
 from __future__ import annotations
 
-from swarm.records import Frozen, Usage
+from swarm.records import Frozen, ToolCall, Usage
 
 
 class StoredAnswer(Frozen):
@@ -26,6 +26,8 @@ class StoredAnswer(Frozen):
     """Attempts it took (the answered one included)."""
     latency_ms: int = 0
     """Wall time from the first attempt to the answer."""
+    tool_calls: tuple[ToolCall, ...] = ()
+    """Tools the answer asked to call."""
 
 
 class BilledCall(Frozen):

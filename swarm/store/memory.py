@@ -12,6 +12,7 @@ from typing import Any
 from swarm.cost.pricing import nusd_of_usd
 from swarm.errors import JobNotFoundError
 from swarm.records import JobSpec, NodeEnvelope
+from swarm.store.agents import ToolOutcome, Transcript
 from swarm.store.base import (
     ERROR,
     OK,
@@ -44,6 +45,8 @@ class _Job:
     resumes: int = 0
     hedges: HedgeCounts = field(default_factory=HedgeCounts)
     rate_limited: dict[str, int] = field(default_factory=dict)
+    tool_results: dict[str, ToolOutcome] = field(default_factory=dict)
+    transcripts: dict[str, Transcript] = field(default_factory=dict)
 
 
 class MemoryJobStore(JobStore):
@@ -230,3 +233,19 @@ class MemoryJobStore(JobStore):
     def rate_limited(self, job_id: str) -> dict[str, int]:
         with self._lock:
             return dict(sorted(self._job(job_id).rate_limited.items()))
+
+    def save_tool_result(self, job_id: str, key: str, outcome: ToolOutcome) -> ToolOutcome:
+        with self._lock:
+            return self._job(job_id).tool_results.setdefault(key, outcome)
+
+    def tool_result(self, job_id: str, key: str) -> ToolOutcome | None:
+        with self._lock:
+            return self._job(job_id).tool_results.get(key)
+
+    def save_transcript(self, job_id: str, transcript: Transcript) -> None:
+        with self._lock:
+            self._job(job_id).transcripts[transcript.node_id] = transcript
+
+    def transcript(self, job_id: str, node_id: str) -> Transcript | None:
+        with self._lock:
+            return self._job(job_id).transcripts.get(node_id)

@@ -17,6 +17,8 @@ Keys of one job share the hash tag ``{job:<id>}`` (one slot on Redis Cluster) an
     swarm:{job:<id>}:resumes  string  how many times the job was resumed
     swarm:{job:<id>}:hedges   hash    sent, won (hedged calls, swarm.calls.hedging)
     swarm:{job:<id>}:r429     hash    model -> 429 answers the job's calls got
+    swarm:{job:<id>}:tools    hash    tool result key -> ToolOutcome JSON (first one wins)
+    swarm:{job:<id>}:transcripts  hash  node_id -> Transcript JSON (agent nodes)
     swarm:{job:<id>}:done     channel published once the report is written (wait_report)
 
 The billing keys are written by the Lua scripts in ``swarm/store/lua/`` (see scripts.py).
@@ -34,6 +36,7 @@ import redis
 from swarm.cost.pricing import nusd_of_usd
 from swarm.errors import BrokerUnavailableError, JobNotFoundError
 from swarm.records import JobSpec, NodeEnvelope, Usage
+from swarm.store.agents import ToolOutcome, Transcript
 from swarm.store.base import (
     ERROR,
     OK,
@@ -366,3 +369,27 @@ class RedisJobStore(JobStore):
         pipe.hset(key, mapping={n: f"{RUNNING}|{model}" for n, model in models.items()})
         pipe.expire(key, self._ttl_s)
         pipe.execute()
+
+    def save_tool_result(self, job_id: str, key: str, outcome: ToolOutcome) -> ToolOutcome:
+        tools = _key(job_id, "tools")
+        pipe = self._r.pipeline(transaction=False)
+        pipe.hsetnx(tools, key, outcome.model_dump_json())
+        pipe.hget(tools, key)
+        pipe.expire(tools, self._ttl_s)
+        _, raw, _ = pipe.execute()
+        return ToolOutcome.model_validate_json(raw) if raw else outcome
+
+    def tool_result(self, job_id: str, key: str) -> ToolOutcome | None:
+        raw = self._r.hget(_key(job_id, "tools"), key)
+        return ToolOutcome.model_validate_json(raw) if raw else None
+
+    def save_transcript(self, job_id: str, transcript: Transcript) -> None:
+        key = _key(job_id, "transcripts")
+        pipe = self._r.pipeline(transaction=False)
+        pipe.hset(key, transcript.node_id, transcript.model_dump_json())
+        pipe.expire(key, self._ttl_s)
+        pipe.execute()
+
+    def transcript(self, job_id: str, node_id: str) -> Transcript | None:
+        raw = self._r.hget(_key(job_id, "transcripts"), node_id)
+        return Transcript.model_validate_json(raw) if raw else None

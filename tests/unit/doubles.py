@@ -93,3 +93,28 @@ def new_job(rt: Runtime, n: int = 4, ratio: float = 0.5) -> JobSpec:
     )
     rt.store.create_job(spec, [f"input text {i}" for i in range(n)])
     return spec
+
+
+def tool_call_answer(*calls: tuple[str, str], prompt: int = 10) -> httpx2.Response:
+    """An answer asking for tool calls: (name, raw arguments) each, ids ``c0``, ``c1``..."""
+    tool_calls = [
+        {"id": f"c{i}", "type": "function", "function": {"name": name, "arguments": args}}
+        for i, (name, args) in enumerate(calls)
+    ]
+    return httpx2.Response(
+        200,
+        json={
+            "id": "chatcmpl-t",
+            "object": "chat.completion",
+            "created": 0,
+            "model": "m",
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": None, "tool_calls": tool_calls},
+                    "finish_reason": "tool_calls",
+                }
+            ],
+            "usage": {"prompt_tokens": prompt, "completion_tokens": 7, "total_tokens": prompt + 7},
+        },
+    )

@@ -25,12 +25,14 @@ EXPECTED = {
     "SwarmClient",
     "SwarmError",
     "SwarmHandle",
+    "Tool",
     "UnknownModelError",
     "Usage",
     "attach",
     "load_catalog",
     "load_settings",
     "submit",
+    "tool",
 }
 
 
