@@ -201,14 +201,18 @@ class SwarmClient:
         aggregate_instruction: str = DEFAULT_PLANNED_AGGREGATE,
         budget_usd: float | None = None,
         job_id: str | None = None,
+        tools: str | None = None,
     ) -> SwarmHandle:
         """A planned job: the planner splits ``query`` over the documents into
         routed sub-tasks, they fan out as one chord, and the aggregation answers the query.
+        With ``tools`` (e.g. ``docs``) every sub-task runs as an agent with that toolset.
         """
         items = _items(documents)
         if not query.strip():
             raise InputError("the query is empty")
         check_budget(budget_usd)
+        if tools is not None:
+            load_toolset(tools)
         planner = self.catalog.route(PLAN_KIND)
         width = max(4, len(str(len(items) - 1)))
         spec = JobSpec(
@@ -222,6 +226,7 @@ class SwarmClient:
             submitted_at=time.time(),
             min_success_ratio=self.settings.min_success_ratio,
             budget_usd=budget_usd,
+            tools=tools,
         )
         try:
             self.store.create_job(spec, [item.text for item in items])

@@ -24,8 +24,12 @@ def survey_markdown(report: dict[str, Any]) -> str:
     for node in report["nodes"]:
         mark = "ok" if node["status"] == "ok" else f"failed: {node['error_kind']}"
         cut = " (truncated)" if node.get("truncation") else ""
+        tools = (
+            f", {node['steps']} steps: {'; '.join(node['tools_used'])}" if node.get("steps") else ""
+        )
         lines.append(
             f"- `{node['input_ref']}`{cut}: {node.get('kind') or '-'} on {node['model']}, {mark}"
+            + tools
         )
     lines += ["", f"_cost ${report['cost_usd']:.4f}, {report['wall_s']:.1f} s_"]
     return "\n".join(lines)
@@ -38,11 +42,15 @@ def _print_markdown(report: dict[str, Any], console: Console) -> None:
 @click.command("analyze")
 @click.argument("documents", nargs=-1)
 @click.option("--query", required=True, help="The question the documents should answer.")
+@click.option(
+    "--agent", is_flag=True, help="Sub-agents may search and read every document (docs tools)."
+)
 @job_options
 @one_line_errors
 def analyze_command(
     documents: tuple[str, ...],
     query: str,
+    agent: bool,
     as_json: bool,
     simulate: bool,
     no_wait: bool,
@@ -52,7 +60,7 @@ def analyze_command(
     items = read_documents(list(documents))
 
     def submit(client: SwarmClient) -> SwarmHandle:
-        return client.plan(items, query, budget_usd=budget_usd)
+        return client.plan(items, query, budget_usd=budget_usd, tools="docs" if agent else None)
 
     execute(
         load_settings(),

@@ -31,6 +31,11 @@ def _print_markdown(report: dict[str, Any], console: Console) -> None:
 @click.option("--last", type=click.IntRange(min=1), help="The last N commits of HEAD.")
 @click.option("--range", "rev_range", help="A revision range, e.g. main..feature.")
 @click.option("--model", default=None, help="Review model (default: the catalog's `review`).")
+@click.option(
+    "--agent",
+    is_flag=True,
+    help="Reviewers may read, grep and list the repository at each commit (repo tools).",
+)
 @job_options
 @one_line_errors
 def review_command(
@@ -38,6 +43,7 @@ def review_command(
     last: int | None,
     rev_range: str | None,
     model: str | None,
+    agent: bool,
     as_json: bool,
     simulate: bool,
     no_wait: bool,
@@ -57,6 +63,8 @@ def review_command(
             kind=REVIEW_KIND,
             output_schema=REVIEW_SCHEMA,
             budget_usd=budget_usd,
+            tools="repo" if agent else None,
+            tool_root=str(repo.resolve()) if agent else None,
         )
 
     execute(

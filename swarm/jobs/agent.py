@@ -41,6 +41,10 @@ log = logging.getLogger(__name__)
 LOOP_REPEATS = 3
 """The same call (name and arguments) this many times ends the node with ``tool_loop``."""
 USED_CHARS = 120
+AGENT_HINT = (
+    "You may call the tools offered to look things up before answering. When you have what "
+    "you need, answer without calling a tool."
+)
 
 StepCall = Callable[[str, list[Message], tuple[dict[str, Any], ...]], CallResult]
 """``call(slot, messages, tools)``: one model step through run_call."""
@@ -91,7 +95,7 @@ class AgentRun:
 
     def run(self, messages: list[Message]) -> CallResult:
         """Loop until an answer without tool calls or a limit."""
-        self.messages = list(messages)
+        self.messages = _with_hint(messages)
         schemas = tuple(t.schema for t in self.tools.values())
         deadline = time.monotonic() + self.limits.timeout_s
         last: CallResult | None = None
@@ -173,6 +177,14 @@ class AgentRun:
     def _save(self, ended: str) -> None:
         transcript = Transcript(node_id=self.node_id, messages=tuple(self.messages), ended=ended)
         self.store.save_transcript(self.job_id, transcript)
+
+
+def _with_hint(messages: list[Message]) -> list[Message]:
+    """The messages with the agent hint added to the system message (the shared prefix)."""
+    out = list(messages)
+    if out and out[0].get("role") == "system":
+        out[0] = {**out[0], "content": f"{out[0]['content']}\n\n{AGENT_HINT}"}
+    return out
 
 
 def _assistant(content: str, calls: tuple[ToolCall, ...]) -> Message:

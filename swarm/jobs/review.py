@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
@@ -37,6 +38,8 @@ class CommitReview(BaseModel):
 
 
 REVIEW_SCHEMA: dict[str, Any] = CommitReview.model_json_schema()
+OPENED = re.compile(r"^read_file\(path='([^']*)'")
+"""A read_file call as the envelope's ``tools_used`` shows it."""
 
 
 def review_markdown(report: dict[str, Any]) -> str:
@@ -53,7 +56,22 @@ def review_markdown(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def opened_files(tools_used: list[str]) -> list[str]:
+    """The paths a reviewer read with read_file, in order, each once."""
+    found = (OPENED.match(used) for used in tools_used)
+    return list(dict.fromkeys(match.group(1) for match in found if match))
+
+
 def _node_lines(node: dict[str, Any]) -> list[str]:
+    opened = opened_files(node.get("tools_used") or [])
+    if node.get("steps"):
+        shown = ", ".join(f"`{p}`" for p in opened) or "nothing"
+        lines = [f"_{node['steps']} steps, {node['tool_calls']} tool calls; opened {shown}_", ""]
+        return lines + _review_lines(node)
+    return _review_lines(node)
+
+
+def _review_lines(node: dict[str, Any]) -> list[str]:
     if node["status"] != "ok":
         return [f"_not reviewed: {node['error_kind']}: {node['error']}_"]
     try:

@@ -129,3 +129,21 @@ def test_redis_keys_share_one_hash_slot_and_expire(redis_url: str) -> None:
     keys = r.keys("*")
     assert len(keys) == 8 and all("{job:job}" in k for k in keys)
     assert all(0 < r.ttl(k) <= 60 for k in keys)
+
+
+def test_tool_results_first_one_wins_and_transcripts_replace(store: JobStore) -> None:
+    from swarm.store.agents import ToolOutcome, Transcript
+
+    store.create_job(spec(), ["a", "b", "c"])
+    assert store.tool_result("job", "n0:step:0:tool:0:x") is None
+    first = ToolOutcome(content="3")
+    assert store.save_tool_result("job", "n0:step:0:tool:0:x", first) == first
+    later = ToolOutcome(content="error: late", error=True)
+    assert store.save_tool_result("job", "n0:step:0:tool:0:x", later) == first
+    assert store.tool_result("job", "n0:step:0:tool:0:x") == first
+    assert store.transcript("job", "n0") is None
+    messages = ({"role": "user", "content": "hi"},)
+    store.save_transcript("job", Transcript(node_id="n0", messages=messages))
+    done = Transcript(node_id="n0", messages=messages, ended="answered")
+    store.save_transcript("job", done)
+    assert store.transcript("job", "n0") == done

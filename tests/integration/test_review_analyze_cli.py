@@ -83,3 +83,28 @@ def test_analyze_plans_over_documents(tmp_path: Path) -> None:
     assert text.returncode == 0 and "## Sources" in text.stdout and "paper0.md" in text.stdout
     empty = swarm(["analyze", "paper0.md", "--query", " ", "--simulate"], tmp_path)
     assert empty.returncode == 2 and "query is empty" in empty.stderr
+
+
+def test_review_and_analyze_as_agents(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "config", "user.email", "t@example.invalid")
+    git(repo, "config", "user.name", "T")
+    (repo / "lib.py").write_text("def half(x):\n    return x / 0  # wrong\n")
+    (repo / "main.py").write_text("print(1)\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "start")
+    (repo / "main.py").write_text("from lib import half\nprint(half(2))\n")
+    git(repo, "commit", "-q", "-am", "use half [[sim:read=lib.py]]")
+    done = swarm(["review", str(repo), "--last", "1", "--agent", "--simulate"], tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "_2 steps, 1 tool calls; opened `lib.py`_" in done.stdout
+    (tmp_path / "a.md").write_text("# A\nLatency fell by 30%.\n")
+    (tmp_path / "b.md").write_text("# B\nThroughput rose.\n")
+    survey = swarm(
+        ["analyze", "a.md", "b.md", "--query", "What got faster?", "--agent", "--simulate"],
+        tmp_path,
+    )
+    assert survey.returncode == 0, survey.stderr
+    assert "steps: search_documents(query='query-0')" in survey.stdout
