@@ -119,7 +119,10 @@ class CallRequest:
         if self.json_mode:
             body["response_format"] = {"type": "json_object"}
         if self.tools:
+            # "auto" is OpenAI's default, but some servers (llama-cpp-python's
+            # chatml-function-calling) ignore the tools unless it is sent.
             body["tools"] = list(self.tools)
+            body["tool_choice"] = "auto"
         return body
 
 

@@ -104,7 +104,9 @@ class AgentRun:
             if stop is not None:
                 return stop
             last = self.call(f"{self.slot}:step:{k}", list(self.messages), schemas)
-            self.steps += 1
+            self.steps += int(
+                last.answer is not None or last.attempts > 0
+            )  # a refused call is none
             self.usage = self.usage + last.usage
             answer = last.answer
             if answer is None or last.error_kind is not None or not answer.tool_calls:

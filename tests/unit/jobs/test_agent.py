@@ -9,9 +9,12 @@ import httpx2
 from doubles import MockGateway, completion, job_spec, tool_call_answer
 
 from swarm.calls.runtime import Runtime
+from swarm.catalog import load_catalog
 from swarm.jobs.report import model_lines, with_tool_validity
 from swarm.jobs.subagent import call_node, run_node
 from swarm.records import ErrorKind, JobSpec
+from swarm.settings import Settings
+from swarm.store import MemoryJobStore
 
 MakeRuntime = Callable[..., tuple[Runtime, MockGateway]]
 
@@ -152,3 +155,29 @@ def test_tool_less_calls_keep_their_idempotency_key(make_runtime: MakeRuntime) -
         "j", "n", model, [{"role": "user", "content": "hi"}], 10, tools=({"a": 1},)
     )
     assert tooled.key != plain.key and "tools" in tooled.body() and "tools" not in plain.body()
+
+
+def test_a_node_stopped_by_the_budget_keeps_its_transcript(make_runtime: MakeRuntime) -> None:
+    rt, gw = make_runtime(steps(tool_call_answer(("add", '{"a": 1}'), prompt=1500)))
+    spec = job_spec(1, tools="agent_tools", budget_usd=0.004)
+    rt.store.create_job(spec, ["input 0"])
+    env = run_node(rt, "j1", "n00")
+    assert env.error_kind is ErrorKind.BUDGET_EXCEEDED and env.steps == 1 == len(gw.requests)
+    transcript = rt.store.transcript("j1", "n00")
+    assert transcript is not None and transcript.ended.startswith("budget_exceeded")
+    assert [m["role"] for m in transcript.messages][-2:] == ["assistant", "tool"]
+
+
+def test_the_node_timeout_is_a_deadline_over_the_loop(fast_settings: Settings) -> None:
+    def slow_steps(body: dict[str, Any], n: int) -> httpx2.Response:
+        return tool_call_answer(("slow", json.dumps({"seconds": n})))
+
+    gw = MockGateway(slow_steps)
+    settings = fast_settings.model_copy(update={"agent_timeout_s": 0.3})
+    rt = Runtime(settings, load_catalog(), MemoryJobStore(), gw.client())
+    agent_job(rt)
+    env = run_node(rt, "j1", "n00")
+    assert env.error_kind is ErrorKind.TIMEOUT and "deadline of 0.3 s" in (env.error or "")
+    # Each step's tool times out after 0.2 s, so the deadline ends the loop long before
+    # its 8 steps; how many steps fit depends on the machine.
+    assert env.tool_errors == env.tool_calls == len(gw.requests) < 8
