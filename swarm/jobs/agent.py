@@ -192,7 +192,7 @@ def _with_hint(messages: list[Message]) -> list[Message]:
 def _assistant(content: str, calls: tuple[ToolCall, ...]) -> Message:
     return {
         "role": "assistant",
-        "content": content or None,
+        "content": content,  # "" rather than null: some servers (llama-cpp-python) reject null
         "tool_calls": [
             {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
             for c in calls

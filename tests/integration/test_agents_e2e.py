@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import base64
 import json
+import os
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -125,6 +127,14 @@ def test_raising_slow_and_huge_tools_and_the_loop_guard(fs: FaultStack) -> None:
     assert "the same tool call a third time: explode(why='why-0')" in loop_node["error"]
     transcript = fs.client().store.transcript(handle.id, "n0001")
     assert transcript is not None and transcript.ended.startswith("tool_loop")
+    shown = subprocess.run(
+        [sys.executable, "-m", "swarm.cli.main", "status", handle.id, "--node", "n0001"],
+        env={**os.environ, **fs.env}, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.count('call call_2_0: explode({"why": "why-0"})') == 1
+    assert shown.stdout.rstrip().endswith("ended: tool_loop: the same tool call a third time: "
+                                          "explode(why='why-0')")  # fmt: skip
     assert report["status"] == "partial"
     billed_as_served(fs, report)
 
