@@ -130,7 +130,7 @@ def _runs(runs: Sequence[PeersRun]) -> str:
 def _verdict(r: PeersResult, ratios: Sequence[float]) -> str:
     """Issue targets: success >= the script's, wall within 1.2x (1.5x on a clean
     gateway), fewer 429s where the gateway has a cap."""
-    limit = 1.2 if r.gateway.capped or "%" in r.gateway.name else 1.5
+    limit = r.gateway.wall_target
     misses = []
     if any(s.ok < b.ok for s, b in zip(r.swarm, r.script, strict=True)):
         misses.append("fewer successes")

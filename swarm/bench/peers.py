@@ -42,16 +42,24 @@ class Gateway:
     """Its requests per second (None: no limit)."""
     window: str = "bucket"
     """How the catalog says the gateway counts (``bucket``, ``sliding`` or ``fixed``)."""
+    clean: bool = False
+    """No faults and no cap: swarm's orchestration is all the difference."""
 
     @property
     def capped(self) -> bool:
         """The gateway enforces a limit (swarm must then see fewer 429s)."""
         return self.rpm is not None or self.rps is not None
 
+    @property
+    def wall_target(self) -> float:
+        """Swarm's wall may be at most this many times the script's: 1.5 on a clean
+        gateway (orchestration), 1.2 on a faulty or capped one (the reaction)."""
+        return 1.5 if self.clean else 1.2
+
 
 CLEAN = ("--latency-ms", "200")
 ROWS: tuple[Gateway, ...] = (
-    Gateway("clean, 0.2 s", CLEAN),
+    Gateway("clean, 0.2 s", CLEAN, clean=True),
     Gateway(
         "10% 429 (Retry-After 1 s) + 10% 5xx",
         (*CLEAN, "--rate-limit-rate", "0.1", "--error-rate", "0.1"),

@@ -22,6 +22,7 @@ from swarm.calls.request import Answer, CallRequest
 from swarm.calls.retries import NOT_ATTEMPTS, billed_usage
 from swarm.calls.retry_policy import classify
 from swarm.calls.runtime import Runtime
+from swarm.errors import RetryLater
 from swarm.records import ErrorKind, Usage
 
 Attempt = Callable[[CallRequest], Answer]
@@ -72,14 +73,21 @@ def recording(ctx: CallContext) -> Step:
     moment it arrives, before anything else can fail; counts each 429 for the job's report
     whether or not admission is on."""
 
+    def count_429(request: CallRequest) -> None:
+        ctx.rt.store.count_rate_limited(request.job_id, request.model.name)
+
     def record(request: CallRequest, next: Attempt) -> Answer:
         try:
             return ctx.guard.recorded(partial(next, request))()
+        except RetryLater as later:
+            if later.attempted:  # a 429 whose Retry-After sends the task back to the queue
+                count_429(request)
+            raise
         except NOT_ATTEMPTS:
             raise
         except Exception as exc:
             if classify(exc) is ErrorKind.RATE_LIMITED:
-                ctx.rt.store.count_rate_limited(request.job_id, request.model.name)
+                count_429(request)
             raise
 
     return record
