@@ -19,7 +19,7 @@ from pathlib import Path
 from swarm.bench import procs
 from swarm.bench.baseline import run_baseline
 from swarm.bench.swarm_load import close_client, inputs
-from swarm.bench.sweep import MODEL, QUEUE, swarm_env, swarm_settings
+from swarm.bench.sweep import MODEL, QUEUE, WINDOW_CLEAR_S, swarm_env, swarm_settings
 from swarm.client import SwarmClient
 
 WORKERS = 2
@@ -146,16 +146,17 @@ def run_script(folder: Path, gw: Gateway) -> Run:
 
 
 def run_swarm(folder: Path, redis_url: str, gw: Gateway) -> Run:
-    """Swarm on 2 workers against a fresh simulator, submit to report. Where the gateway
-    has no cap, one small job warms the workers first (a deployment's workers are
-    long-lived: threads, connections and lazy imports are made once); on a capped gateway
-    it would spend the cap's window, so the workers start cold there."""
+    """Swarm on 2 workers against a fresh simulator, submit to report. One small job
+    warms the workers first (a deployment's workers are long-lived: threads, connections
+    and lazy imports are made once), then the gateway's 1 s windows clear; under a
+    per-minute cap it would spend the cap's window, so the workers start cold there."""
     with procs.sim(folder, [*gw.sim_args, *FAULT_SEED]) as sim:
         env = swarm_env(redis_url, sim.base_url, catalog(folder, gw), gw.concurrency // WORKERS)
         with procs.workers(folder, env, WORKERS, gw.concurrency // WORKERS, QUEUE):
             client = SwarmClient.from_settings(swarm_settings(env))
-            if not gw.capped:
+            if gw.rpm is None:
                 client.submit(inputs(WARM_UP_INPUTS), "Warm up").wait(timeout=120)
+                time.sleep(WINDOW_CLEAR_S)
                 sim.reset()
             started = time.perf_counter()
             report = client.submit(inputs(gw.inputs), "Review this diff").wait(timeout=900)
