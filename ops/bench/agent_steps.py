@@ -77,9 +77,9 @@ def main() -> None:
             with procs.workers(folder, env, args.workers, args.concurrency, QUEUE):
                 client = SwarmClient.from_settings(swarm_settings(env))
                 for run in range(args.runs):
-                    rows.append(
-                        run_once(client, sim, args.nodes, args.steps, f"r{run}-{time.time()}")
-                    )
+                    for steps in (args.steps, 1):  # side by side: agents, then plain nodes
+                        tag = f"r{run}-{time.time()}"
+                        rows.append(run_once(client, sim, args.nodes, steps, tag))
                 client.app.backend.result_consumer.stop()
     print_table(rows, args.nodes)
     agents = [r for r in rows if r["steps"] == args.steps]

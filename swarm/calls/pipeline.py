@@ -85,7 +85,7 @@ def run_call(rt: Runtime, request: CallRequest) -> CallResult:
                 stored.usage_missing,
                 stored.tool_calls,
             )
-            return CallResult(answer, stored.usage, stored.attempts, stored.latency_ms)
+            return CallResult(answer, stored.usage, stored.attempts, stored.latency_ms, reused=True)
         if guard.refused:
             return CallResult(None, Usage(), 0, 0, ErrorKind.BUDGET_EXCEEDED, "budget reached")
         ctx = CallContext(rt, guard, gate_for(rt, request))

@@ -167,6 +167,8 @@ class CallResult:
     """One line on why there is no answer."""
     billed: tuple[Usage, ...] = field(default_factory=tuple)
     """Usage of each billed attempt, in order."""
+    reused: bool = False
+    """True when the answer is one an earlier run stored (no gateway call now)."""
 
     @property
     def ok(self) -> bool:

@@ -23,6 +23,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from swarm.calls.request import CallResult, Message
@@ -118,7 +119,7 @@ class AgentRun:
             stop = self._guard(answer.tool_calls, last)
             if stop is not None:
                 return stop
-            self._run_tools(k, answer.tool_calls)
+            self._run_tools(k, answer.tool_calls, replayed=last.reused)
             self._save("")
         return self._stop(last, ErrorKind.TOOL_LOOP, f"no answer after {self.steps} steps")
 
@@ -145,10 +146,11 @@ class AgentRun:
             return self._stop(last, ErrorKind.TOOL_LOOP, why)
         return None
 
-    def _run_tools(self, k: int, calls: tuple[ToolCall, ...]) -> None:
+    def _run_tools(self, k: int, calls: tuple[ToolCall, ...], *, replayed: bool) -> None:
         keys = [self._tool_key(k, i, call) for i, call in enumerate(calls)]
+        durable = partial(self._durable, replayed=replayed)
         with ThreadPoolExecutor(max_workers=len(calls), thread_name_prefix="tool") as pool:
-            outcomes = list(pool.map(self._durable, calls, keys))
+            outcomes = list(pool.map(durable, calls, keys))
         for call, outcome in zip(calls, outcomes, strict=True):
             self.used.append(_short(call))
             self.tool_errors += int(outcome.error)
@@ -161,9 +163,13 @@ class AgentRun:
         digest = hashlib.sha256(f"{call.id}\0{canonical(call)}".encode()).hexdigest()[:16]
         return f"{self.slot}:step:{k}:tool:{index}:{digest}"
 
-    def _durable(self, call: ToolCall, key: str) -> ToolOutcome:
-        """The stored outcome of this call, else run it and store it (first one wins)."""
-        stored = self.store.tool_result(self.job_id, key)
+    def _durable(self, call: ToolCall, key: str, *, replayed: bool) -> ToolOutcome:
+        """The stored outcome of this call, else run it and store it (first one wins).
+
+        Only a replayed step (its answer reused from the store) can have stored outcomes; a
+        step the gateway just answered skips the lookup.
+        """
+        stored = self.store.tool_result(self.job_id, key) if replayed else None
         if stored is not None:
             log.debug("node %s: tool %s replayed from the store", self.node_id, call.name)
             return stored

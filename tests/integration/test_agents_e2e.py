@@ -110,16 +110,17 @@ def test_review_finds_a_bug_only_in_a_file_the_diff_does_not_touch(
 
 def test_raising_slow_and_huge_tools_and_the_loop_guard(fs: FaultStack) -> None:
     fs.stack.reset_stats()
-    mixed = script(
-        [("explode", {"why": "x"}), ("slow", {"seconds": 30}), ("flood", {"megabytes": 10})]
-    )
+    calls = [("explode", {"why": "x"}), ("slow", {"seconds": 30}), ("flood", {"megabytes": 10})]
+    mixed = script([*calls, ("lookup", '{"key": ')])  # the last one's arguments are not JSON
     items = [InputItem(ref="mixed", text=mixed), InputItem(ref="loop", text="[[sim:tool_loop]]")]
     handle = fs.client().submit(items, "Use the tools", tools="e2e_tools")
     report = handle.wait(timeout=60)
     mixed_node, loop_node = report["nodes"]
     assert mixed_node["status"] == "ok" and mixed_node["steps"] == 2
-    assert (mixed_node["tool_calls"], mixed_node["tool_errors"]) == (3, 2)
-    raised, slow, flood = tool_messages(fs, handle, "n0000")
+    counts = ("tool_calls", "tool_errors", "tool_calls_invalid")
+    assert tuple(mixed_node[k] for k in counts) == (4, 3, 1)
+    raised, slow, flood, malformed = tool_messages(fs, handle, "n0000")
+    assert malformed.startswith("error: the arguments of lookup are not JSON")
     assert raised == "error: explode raised RuntimeError: boom: x"
     assert slow == "error: slow timed out after 1 s"
     assert flood.endswith(f"[... output cut: 2000 of {10 * 1024 * 1024} characters shown ...]")
@@ -136,6 +137,8 @@ def test_raising_slow_and_huge_tools_and_the_loop_guard(fs: FaultStack) -> None:
     assert shown.stdout.rstrip().endswith("ended: tool_loop: the same tool call a third time: "
                                           "explode(why='why-0')")  # fmt: skip
     assert report["status"] == "partial"
+    model = report["models"][mixed_node["model"]]
+    assert model["tool_calls"] == 7 and model["tool_call_validity"] == round(6 / 7, 4)
     billed_as_served(fs, report)
 
 
