@@ -25,7 +25,6 @@ from swarm.client import SwarmClient
 WORKERS = 2
 FAULT_SEED = ["--seed", "7"]
 UNLIMITED_RPM = 1_000_000
-WARM_UP_INPUTS = 10
 
 
 @dataclass(frozen=True)
@@ -146,16 +145,17 @@ def run_script(folder: Path, gw: Gateway) -> Run:
 
 
 def run_swarm(folder: Path, redis_url: str, gw: Gateway) -> Run:
-    """Swarm on 2 workers against a fresh simulator, submit to report. One small job
-    warms the workers first (a deployment's workers are long-lived: threads, connections
-    and lazy imports are made once), then the gateway's 1 s windows clear; under a
-    per-minute cap it would spend the cap's window, so the workers start cold there."""
+    """Swarm on 2 workers against a fresh simulator, submit to report. A job of the same
+    size warms the workers first (a deployment's workers are long-lived: node threads,
+    their connections and lazy imports are made once), then the gateway's 1 s windows
+    clear; under a per-minute cap it would spend the cap's window, so the workers start
+    cold there."""
     with procs.sim(folder, [*gw.sim_args, *FAULT_SEED]) as sim:
         env = swarm_env(redis_url, sim.base_url, catalog(folder, gw), gw.concurrency // WORKERS)
         with procs.workers(folder, env, WORKERS, gw.concurrency // WORKERS, QUEUE):
             client = SwarmClient.from_settings(swarm_settings(env))
             if gw.rpm is None:
-                client.submit(inputs(WARM_UP_INPUTS), "Warm up").wait(timeout=120)
+                client.submit(inputs(gw.inputs), "Warm up").wait(timeout=300)
                 time.sleep(WINDOW_CLEAR_S)
                 sim.reset()
             started = time.perf_counter()
