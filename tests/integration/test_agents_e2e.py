@@ -20,8 +20,9 @@ from swarm.jobs.review import REVIEW_INSTRUCTION, REVIEW_SCHEMA
 from swarm.records import InputItem
 from swarm.sources.git import commit_inputs
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit" / "tools"))
-from gitrepo import make_repo
+UNIT = Path(__file__).resolve().parents[1] / "unit"
+sys.path[:0] = [str(UNIT), str(UNIT / "tools")]
+from gitrepo import make_repo  # noqa: E402  (the unit tests' folder, put on sys.path above)
 
 pytestmark = pytest.mark.integration
 
@@ -30,9 +31,8 @@ ENV = {
     # A node of several steps runs longer than one call: keep it inside the visibility
     # timeout so only a killed worker's node is delivered again.
     "SWARM_VISIBILITY_TIMEOUT_S": "12",
-    "SWARM_TOOL_MAX_OUTPUT_CHARS": "2000",
     "SWARM_NODES_PER_TASK": "1",
-    "PYTHONPATH": str(Path(__file__).resolve().parent),
+    "PYTHONPATH": str(UNIT),  # the workers import the unit tests' toolset
 }
 
 
@@ -111,21 +111,21 @@ def test_review_finds_a_bug_only_in_a_file_the_diff_does_not_touch(
 def test_raising_slow_and_huge_tools_and_the_loop_guard(fs: FaultStack) -> None:
     fs.stack.reset_stats()
     calls = [("explode", {"why": "x"}), ("slow", {"seconds": 30}), ("flood", {"megabytes": 10})]
-    mixed = script([*calls, ("lookup", '{"key": ')])  # the last one's arguments are not JSON
+    mixed = script([*calls, ("shout", '{"text": ')])  # the last one's arguments are not JSON
     items = [InputItem(ref="mixed", text=mixed), InputItem(ref="loop", text="[[sim:tool_loop]]")]
-    handle = fs.client().submit(items, "Use the tools", tools="e2e_tools")
+    handle = fs.client().submit(items, "Use the tools", tools="agent_tools")
     report = handle.wait(timeout=60)
     mixed_node, loop_node = report["nodes"]
     assert mixed_node["status"] == "ok" and mixed_node["steps"] == 2
     counts = ("tool_calls", "tool_errors", "tool_calls_invalid")
     assert tuple(mixed_node[k] for k in counts) == (4, 3, 1)
     raised, slow, flood, malformed = tool_messages(fs, handle, "n0000")
-    assert malformed.startswith("error: the arguments of lookup are not JSON")
+    assert malformed.startswith("error: the arguments of shout are not JSON")
     assert raised == "error: explode raised RuntimeError: boom: x"
-    assert slow == "error: slow timed out after 1 s"
-    assert flood.endswith(f"[... output cut: 2000 of {10 * 1024 * 1024} characters shown ...]")
+    assert slow == "error: slow timed out after 0.2 s"
+    assert flood.endswith(f"[... output cut: 1000 of {10 * 1024 * 1024} characters shown ...]")
     assert loop_node["error_kind"] == "tool_loop" and loop_node["steps"] == 3
-    assert "the same tool call a third time: explode(why='why-0')" in loop_node["error"]
+    assert "the same tool call a third time: add(a=1)" in loop_node["error"]
     transcript = fs.client().store.transcript(handle.id, "n0001")
     assert transcript is not None and transcript.ended.startswith("tool_loop")
     shown = subprocess.run(
@@ -133,9 +133,9 @@ def test_raising_slow_and_huge_tools_and_the_loop_guard(fs: FaultStack) -> None:
         env={**os.environ, **fs.env}, capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
     assert shown.returncode == 0, shown.stderr
-    assert shown.stdout.count('call call_2_0: explode({"why": "why-0"})') == 1
+    assert shown.stdout.count('call call_2_0: add({"a": 1})') == 1
     assert shown.stdout.rstrip().endswith("ended: tool_loop: the same tool call a third time: "
-                                          "explode(why='why-0')")  # fmt: skip
+                                          "add(a=1)")  # fmt: skip
     assert report["status"] == "partial"
     model = report["models"][mixed_node["model"]]
     assert model["tool_calls"] == 7 and model["tool_call_validity"] == round(6 / 7, 4)
@@ -146,7 +146,9 @@ def test_a_sigkilled_node_resumes_from_its_stored_steps(fs: FaultStack) -> None:
     a1, a2 = fs.ensure_workers(["a1", "a2"], 4)
     fs.stack.reset_stats()
     text = "[[sim:tool_steps=5]] [[sim:latency_ms=1000]]"
-    handle = fs.client().submit([InputItem(ref="six", text=text)], "Look it up", tools="e2e_tools")
+    handle = fs.client().submit(
+        [InputItem(ref="six", text=text)], "Look it up", tools="agent_tools"
+    )
 
     def steps_done() -> int:
         transcript = fs.client().store.transcript(handle.id, "n0000")

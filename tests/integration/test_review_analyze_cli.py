@@ -26,12 +26,17 @@ def git(repo: Path, *args: str) -> None:
     subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True)
 
 
-def test_review_of_known_commits(tmp_path: Path) -> None:
+def new_repo(tmp_path: Path) -> Path:
     repo = tmp_path / "repo"
     repo.mkdir()
     git(repo, "init", "-q", "-b", "main")
     git(repo, "config", "user.email", "t@example.invalid")
     git(repo, "config", "user.name", "T")
+    return repo
+
+
+def test_review_of_known_commits(tmp_path: Path) -> None:
+    repo = new_repo(tmp_path)
     for i, msg in enumerate(["add parser", "fix off-by-one", "drop auth check"]):
         (repo / f"m{i}.py").write_text(f"def f{i}():\n    return {i}\n")
         git(repo, "add", "-A")
@@ -86,11 +91,7 @@ def test_analyze_plans_over_documents(tmp_path: Path) -> None:
 
 
 def test_review_and_analyze_as_agents(tmp_path: Path) -> None:
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    git(repo, "init", "-q", "-b", "main")
-    git(repo, "config", "user.email", "t@example.invalid")
-    git(repo, "config", "user.name", "T")
+    repo = new_repo(tmp_path)
     (repo / "lib.py").write_text("def half(x):\n    return x / 0  # wrong\n")
     (repo / "main.py").write_text("print(1)\n")
     git(repo, "add", "-A")
