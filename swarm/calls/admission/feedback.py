@@ -144,6 +144,14 @@ def tenant_limited(
     or 429s are dense among the model's recent requests, as in client-side adaptive
     throttling (Google SRE: requests vs accepts over a sliding window). ``recent_*``
     include the 429 being judged."""
-    if exhausted:
-        return True
+    return exhausted or dense_429s(recent_429, recent_requests, dense_min, dense_share)
+
+
+def dense_429s(
+    recent_429: float, recent_requests: float, dense_min: float, dense_share: float
+) -> bool:
+    """Whether 429s are dense among the model's recent requests: then admission's picture
+    of the limit is wrong, and the shared rate is cut (AIMD). A single exhausted limit is
+    not: its pause until the gateway's reset is the whole correction (the spacing was
+    right, an arrival shifted)."""
     return recent_429 >= dense_min and recent_429 >= dense_share * recent_requests

@@ -28,6 +28,7 @@ from swarm.calls.admission.feedback import (
     aimd_increase,
     budget_spent,
     decayed,
+    dense_429s,
     tenant_limited,
 )
 from swarm.calls.admission.limits import (
@@ -252,21 +253,16 @@ class MemoryAdmission(AdmissionController):
         policy = self.policy
         st.rate_limited += 1
         st.job_429[job_id] = st.job_429.get(job_id, 0) + 1
-        limited = tenant_limited(
-            outcome.exhausted,
-            st.recent_429,
-            st.recent_requests,
-            policy.dense_min,
-            policy.dense_share,
-        )
-        if not limited:
+        recent = (st.recent_429, st.recent_requests, policy.dense_min, policy.dense_share)
+        dense = dense_429s(*recent)
+        if not tenant_limited(outcome.exhausted, *recent):
             log.debug("admission: isolated 429 on %s, only its call backs off", spec.name)
             return False
         st.pauses += 1
         pause_s = outcome.retry_after_s or policy.default_pause_s
         log.debug("admission: %s at its limit, every caller pauses %.2f s", spec.name, pause_s)
         st.pause_until = max(st.pause_until, now + pause_s * 1000)
-        if now - st.decreased_at >= policy.decrease_cooldown_s * 1000:
+        if dense and now - st.decreased_at >= policy.decrease_cooldown_s * 1000:
             st.factor = aimd_decrease(st.factor, policy.decrease, policy.min_factor)
             st.factor_at = st.decreased_at = now
         return True

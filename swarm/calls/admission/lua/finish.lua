@@ -5,7 +5,8 @@
 -- at its limit: the gateway said a limit is used up (exhausted), or 429s are dense among
 -- the model's recent requests (counts decaying with time constant dense_ms; at least
 -- dense_min 429s and at least dense_share of the requests). Otherwise only its own call
--- backs off (the caller's retry honours its Retry-After).
+-- backs off (the caller's retry honours its Retry-After). Only dense 429s cut the rate
+-- factor: an exhausted limit alone pauses until the gateway's reset and no more.
 --
 -- KEYS[1] state: hash
 -- KEYS[2] leases: zset
@@ -103,7 +104,8 @@ if rate_limited then
   redis.call('HINCRBY', state, 'rate_limited', 1)
   redis.call('HINCRBY', job_429, job, 1)
   redis.call('EXPIRE', job_429, counts_ttl)
-  if exhausted or (recent_429 >= dense_min and recent_429 >= dense_share * recent_req) then
+  local dense = recent_429 >= dense_min and recent_429 >= dense_share * recent_req
+  if exhausted or dense then
     paused = 1
     redis.call('HINCRBY', state, 'pauses', 1)
     local pause_until = tonumber(redis.call('HGET', state, 'pause_until') or '0')
@@ -111,7 +113,7 @@ if rate_limited then
       redis.call('HSET', state, 'pause_until', string.format('%.3f', now + pause_ms))
     end
     local last = tonumber(redis.call('HGET', state, 'decreased_at') or '0')
-    if now - last >= cooldown_ms then
+    if dense and now - last >= cooldown_ms then
       factor = math.max(min_factor, factor * decrease)
       redis.call('HSET', state, 'factor', string.format('%.6f', factor),
         'factor_at', string.format('%.3f', now), 'decreased_at', string.format('%.3f', now))

@@ -60,7 +60,7 @@ def test_429s_scattered_among_answers_stay_isolated(ctl: MemoryAdmission, clock:
     assert ctl.counters(model).rate_limited == 18 and ctl.counters(model).pauses == 0
 
 
-def test_an_exhausted_limit_pauses_everyone_and_cuts_the_rate(
+def test_an_exhausted_limit_pauses_everyone_and_dense_429s_cut_the_rate(
     ctl: MemoryAdmission, clock: Clock
 ) -> None:
     model = spec(rps=10)
@@ -70,9 +70,12 @@ def test_an_exhausted_limit_pauses_everyone_and_cuts_the_rate(
     ctl.finish(model, permit, limited)
     paused = ctl.acquire(model, "b", 1)
     assert paused.reason is Refusal.PAUSED and paused.retry_after_s == pytest.approx(3.0)
+    assert ctl.counters(model).factor == 1.0  # one exhausted limit: a pause, no cut
+    for _ in range(4):  # five 429s in a row (feedback applies to every finish): dense
+        ctl.finish(model, permit, limited)
     counters = ctl.counters(model)
-    assert counters.rate_limited == 1 and counters.factor == pytest.approx(0.7)
-    assert ctl.job_rate_limited(model, "a") == 1 and ctl.job_rate_limited(model, "b") == 0
+    assert counters.rate_limited == 5 and counters.factor == pytest.approx(0.7)
+    assert ctl.job_rate_limited(model, "a") == 5 and ctl.job_rate_limited(model, "b") == 0
     clock.advance(3.0)
     assert ctl.acquire(model, "b", 1).permit is not None
     for _ in range(7):  # quiet periods bring the factor back to the catalog's limit, no higher
