@@ -149,8 +149,11 @@ class AgentRun:
     def _run_tools(self, k: int, calls: tuple[ToolCall, ...], *, replayed: bool) -> None:
         keys = [self._tool_key(k, i, call) for i, call in enumerate(calls)]
         durable = partial(self._durable, replayed=replayed)
-        with ThreadPoolExecutor(max_workers=len(calls), thread_name_prefix="tool") as pool:
-            outcomes = list(pool.map(durable, calls, keys))
+        if len(calls) == 1:  # the common case: no pool to start
+            outcomes = [durable(calls[0], keys[0])]
+        else:
+            with ThreadPoolExecutor(max_workers=len(calls), thread_name_prefix="tool") as pool:
+                outcomes = list(pool.map(durable, calls, keys))
         for call, outcome in zip(calls, outcomes, strict=True):
             self.used.append(_short(call))
             self.tool_errors += int(outcome.error)
