@@ -6,7 +6,6 @@ and DeepSeek's; nobody serves Gemini's, so a job routed there stays queued for i
 
 from __future__ import annotations
 
-import gc
 import json
 import os
 import re
@@ -20,7 +19,7 @@ import kombu
 import procs
 import pytest
 from faults import FaultStack, inputs, roomy_catalog, rss_mib
-from stack import Stack
+from stack import Worker, running_stack
 from test_stack_e2e import _redis_dump as redis_dump
 from test_swarm_e2e import run_cli
 
@@ -43,25 +42,18 @@ def fs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FaultStack]:
         srv = procs.RedisServer(password=PASSWORD, log_dir=logs)
     except (FileNotFoundError, procs.ProcError) as exc:
         procs.unavailable(f"cannot start a private redis-server: {exc}")
-    sim, base_url = procs.start_sim(
-        ["--api-key", KEY, "--latency-p50-ms", "20", "--latency-p99-ms", "50"], logs
-    )
-    st = Stack(broker_url=srv.url, base_url=base_url, sim=sim)
+    assert srv.url.startswith(f"redis://:{PASSWORD}@127.0.0.1:")
     env = {
-        **st.env,
         "SWARM_API_KEY": KEY,
         "SWARM_MAX_ATTEMPTS": "3",
         "SWARM_BACKOFF_MAX_S": "0.2",
         "SWARM_CONFIG": str(roomy_catalog(logs / "catalog.toml")),
     }
-    assert srv.url.startswith(f"redis://:{PASSWORD}@127.0.0.1:")
-    fs = FaultStack(st, env, logs)
+    sim_args = ["--api-key", KEY, "--latency-p50-ms", "20", "--latency-p99-ms", "50"]
     try:
-        st.workers.append(procs.start_celery_worker(env, SERVED, 16, "w1@%h", logs))
-        yield fs
+        with running_stack(srv, logs, sim_args, [Worker("w1", SERVED)], env) as st:
+            yield FaultStack(st, {**st.env, **env}, logs)
     finally:
-        gc.collect()
-        st.stop()
         srv.close()
 
 
