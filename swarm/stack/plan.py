@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import re
 import shutil
-import socket
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from graphlib import CycleError, TopologicalSorter
@@ -22,10 +21,10 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from swarm.errors import ConfigError
+from swarm.procs import LOOPBACK, free_port
 from swarm.stack.compose import ComposeFile, Service
 
 Ready = Literal["port", "celery", "none"]
-LOOPBACK = "127.0.0.1"
 METRICS_ENV = "SWARM_METRICS_PORT"
 _PORT_FLAGS = ("--port",)
 _BIND_FLAGS = ("--host", "--address", "--bind")
@@ -60,13 +59,6 @@ class LocalProcess(BaseModel):
     """Signal that stops it."""
     stop_grace_s: float = 10.0
     """Seconds before SIGKILL."""
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((LOOPBACK, 0))
-        return int(s.getsockname()[1])
 
 
 def selected(compose: ComposeFile, profiles: Sequence[str]) -> list[Service]:
