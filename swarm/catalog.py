@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from swarm.backends import DEFAULT_BACKEND, BackendSpec
 from swarm.errors import ConfigError, UnknownModelError
 
 DEFAULT_KIND = "default"
@@ -57,6 +58,8 @@ class ModelSpec(BaseModel):
     """Tokens the model accepts, prompt plus completion."""
     max_tokens: Positive
     """Default completion budget per call."""
+    backend: str = DEFAULT_BACKEND
+    """The ``[backends.<name>]`` serving this model (its limits hold all its models)."""
 
 
 class Catalog(BaseModel):
@@ -66,17 +69,21 @@ class Catalog(BaseModel):
 
     models: dict[str, ModelSpec]
     routing: dict[str, tuple[str, ...]]
+    backends: dict[str, BackendSpec] = Field(default_factory=dict)
 
     @model_validator(mode="before")
     @classmethod
     def _name_models(cls, data: Any) -> Any:
-        if isinstance(data, dict) and isinstance(data.get("models"), dict):
-            models = {
-                name: {**spec, "name": name} if isinstance(spec, dict) else spec
-                for name, spec in data["models"].items()
-            }
-            data = {**data, "models": models}
-        return data
+        if not isinstance(data, dict):
+            return data
+        for table in ("models", "backends"):
+            if isinstance(data.get(table), dict):
+                named = {
+                    name: {**spec, "name": name} if isinstance(spec, dict) else spec
+                    for name, spec in data[table].items()
+                }
+                data = {**data, table: named}
+        return _with_default_backend(data)
 
     @model_validator(mode="after")
     def _check_routing(self) -> Catalog:
@@ -91,7 +98,18 @@ class Catalog(BaseModel):
         for kind in (DEFAULT_KIND, AGGREGATE_KIND):
             if kind not in self.routing:
                 raise ValueError(f"routing.{kind}: missing (required)")
+        for spec in self.models.values():
+            if spec.backend not in self.backends:
+                raise ValueError(f"models.{spec.name}.backend: unknown backend {spec.backend!r}")
         return self
+
+    def backend_of(self, spec: ModelSpec) -> BackendSpec:
+        """The backend serving ``spec``."""
+        return self.backends[spec.backend]
+
+    def backend_models(self, backend: str) -> tuple[ModelSpec, ...]:
+        """The models served by ``backend``, in catalog order."""
+        return tuple(spec for spec in self.models.values() if spec.backend == backend)
 
     def model(self, name: str) -> ModelSpec:
         """The spec of a model by catalog name; UnknownModelError names the known ones."""
@@ -112,6 +130,24 @@ class Catalog(BaseModel):
     def queues(self) -> tuple[str, ...]:
         """Every queue of the catalog, each once, in catalog order."""
         return tuple(dict.fromkeys(spec.queue for spec in self.models.values()))
+
+
+def _with_default_backend(data: dict[str, Any]) -> dict[str, Any]:
+    """Add the implicit default backend (no shared limits) when models use it undeclared."""
+    backends = data.get("backends")
+    if backends is None:
+        backends = {}
+    if not isinstance(backends, dict) or DEFAULT_BACKEND in backends:
+        return data
+    models = data.get("models")
+    used = isinstance(models, dict) and any(
+        not isinstance(spec, dict) or spec.get("backend", DEFAULT_BACKEND) == DEFAULT_BACKEND
+        for spec in models.values()
+    )
+    if not used:
+        return data
+    implicit = {"name": DEFAULT_BACKEND, "implicit": True}
+    return {**data, "backends": {**backends, DEFAULT_BACKEND: implicit}}
 
 
 def _first_error_line(exc: ValidationError, source: str) -> str:

@@ -10,12 +10,14 @@ from concurrent.futures import ThreadPoolExecutor
 import redis
 
 from swarm.calls.admission import AdmissionController, AdmissionPolicy, Unlimited
+from swarm.calls.admission.adaptive import RedisAdaptive
+from swarm.calls.admission.backend import BackendAdmission
 from swarm.calls.admission.redis import RedisAdmission
 from swarm.calls.gateway import make_client
 from swarm.calls.hedging import HedgePolicy, Hedger, LatencySketch
 from swarm.calls.listeners import CallListener
 from swarm.calls.runtime import Runtime
-from swarm.catalog import load_catalog
+from swarm.catalog import Catalog, load_catalog
 from swarm.errors import ConfigError
 from swarm.settings import Settings, load_settings
 from swarm.store import RedisJobStore
@@ -104,7 +106,7 @@ def from_settings(settings: Settings) -> Runtime:
         raise ConfigError("workers need SWARM_BROKER_URL (embedded mode runs in the CLI)")
     key = settings.usable_key() or "no-key"
     catalog = load_catalog(settings.config)
-    admission = _admission(settings, store_url, settings.base_url)
+    admission = _admission(settings, catalog, store_url, settings.base_url)
     return Runtime(
         settings=settings,
         catalog=catalog,
@@ -125,8 +127,12 @@ def _hedger(settings: Settings, redis_url: str, gateway: str, key: str) -> Hedge
     return Hedger(settings, gateway, key, LatencySketch(client, gateway))
 
 
-def _admission(settings: Settings, redis_url: str, gateway: str) -> AdmissionController:
-    """Per-model admission shared through the job store's Redis, keyed on the gateway URL."""
+def _admission(
+    settings: Settings, catalog: Catalog, redis_url: str, gateway: str
+) -> AdmissionController:
+    """Per-model and per-backend admission shared through the job store's Redis, keyed on
+    the gateway URL."""
     if not settings.admission:
         return Unlimited()
-    return RedisAdmission.from_url(redis_url, gateway, AdmissionPolicy.from_settings(settings))
+    models = RedisAdmission.from_url(redis_url, gateway, AdmissionPolicy.from_settings(settings))
+    return BackendAdmission(models, catalog, RedisAdaptive(models.client, models.adaptive_key))

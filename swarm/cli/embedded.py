@@ -17,6 +17,8 @@ from celery.contrib.testing.worker import TestWorkController, setup_app_for_work
 from celery.worker import state as worker_state
 
 from swarm.calls.admission import AdmissionPolicy, MemoryAdmission
+from swarm.calls.admission.adaptive import MemoryAdaptive
+from swarm.calls.admission.backend import BackendAdmission
 from swarm.calls.gateway import make_client
 from swarm.calls.hedging import HedgePolicy, Hedger, LatencySketch
 from swarm.calls.runtime import Runtime
@@ -80,7 +82,8 @@ def embedded_swarm(
     logging.getLogger("celery").setLevel(logging.WARNING)
     app = create_app(settings, catalog)
     store = MemoryJobStore()
-    admission = MemoryAdmission(AdmissionPolicy.from_settings(settings))
+    models = MemoryAdmission(AdmissionPolicy.from_settings(settings))
+    admission = BackendAdmission(models, catalog, MemoryAdaptive())
     client = make_client(settings, base_url, key)
     hedger = None
     if HedgePolicy.from_settings(settings).enabled:  # the latency sketch stays in process

@@ -50,6 +50,7 @@ def build_config(options: dict[str, Any]) -> SimConfig:
 @click.option("--tpm", type=_LIMIT, help="Tokens per minute per model (default unlimited).")
 @click.option("--rps", type=_LIMIT, help="Requests per second per model (default unlimited).")
 @click.option("--max-concurrent", type=_LIMIT, help="Requests in flight per model.")
+@click.option("--slots", type=_LIMIT, help="Requests computed at once, all models (queue).")
 @click.option("--error-rate", type=float, help="Share of requests answered 5xx.")
 @click.option("--rate-limit-rate", type=float, help="Share of random 429s (not tied to rate).")
 @click.option(

@@ -66,6 +66,10 @@ class SimConfig(BaseModel):
     """Requests per sliding 1 s window, per model; None = unlimited."""
     max_concurrent: PositiveInt | None = None
     """Requests in flight at once, per model; None = unlimited."""
+    slots: PositiveInt | None = None
+    """Requests the server computes at once, all models together, like a local server
+    (llama.cpp computes one); the others queue in arrival order, so latency grows linearly
+    with the requests in flight. None = every admitted request is computed at once."""
     model_overrides: dict[str, ModelLimits] = Field(default_factory=dict)
     """Per-model limits that replace all four global limits for that model."""
 

@@ -179,6 +179,8 @@ class Simulator:
         self.latency = LatencyModel(config)
         self.arrivals = PeakCounter(SECOND_S)
         self._limiters: dict[str, ModelLimiter] = {}
+        self._slots: asyncio.Semaphore | None = None
+        """The server's compute slots (``config.slots``), made on the serving loop."""
         self._seen: set[int] = set()
         """Requests seen (for ``[[sim:straggle_ms=N]]``)."""
 
@@ -304,8 +306,7 @@ class Simulator:
             self.stats.faults["hang"] += 1
             await _wait_for_disconnect(request)
             return web.Response(status=499)
-        if plan.latency_s > 0:
-            await asyncio.sleep(plan.latency_s)
+        await self._compute(plan.latency_s)
         if plan.fault is Fault.DROP:
             self.stats.faults["drop"] += 1
             if request.transport is not None:
@@ -317,6 +318,17 @@ class Simulator:
             self.stats.faults["bad_json"] += 1
             return web.Response(text=BAD_JSON_BODY, content_type="text/html")
         return await self._answer(request, chat, plan, limiter)
+
+    async def _compute(self, latency_s: float) -> None:
+        """The request's latency, in one of the server's slots when it has a number."""
+        if self.config.slots is None:
+            if latency_s > 0:
+                await asyncio.sleep(latency_s)
+            return
+        if self._slots is None:
+            self._slots = asyncio.Semaphore(self.config.slots)
+        async with self._slots:
+            await asyncio.sleep(latency_s)
 
     def _status_fault(self, model: str, status: int, limiter: ModelLimiter) -> web.Response:
         if status == 429:

@@ -60,6 +60,10 @@ class RedisAdmission(AdmissionController):
         )
         return cls(client, gateway, policy)
 
+    def adaptive_key(self, backend: str) -> str:
+        """The hash of a backend's adaptive in-flight limit, beside its admission keys."""
+        return f"{key_prefix(self.gateway, f'backend:{backend}')}:adaptive"
+
     def _keys(self, model: str, *names: str) -> list[str]:
         prefix = key_prefix(self.gateway, model)
         return [f"{prefix}:{name}" for name in names]

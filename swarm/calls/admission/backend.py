@@ -1,0 +1,152 @@
+"""Backend limits beside the model limits: a call holds a permit of each.
+
+Models served by one backend share its limits (a local server computing one request at a
+time, a tenant's limits across models). The backend is admitted through the same
+controller as a model, under its own keys (``backend:<name>``), so its leases, rates and
+waiters live apart from every model's. A backend without a configured in-flight limit gets
+the adaptive one (swarm.calls.admission.adaptive), fed with the latency of each answered
+call. A backend's limits never pause on a 429: that policy stays the model's.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from swarm.backends import BackendSpec
+from swarm.calls.admission.adaptive import AdaptiveLimits
+from swarm.calls.admission.base import (
+    AdmissionController,
+    Decision,
+    ModelCounters,
+    Outcome,
+    Permit,
+)
+from swarm.catalog import Catalog, ModelSpec
+
+log = logging.getLogger(__name__)
+
+UNLIMITED = 1_000_000_000
+"""Stands for a limit the backend does not have."""
+BACKEND_PREFIX = "backend:"
+
+
+def backend_key(backend: str) -> str:
+    """The name a backend's admission state is kept under (beside the models' names)."""
+    return f"{BACKEND_PREFIX}{backend}"
+
+
+def adaptive_cap(catalog: Catalog, backend: BackendSpec) -> int:
+    """Highest adaptive limit: the backend's models' in-flight limits together."""
+    return max(1, sum(spec.max_inflight for spec in catalog.backend_models(backend.name)))
+
+
+def backend_as_model(backend: BackendSpec, max_inflight: int | None) -> ModelSpec:
+    """The backend's limits in the shape the controllers admit (a model of its own)."""
+    return ModelSpec(
+        name=backend_key(backend.name),
+        gateway_name=backend.name,
+        queue="",
+        input_per_mtok_usd=0,
+        output_per_mtok_usd=0,
+        cached_input_per_mtok_usd=0,
+        rpm=backend.rpm or UNLIMITED,
+        tpm=backend.tpm or UNLIMITED,
+        max_inflight=max_inflight or backend.max_inflight or UNLIMITED,
+        context_window=UNLIMITED,
+        max_tokens=1,
+    )
+
+
+@dataclass(frozen=True)
+class _Held:
+    spec: ModelSpec
+    permit: Permit
+    started: float
+    inflight: int
+
+
+class BackendAdmission(AdmissionController):
+    """``inner`` for the models, plus each model's backend limits (adaptive where unset)."""
+
+    def __init__(
+        self,
+        inner: AdmissionController,
+        catalog: Catalog,
+        adaptive: AdaptiveLimits,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.inner = inner
+        self.catalog = catalog
+        self.adaptive = adaptive
+        self.clock = clock
+        self._held: dict[str, _Held] = {}
+
+    def backend_spec(self, backend: BackendSpec) -> ModelSpec:
+        """The backend as the inner controller admits it, its adaptive limit applied."""
+        limit = None
+        if backend.is_adaptive:
+            limit = self.adaptive.state(backend.name).inflight_limit
+            limit = min(limit, adaptive_cap(self.catalog, backend))
+        return backend_as_model(backend, limit)
+
+    def acquire(
+        self,
+        spec: ModelSpec,
+        job_id: str,
+        tokens: int,
+        lease_id: str | None = None,
+        reserve_s: float = 0.0,
+    ) -> Decision:
+        """The backend's permit first, then the model's; a model refusal gives the
+        backend's back."""
+        backend = self.catalog.backend_of(spec)
+        if not backend.has_limits:
+            return self.inner.acquire(spec, job_id, tokens, lease_id, reserve_s)
+        lease_id = lease_id or uuid.uuid4().hex
+        bspec = self.backend_spec(backend)
+        first = self.inner.acquire(bspec, job_id, tokens, lease_id, reserve_s)
+        if first.permit is None:
+            return first
+        second = self.inner.acquire(spec, job_id, tokens, lease_id, reserve_s)
+        if second.permit is None:
+            self.inner.finish(bspec, first.permit, Outcome(used_tokens=0))
+            return second
+        start_in_s = max(first.start_in_s, second.start_in_s)
+        inflight = self.inner.counters(bspec).inflight if backend.is_adaptive else 0
+        self._held[lease_id] = _Held(bspec, first.permit, self.clock() + start_in_s, inflight)
+        return Decision(second.permit, start_in_s=start_in_s)
+
+    def finish(self, spec: ModelSpec, permit: Permit, outcome: Outcome) -> None:
+        """The model's permit, then the backend's; an answered call feeds the adaptive
+        limit with its latency."""
+        self.inner.finish(spec, permit, outcome)
+        held = self._held.pop(permit.lease_id, None)
+        if held is None:
+            return
+        self.inner.finish(held.spec, held.permit, Outcome(used_tokens=outcome.used_tokens))
+        backend = self.catalog.backend_of(spec)
+        answered = outcome.used_tokens != 0 and not outcome.rate_limited
+        if backend.is_adaptive and answered:
+            latency_ms = max(0.0, self.clock() - held.started) * 1000.0
+            cap = adaptive_cap(self.catalog, backend)
+            self.adaptive.record(backend.name, latency_ms, held.inflight, cap)
+
+    def counters(self, spec: ModelSpec) -> ModelCounters:
+        """The model's counters."""
+        return self.inner.counters(spec)
+
+    def backend_counters(self, backend: BackendSpec) -> ModelCounters:
+        """The backend's own counters (its leases are every model's calls to it)."""
+        return self.inner.counters(self.backend_spec(backend))
+
+    def job_rate_limited(self, spec: ModelSpec, job_id: str) -> int:
+        """429s of the job on the model."""
+        return self.inner.job_rate_limited(spec, job_id)
+
+    def pause_left_s(self, spec: ModelSpec) -> float:
+        """The model's 429 pause."""
+        return self.inner.pause_left_s(spec)
