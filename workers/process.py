@@ -4,6 +4,7 @@ and the intake bootstep's counter (workers/intake.py), the worker's process-glob
 
 from __future__ import annotations
 
+import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
@@ -13,7 +14,7 @@ from swarm.calls.admission import AdmissionController, AdmissionPolicy, Unlimite
 from swarm.calls.admission.adaptive import RedisAdaptive
 from swarm.calls.admission.backend import BackendAdmission
 from swarm.calls.admission.redis import RedisAdmission
-from swarm.calls.gateway import make_client
+from swarm.calls.gateway import backend_clients, make_client
 from swarm.calls.hedging import HedgePolicy, Hedger, LatencySketch
 from swarm.calls.listeners import CallListener
 from swarm.calls.runtime import Runtime
@@ -116,6 +117,7 @@ def from_settings(settings: Settings) -> Runtime:
         listener=SwarmMetrics(catalog, admission) if settings.metrics_port else CallListener(),
         admission=admission,
         hedger=_hedger(settings, store_url, settings.base_url, key),
+        backend_clients=backend_clients(settings, catalog, os.environ),
     )
 
 

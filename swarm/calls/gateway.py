@@ -7,6 +7,7 @@ because Celery's threads pool ignores task time limits.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import httpx2
@@ -15,6 +16,7 @@ from openai.types.chat import ChatCompletion
 
 from swarm.calls.request import Answer, CallRequest
 from swarm.calls.retry_policy import BadResponseError
+from swarm.catalog import Catalog
 from swarm.records import ToolCall, Usage
 from swarm.settings import Settings
 
@@ -34,6 +36,21 @@ def make_client(settings: Settings, base_url: str, api_key: str) -> openai.OpenA
     return openai.OpenAI(
         base_url=base_url, api_key=api_key, max_retries=0, timeout=timeout, http_client=http
     )
+
+
+def backend_clients(
+    settings: Settings, catalog: Catalog, environ: Mapping[str, str]
+) -> dict[str, openai.OpenAI]:
+    """A client per backend with a base URL of its own; its key is read from the variable
+    its ``api_key_env`` names (else SWARM_API_KEY). Built once at start-up, at the edge."""
+    default_key = settings.usable_key() or "no-key"
+    clients = {}
+    for backend in catalog.backends.values():
+        if backend.base_url is None:
+            continue
+        key = environ.get(backend.api_key_env, "") if backend.api_key_env else default_key
+        clients[backend.name] = make_client(settings, backend.base_url, key or "no-key")
+    return clients
 
 
 def send(client: openai.OpenAI, request: CallRequest) -> Answer:

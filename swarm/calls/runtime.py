@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import openai
 
 from swarm.calls.admission.base import AdmissionController, Unlimited
+from swarm.calls.context_window import LearnedWindows
 from swarm.calls.listeners import CallListener
 from swarm.catalog import Catalog
 from swarm.settings import Settings
@@ -31,3 +33,13 @@ class Runtime:
     """Per-model admission control (swarm.calls.admission); admits everything by default."""
     hedger: Hedger | None = None
     """Hedged calls (swarm.calls.hedging), when SWARM_HEDGE_* turns them on; None = off."""
+    backend_clients: Mapping[str, openai.OpenAI] = field(default_factory=dict)
+    """Clients of the catalog's backends that have a base URL of their own; the others
+    are called through ``client`` (SWARM_BASE_URL)."""
+
+    windows: LearnedWindows = field(default_factory=LearnedWindows)
+    """Context windows the gateway stated in context-length errors, per model."""
+
+    def client_for(self, backend: str) -> openai.OpenAI:
+        """The client that calls the models of ``backend``."""
+        return self.backend_clients.get(backend, self.client)

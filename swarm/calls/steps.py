@@ -120,8 +120,13 @@ def admitting(ctx: CallContext) -> Step:
 
 
 def transport(rt: Runtime) -> Attempt:
-    """The end of the path: the HTTP request through the process's openai client."""
-    return partial(send, rt.client)
+    """The end of the path: the HTTP request through the openai client of the model's
+    backend (the process's client unless the backend has a base URL of its own)."""
+
+    def http(request: CallRequest) -> Answer:
+        return send(rt.client_for(request.model.backend), request)
+
+    return http
 
 
 def hedged_call(ctx: CallContext, cap: int) -> HedgedCall:

@@ -8,6 +8,7 @@ outside workers/ that imports workers/.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -19,7 +20,7 @@ from celery.worker import state as worker_state
 from swarm.calls.admission import AdmissionPolicy, MemoryAdmission
 from swarm.calls.admission.adaptive import MemoryAdaptive
 from swarm.calls.admission.backend import BackendAdmission
-from swarm.calls.gateway import make_client
+from swarm.calls.gateway import backend_clients, make_client
 from swarm.calls.hedging import HedgePolicy, Hedger, LatencySketch
 from swarm.calls.runtime import Runtime
 from swarm.catalog import Catalog
@@ -88,7 +89,13 @@ def embedded_swarm(
     hedger = None
     if HedgePolicy.from_settings(settings).enabled:  # the latency sketch stays in process
         hedger = Hedger(settings, base_url, key, LatencySketch(None, base_url))
-    runtime = Runtime(settings, catalog, store, client, admission=admission, hedger=hedger)
+    # Against the built-in simulator every model is simulated, backends' own URLs too.
+    simulated = base_url != settings.base_url
+    clients = {} if simulated else backend_clients(settings, catalog, os.environ)
+    runtime = Runtime(
+        settings, catalog, store, client, admission=admission, hedger=hedger,
+        backend_clients=clients,
+    )  # fmt: skip
     worker_process.install(runtime)
     try:
         with in_process_worker(app, settings.worker_concurrency, join_s):

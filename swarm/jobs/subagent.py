@@ -14,11 +14,13 @@ validated against the schema and retried once with the error, else the node ends
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from swarm.calls.context_window import parse_overflow
 from swarm.calls.listeners import safely
 from swarm.calls.pipeline import run_call
 from swarm.calls.request import CallProgress, CallRequest, CallResult, Message
@@ -35,7 +37,7 @@ from swarm.jobs.context_fit import (
 from swarm.jobs.prompts import subagent_messages
 from swarm.jobs.structured import BadOutputError, schema_instruction, validate_against
 from swarm.records import ErrorKind, JobSpec, NodeEnvelope, NodeTask, Truncation, Usage
-from swarm.tokens import estimate_tokens
+from swarm.tokens import estimate_messages, estimate_tokens
 
 FALLBACK_KINDS: frozenset[ErrorKind] = RETRYABLE | {ErrorKind.NOT_FOUND, ErrorKind.BAD_OUTPUT}
 """Errors after which the next model of the node's kind is tried."""
@@ -110,6 +112,9 @@ class _Tally:
     usage: Usage = field(default_factory=Usage)
     attempts: int = 0
     latency_ms: int = 0
+    summaries: dict[str, str] = field(default_factory=dict)
+    """Summaries of input middles by their hash: a fallback model that cuts the input the
+    same way reuses the summary instead of paying for it again."""
 
     def add(self, outcome: CallResult) -> None:
         self.usage = self.usage + outcome.usage
@@ -161,12 +166,31 @@ class _ModelRun:
 
     def envelope(self, text: str, slot: str, tally: _Tally) -> NodeEnvelope:
         instruction = schema_instruction(self.task.instruction, self.task.output_schema)
-        fitted, truncation = self.fit(text, instruction, slot, tally)
-        messages = subagent_messages(instruction, self.spec.input_ref(self.node_id), fitted)
         json = self.task.output_schema is not None
+        fitted, truncation = self.fit(text, instruction, tally)
+        messages = subagent_messages(instruction, self.spec.input_ref(self.node_id), fitted)
         if self.spec.tools:
             return self.acting(messages, slot, tally, truncation)
         outcome = self.call(slot, messages, self.max_tokens, json=json)
+        overflow = parse_overflow(outcome.error or "")
+        if outcome.error_kind is ErrorKind.CONTEXT_OVERFLOW and overflow is not None:
+            # The server stated its window: refit to it and try once more. The refused
+            # request was not billed and does not count as an attempt of the node.
+            windows = self.rt.windows
+            windows.learn(self.model.name, overflow.window)
+            sent = estimate_messages(m["content"] for m in messages) + self.max_tokens
+            windows.calibrate(self.model.name, sent, overflow.requested or 0)
+            scale = max(windows.scale(self.model.name), (overflow.requested or sent) / sent)
+            log.debug("node %s: %s has a window of %d tokens (estimates x%.2f), refitting",
+                      self.node_id, self.model.name, overflow.window, scale)  # fmt: skip
+            fitted, truncation = self.fit(text, instruction, tally, scale)
+            messages = subagent_messages(instruction, self.spec.input_ref(self.node_id), fitted)
+            outcome = self.call(f"{slot}:refit", messages, self.max_tokens, json=json)
+        if outcome.answer is not None and not outcome.answer.usage_missing:
+            estimated = estimate_messages(m["content"] for m in messages)
+            self.rt.windows.calibrate(
+                self.model.name, estimated, outcome.answer.usage.prompt_tokens
+            )
         tally.add(outcome)
         if outcome.answer is not None and json:
             outcome = self.validated(outcome, messages, slot, tally)
@@ -190,24 +214,37 @@ class _ModelRun:
         return self.build(outcome, tally, truncation).model_copy(update=counts)
 
     def fit(
-        self, text: str, instruction: str, slot: str, tally: _Tally
+        self, text: str, instruction: str, tally: _Tally, scale: float | None = None
     ) -> tuple[str, Truncation | None]:
-        """The input as it fits the model's context, and what was cut."""
+        """The input as it fits the model's context (the window the gateway stated, when
+        smaller than the catalog's; ``scale`` = server tokens per estimated token), and
+        what was cut."""
         overhead = estimate_tokens(instruction) + 256
-        budget = input_budget_tokens(self.model.context_window, self.max_tokens, overhead)
+        window = self.rt.windows.window(self.model.name, self.model.context_window)
+        scale = scale or self.rt.windows.scale(self.model.name)
+        budget = input_budget_tokens(int(window / scale), self.max_tokens, overhead)
         split = split_for_budget(text, budget)
         if split is None:
             return text, None
+        summary = self.summary(split.middle, budget, tally)
+        return split.join(summary or "[summary unavailable]"), split.truncation(summary)
+
+    def summary(self, middle: str, budget: int, tally: _Tally) -> str:
+        """The middle's summary, made once per node whichever model needs it."""
+        digest = hashlib.sha256(middle.encode()).hexdigest()[:16]
+        if (known := tally.summaries.get(digest)) is not None:
+            return known
         summarizer = self.rt.catalog.route(SUMMARIZE_KIND)
-        room = input_budget_tokens(summarizer.context_window, summarizer.max_tokens, 512)
+        window = self.rt.windows.window(summarizer.name, summarizer.context_window)
+        room = input_budget_tokens(window, summarizer.max_tokens, 512)
         messages = [
             {"role": "system", "content": SUMMARIZER_ROLE},
-            {"role": "user", "content": clip_to_tokens(split.middle, room)},
+            {"role": "user", "content": clip_to_tokens(middle, room)},
         ]
         limit = min(summary_budget_tokens(budget), summarizer.max_tokens)
         request = CallRequest.of(
             self.spec.job_id,
-            f"{slot}:summary",
+            f"{self.node_id}:summary:{digest}",
             summarizer,
             messages,
             limit,
@@ -218,8 +255,9 @@ class _ModelRun:
         outcome = run_call(self.rt, request)
         tally.add(outcome)
         summary = outcome.answer.content if outcome.answer else ""
-        shown = summary or f"[summary unavailable: {outcome.error_kind}]"
-        return split.join(shown), split.truncation(summary)
+        if summary:
+            tally.summaries[digest] = summary
+        return summary
 
     def validated(
         self, outcome: CallResult, messages: list[Message], slot: str, tally: _Tally
