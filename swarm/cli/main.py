@@ -25,7 +25,7 @@ from swarm.cli.execute import (
     submitter,
 )
 from swarm.cli.inputs import read_inputs
-from swarm.cli.render import follow, print_json, print_progress
+from swarm.cli.render import follow, print_json, print_progress, render_for
 from swarm.cli.transcript_view import print_transcript
 from swarm.client import DEFAULT_AGGREGATE, DEFAULT_INSTRUCTION, SwarmClient
 from swarm.cost.budget import check_budget
@@ -143,7 +143,7 @@ def status(job_id: str | None, as_json: bool, models: bool, node_id: str | None)
         return
     report = handle.report()
     if report is not None:
-        finish(report, as_json)
+        finish(report, as_json, render_for(report))
         return
     progress = handle.progress()
     if as_json:

@@ -121,3 +121,22 @@ def _models_table(report: dict[str, Any]) -> Table:
 def print_progress(p: JobProgress, job_id: str, console: Console) -> None:
     """A running job's counts."""
     console.print(f"job {job_id} running: {p.done + p.failed}/{p.total}  {progress_line(p)}")
+
+
+def render_for(report: dict[str, Any]) -> Callable[[dict[str, Any], Console], None]:
+    """How a finished job is shown: a review job (its nodes of the review kind) as the
+    review's Markdown, any other as the generic report."""
+    from swarm.jobs.review import REVIEW_KIND
+
+    nodes = report.get("nodes") or []
+    if not nodes or any(node.get("kind") != REVIEW_KIND for node in nodes):
+        return print_report
+    return print_review
+
+
+def print_review(report: dict[str, Any], console: Console) -> None:
+    """A review job's report as Markdown; soft_wrap keeps its lines whole when piped to a
+    file or a pager (no hard wrap at 80 columns breaking headings)."""
+    from swarm.jobs.review import review_markdown
+
+    console.print(review_markdown(report), markup=False, highlight=False, soft_wrap=True)

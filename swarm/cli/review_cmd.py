@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import click
-from rich.console import Console
 
 from swarm.cli.execute import execute, job_options, one_line_errors
+from swarm.cli.render import print_review
 from swarm.client import SwarmClient, SwarmHandle
 from swarm.errors import InputError
 from swarm.jobs.review import (
@@ -16,14 +15,9 @@ from swarm.jobs.review import (
     REVIEW_INSTRUCTION,
     REVIEW_KIND,
     REVIEW_SCHEMA,
-    review_markdown,
 )
 from swarm.settings import load_settings
 from swarm.sources.git import commit_inputs
-
-
-def _print_markdown(report: dict[str, Any], console: Console) -> None:
-    console.print(review_markdown(report), markup=False, highlight=False)
 
 
 @click.command("review")
@@ -73,5 +67,5 @@ def review_command(
         simulate=simulate,
         no_wait=no_wait,
         as_json=as_json,
-        render=_print_markdown,
+        render=print_review,
     )

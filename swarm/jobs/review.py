@@ -42,12 +42,16 @@ OPENED = re.compile(r"^read_file\(path='([^']*)'")
 """A read_file call as the envelope's ``tools_used`` shows it."""
 
 
+NOT_IN_FORMAT = "_not in the requested format; the model's answer as it came:_"
+
+
 def review_markdown(report: dict[str, Any]) -> str:
     """The report as Markdown: one section per commit, then the aggregated review."""
     lines = [f"# Review of {report['total']} commits ({report['status']})", ""]
+    lines += [f"_job {report['job_id']}_", ""] if report.get("job_id") else []
     for node in report["nodes"]:
         lines += [f"## {node['input_ref']}", ""]
-        lines += _node_lines(node)
+        lines += _truncation_lines(node) + _node_lines(node)
         lines.append("")
     lines += ["## Summary", "", report.get("final") or f"_no summary: {report.get('error')}_", ""]
     lines.append(
@@ -71,13 +75,28 @@ def _node_lines(node: dict[str, Any]) -> list[str]:
     return _review_lines(node)
 
 
+def _truncation_lines(node: dict[str, Any]) -> list[str]:
+    cut = node.get("truncation")
+    if not cut:
+        return []
+    return [
+        f"_input too long for the model: {cut['summarized_chars']:,} of "
+        f"{cut['original_chars']:,} characters (~{cut['original_tokens']:,} tokens) were "
+        f"summarised (the summaries' cost is in the report's models)_",
+        "",
+    ]
+
+
 def _review_lines(node: dict[str, Any]) -> list[str]:
+    raw = node.get("content") or ""
     if node["status"] != "ok":
+        if node["error_kind"] == "bad_output" and raw.strip():
+            return _raw_lines(raw)
         return [f"_not reviewed: {node['error_kind']}: {node['error']}_"]
     try:
-        review = validate_output(node["content"], CommitReview)
-    except BadOutputError as exc:
-        return [f"_unparsable review: {exc}_"]
+        review = validate_output(raw, CommitReview)
+    except BadOutputError:
+        return _raw_lines(raw)
     lines = [review.summary, ""] if review.summary else []
     if not review.risks:
         return [*lines, "No risks found."]
@@ -86,3 +105,8 @@ def _review_lines(node: dict[str, Any]) -> list[str]:
         where = f"`{risk.file}:{risk.line}`" if risk.line else f"`{risk.file}`" if risk.file else ""
         lines.append(f"- **{risk.severity}** {where} {risk.description}".replace("  ", " "))
     return lines
+
+
+def _raw_lines(raw: str) -> list[str]:
+    """A weak model's answer that missed the schema: shown as it came, quoted."""
+    return [NOT_IN_FORMAT, "", *(f"> {line}" if line else ">" for line in raw.strip().splitlines())]
