@@ -33,7 +33,7 @@ from swarm.jobs.taskrepr import NO_KWARGS, aggregate_argsrepr
 from swarm.jobs.watchdog import send_watch
 from swarm.records import InputItem, JobSpec, NodeTask
 from swarm.settings import Settings, load_settings
-from swarm.store import JobStore, Progress, RedisJobStore
+from swarm.store import JobStore, Progress, RedisJobStore, gateways
 from swarm.tokens import estimate_tokens
 from swarm.tools.toolsets import load_toolset
 
@@ -105,6 +105,14 @@ class SwarmClient:
         store = RedisJobStore.from_url(url, settings.result_expires_s)
         store.check()
         return cls(settings, catalog, store, make_celery(settings, catalog))
+
+    def gateway_mismatch(self, base_url: str) -> str | None:
+        """One line when the running workers all call another gateway than ``base_url``
+        (they publish theirs in the job store's Redis), else None."""
+        redis_client = getattr(self.store, "redis", None)
+        if redis_client is None:
+            return None
+        return gateways.mismatch(base_url, gateways.worker_gateways(redis_client))
 
     def attach(self, job_id: str) -> SwarmHandle:
         """A handle on an existing job; JobNotFoundError when unknown."""

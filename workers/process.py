@@ -4,6 +4,7 @@ and the intake bootstep's counter (workers/intake.py), the worker's process-glob
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -21,10 +22,12 @@ from swarm.calls.runtime import Runtime
 from swarm.catalog import Catalog, load_catalog
 from swarm.errors import ConfigError
 from swarm.settings import Settings, load_settings
-from swarm.store import RedisJobStore
+from swarm.store import RedisJobStore, gateways
 from workers.metrics import SwarmMetrics
 
 _lock = threading.Lock()
+log = logging.getLogger(__name__)
+
 _runtime: Runtime | None = None
 _task_threads: int | None = None
 _node_pool: ThreadPoolExecutor | None = None
@@ -107,6 +110,7 @@ def from_settings(settings: Settings) -> Runtime:
         raise ConfigError("workers need SWARM_BROKER_URL (embedded mode runs in the CLI)")
     key = settings.usable_key() or "no-key"
     catalog = load_catalog(settings.config)
+    _publish_gateway(store_url, settings.base_url)
     admission = _admission(settings, catalog, store_url, settings.base_url)
     return Runtime(
         settings=settings,
@@ -119,6 +123,15 @@ def from_settings(settings: Settings) -> Runtime:
         hedger=_hedger(settings, store_url, settings.base_url, key),
         backend_clients=backend_clients(settings, catalog, os.environ),
     )
+
+
+def _publish_gateway(redis_url: str, base_url: str) -> None:
+    """Tell producers which gateway this worker calls (its URL, never its key)."""
+    client = redis.Redis.from_url(redis_url, socket_timeout=5, health_check_interval=30)
+    try:
+        gateways.keep_publishing(client, base_url)
+    except redis.RedisError as exc:  # the broker check reports Redis; this is advisory
+        log.warning("cannot publish the gateway: %s", exc)
 
 
 def _hedger(settings: Settings, redis_url: str, gateway: str, key: str) -> Hedger | None:

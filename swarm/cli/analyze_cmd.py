@@ -55,6 +55,7 @@ def analyze_command(
     simulate: bool,
     no_wait: bool,
     budget_usd: float | None,
+    strict: bool,
 ) -> None:
     """Answer QUERY over DOCUMENTS (txt, md; pdf with pypdf installed)."""
     items = read_documents(list(documents))
@@ -67,6 +68,7 @@ def analyze_command(
         submit,
         simulate=simulate,
         no_wait=no_wait,
+        strict=strict,
         as_json=as_json,
         render=_print_markdown,
     )

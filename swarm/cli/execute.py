@@ -17,7 +17,7 @@ from rich.console import Console
 
 from swarm.calls.gateway import make_client
 from swarm.catalog import load_catalog
-from swarm.cli.preflight import check_gateway
+from swarm.cli.preflight import NO_KEY, check_gateway
 from swarm.cli.render import follow, print_json, print_report
 from swarm.client import SwarmClient, SwarmHandle
 from swarm.errors import ConfigError, SwarmError
@@ -35,12 +35,15 @@ JOB_OPTIONS = (
     click.option("--no-wait", is_flag=True, help="Print the job id and return."),
     click.option("--simulate", is_flag=True, help="Embedded mode: use the built-in simulator."),
     click.option("--budget-usd", type=float, help="Cap on the job's cost in USD (see README)."),
+    click.option(
+        "--strict", is_flag=True, help="Refuse when the workers call another gateway than this."
+    ),
 )
 """The options every job-submitting command has (run, review, analyze)."""
 
 
 def job_options(fn: Callable[P, R]) -> Callable[P, R]:
-    """``fn`` with JOB_OPTIONS (parameters as_json, no_wait, simulate, budget_usd)."""
+    """``fn`` with JOB_OPTIONS (parameters as_json, no_wait, simulate, budget_usd, strict)."""
     for option in reversed(JOB_OPTIONS):
         fn = option(fn)
     return fn
@@ -101,13 +104,19 @@ def gateway(settings: Settings) -> tuple[str, str]:
             "SWARM_BASE_URL is not set: point it at an OpenAI-compatible gateway, or use "
             "--simulate (or `swarm demo`) for the built-in simulator"
         )
-    return settings.base_url, settings.require_key()
+    if settings.api_key is not None:
+        return settings.base_url, settings.require_key()  # a placeholder is a mistake
+    return settings.base_url, NO_KEY  # no key at all: fine for a local server
 
 
-def broker_client(settings: Settings) -> SwarmClient:
+def broker_client(settings: Settings, strict: bool = False) -> SwarmClient:
     base_url, key = gateway(settings)
     client = SwarmClient.from_settings(settings)
-    check_gateway(make_client(settings, base_url, key), base_url)
+    check_gateway(make_client(settings, base_url, key), base_url, keyless=key == NO_KEY)
+    if (differs := client.gateway_mismatch(base_url)) is not None:
+        if strict:
+            raise ConfigError(differs)
+        click.echo(f"swarm: warning: {differs}", err=True)
     return client
 
 
@@ -125,7 +134,7 @@ def run_embedded(
             )
         else:
             base_url, key = gateway(settings)
-            check_gateway(make_client(settings, base_url, key), base_url)
+            check_gateway(make_client(settings, base_url, key), base_url, keyless=key == NO_KEY)
         client = stack.enter_context(embedded_swarm(settings, catalog, base_url, key, join_s=None))
         handle = submit(client)
         return follow(handle, stderr_console(), timeout_s)
@@ -141,6 +150,7 @@ def execute(
     timeout_s: float | None = None,
     as_json: bool = False,
     render: Render = print_report,
+    strict: bool = False,
 ) -> None:
     """Submit (embedded, or through the broker), wait, print; exit as the contract says."""
     if settings.embedded:
@@ -155,7 +165,7 @@ def execute(
             "--simulate runs in embedded mode only; with SWARM_BROKER_URL, start `swarm sim` "
             "and point the workers' SWARM_BASE_URL at it"
         )
-    handle: SwarmHandle = submit(broker_client(settings))
+    handle: SwarmHandle = submit(broker_client(settings, strict))
     if no_wait:
         click.echo(handle.id)
         return

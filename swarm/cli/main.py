@@ -69,6 +69,7 @@ def run(
     timeout_s: float | None,
     max_tokens: int | None,
     budget_usd: float | None,
+    strict: bool,
     force: bool,
     tools: str | None,
 ) -> None:
@@ -94,7 +95,13 @@ def run(
         tool_root=str(Path.cwd()) if tools == "repo" else None,
     )
     execute(
-        settings, submit, simulate=simulate, no_wait=no_wait, timeout_s=timeout_s, as_json=as_json
+        settings,
+        submit,
+        simulate=simulate,
+        no_wait=no_wait,
+        strict=strict,
+        timeout_s=timeout_s,
+        as_json=as_json,
     )
 
 

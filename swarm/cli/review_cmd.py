@@ -42,6 +42,7 @@ def review_command(
     simulate: bool,
     no_wait: bool,
     budget_usd: float | None,
+    strict: bool,
 ) -> None:
     """Review commits of a git repository (default: the last 10)."""
     if last is not None and rev_range is not None:
@@ -66,6 +67,7 @@ def review_command(
         submit,
         simulate=simulate,
         no_wait=no_wait,
+        strict=strict,
         as_json=as_json,
         render=print_review,
     )

@@ -92,6 +92,11 @@ class RedisJobStore(JobStore):
         )
         return cls(client, ttl_s)
 
+    @property
+    def redis(self) -> redis.Redis:
+        """The store's Redis client (for records kept beside the jobs, e.g. gateways)."""
+        return self._r
+
     def check(self) -> None:
         """PING; BrokerUnavailableError with one line when Redis does not answer."""
         try:
