@@ -3,6 +3,7 @@
     SwarmError                      root: catch this to catch every swarm failure
     ├── ConfigError                 the settings or the model catalog are invalid
     ├── InputError                  a job's inputs or instruction cannot be used
+    │   └── EmptyInputError         one input file is empty
     ├── UnknownModelError           a model or task kind is not in the catalog
     ├── MissingKeyError             a real gateway is configured but no usable key is set
     ├── BrokerUnavailableError      the broker / job store cannot be reached
@@ -33,6 +34,10 @@ class ConfigError(SwarmError):
 
 class InputError(SwarmError):
     """Raised when inputs are empty, unreadable or binary, or the instruction is empty."""
+
+
+class EmptyInputError(InputError):
+    """Raised for an input file with nothing but whitespace (``--skip-empty`` skips it)."""
 
 
 class UnknownModelError(SwarmError):

@@ -7,6 +7,7 @@ envelopes themselves stay in the job store and the callback reads them from ther
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from dataclasses import asdict
 from typing import Any
 
@@ -48,6 +49,9 @@ def subagent(
         raise self.retry(args=args, countdown=later.delay_s) from None
     except STORE_OUTAGES as exc:
         raise again_later(self, exc) from None
+    log.info("job %s node %s: %s on %s, %d attempts, %d ms", job_id, node_id,
+             envelope.error_kind or "ok", envelope.model, envelope.attempts,
+             envelope.latency_ms)  # fmt: skip
     return {"node_id": envelope.node_id, "status": envelope.status}
 
 
@@ -77,6 +81,9 @@ def subagents(
         args = (job_id, list(outcome.requeue), pack_progress(outcome.progress))
         raise self.retry(args=args, countdown=outcome.delay_s) from None
     ok = sum(1 for env in outcome.envelopes if env.ok)
+    failed = Counter(str(env.error_kind) for env in outcome.envelopes if not env.ok)
+    log.info("job %s: %d nodes, %d ok%s", job_id, len(node_ids), ok,
+             "".join(f", {n} {kind}" for kind, n in sorted(failed.items())))  # fmt: skip
     return {"job_id": job_id, "nodes": len(node_ids), "ok": ok}
 
 

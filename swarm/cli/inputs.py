@@ -2,28 +2,42 @@
 
 from __future__ import annotations
 
+import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
-from swarm.errors import InputError
+import jsonschema
+
+from swarm.errors import EmptyInputError, InputError
 from swarm.records import InputItem
 from swarm.sources.files import read_file
 
 
-def read_inputs(args: Sequence[str], stdin: TextIO | None = None) -> list[InputItem]:
-    """One InputItem per file; ``-`` adds one per non-empty stdin line."""
+def read_inputs(
+    args: Sequence[str],
+    stdin: TextIO | None = None,
+    skip_empty: bool = False,
+    warn: Callable[[str], None] = print,
+) -> list[InputItem]:
+    """One InputItem per file; ``-`` adds one per non-empty stdin line. An empty file
+    refuses the job, or with ``skip_empty`` is skipped with one ``warn`` line."""
     if not args:
         raise InputError("no inputs: give one or more files, or - to read lines from stdin")
     items: list[InputItem] = []
     for arg in args:
         if arg == "-":
             items.extend(_stdin_items(stdin or sys.stdin))
-        else:
+            continue
+        try:
             items.append(read_file(Path(arg)))
+        except EmptyInputError as exc:
+            if not skip_empty:
+                raise InputError(f"{exc} (--skip-empty skips empty files)") from None
+            warn(f"swarm: skipped {exc}")
     if not items:
-        raise InputError("no inputs: stdin had no non-empty lines")
+        raise InputError("no inputs: nothing but empty input")
     return items
 
 
@@ -33,3 +47,20 @@ def _stdin_items(stream: TextIO) -> list[InputItem]:
         for n, line in enumerate(stream, start=1)
         if line.strip()
     ]
+
+
+def read_schema(path: Path) -> dict[str, Any]:
+    """A JSON Schema file for ``--output-schema``; InputError names what is wrong."""
+    try:
+        schema = json.loads(path.read_text("utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"{path}: cannot read the schema ({exc})") from None
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{path}: not JSON (line {exc.lineno}: {exc.msg})") from None
+    if not isinstance(schema, dict):
+        raise InputError(f"{path}: a JSON Schema is an object")
+    try:
+        jsonschema.validators.validator_for(schema).check_schema(schema)
+    except jsonschema.SchemaError as exc:
+        raise InputError(f"{path}: not a valid JSON Schema ({exc.message})") from None
+    return schema

@@ -24,7 +24,7 @@ from swarm.cli.execute import (
     stderr_console,
     submitter,
 )
-from swarm.cli.inputs import read_inputs
+from swarm.cli.inputs import read_inputs, read_schema
 from swarm.cli.render import follow, print_json, print_progress, render_for
 from swarm.cli.transcript_view import print_transcript
 from swarm.client import DEFAULT_AGGREGATE, DEFAULT_INSTRUCTION, SwarmClient
@@ -51,6 +51,12 @@ def main() -> None:
 @click.option("--timeout", "timeout_s", type=float, default=None, help="Give up waiting after S.")
 @click.option("--max-tokens", type=click.IntRange(min=1), help="Completion cap per sub-agent.")
 @click.option("--force", is_flag=True, help="Run even if the estimate passes --budget-usd.")
+@click.option("--skip-empty", is_flag=True, help="Skip empty input files (one line each).")
+@click.option(
+    "--output-schema",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="JSON Schema file: each sub-agent answers JSON valid against it.",
+)
 @click.option(
     "--tools",
     default=None,
@@ -72,12 +78,15 @@ def run(
     strict: bool,
     force: bool,
     tools: str | None,
+    skip_empty: bool,
+    output_schema: Path | None,
 ) -> None:
     """One sub-agent per INPUT file (- reads one input per line from stdin), then aggregate."""
     settings = load_settings()
     check_budget(budget_usd)
     check_timeout(timeout_s)
-    items = read_inputs(inputs)
+    items = read_inputs(inputs, skip_empty=skip_empty, warn=lambda line: click.echo(line, err=True))
+    schema = read_schema(output_schema) if output_schema else None
     if not instruction.strip():
         raise InputError("the instruction is empty")
     catalog = load_catalog(settings.config)
@@ -93,6 +102,7 @@ def run(
         force=force,
         tools=tools,
         tool_root=str(Path.cwd()) if tools == "repo" else None,
+        output_schema=schema,
     )
     execute(
         settings,

@@ -63,14 +63,23 @@ def _row(label: str, usd: float, job_usd: float, per_day: int, cny: float) -> Co
     day, month = usd * per_day, usd * per_day * DAYS_PER_MONTH
     return CostRow(
         label=label,
-        per_swarm_usd=usd,
-        per_day_usd=day,
-        per_month_usd=month,
-        per_swarm_cny=usd * cny,
-        per_day_cny=day * cny,
-        per_month_cny=month * cny,
+        per_swarm_usd=money(usd),
+        per_day_usd=money(day),
+        per_month_usd=money(month),
+        per_swarm_cny=money(usd * cny),
+        per_day_cny=money(day * cny),
+        per_month_cny=money(month * cny),
         vs_job=usd / job_usd if job_usd > 0 else None,
     )
+
+
+MONEY_DECIMALS = 6
+"""Amounts are shown to a millionth (a micro-dollar); more digits are float noise."""
+
+
+def money(amount: float) -> float:
+    """``amount`` rounded to MONEY_DECIMALS (0.7681790000000001 -> 0.768179)."""
+    return round(amount, MONEY_DECIMALS)
 
 
 def _usage_of(line: Mapping[str, Any]) -> Usage:
@@ -120,7 +129,7 @@ def cost_table(
         swarms_per_day=swarms_per_day,
         days_per_month=DAYS_PER_MONTH,
         cny_per_usd=cny_per_usd,
-        cache_saved_usd=_cache_saved_usd(catalog, models),
+        cache_saved_usd=money(_cache_saved_usd(catalog, models)),
         job=_row("this job", job_usd, job_usd, swarms_per_day, cny_per_usd),
         repriced=rows,
     )

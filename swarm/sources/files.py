@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from swarm.errors import InputError
+from swarm.errors import EmptyInputError, InputError
 from swarm.records import InputItem
 
 
@@ -23,5 +23,5 @@ def read_file(path: Path) -> InputItem:
     except UnicodeDecodeError as exc:
         raise InputError(f"{path}: not UTF-8 text (byte {exc.start})") from None
     if not text.strip():
-        raise InputError(f"{path}: empty file")
+        raise EmptyInputError(f"{path}: empty file")
     return InputItem(ref=str(path), text=text)

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from swarm.cli.inputs import read_inputs
+from swarm.cli.inputs import read_inputs, read_schema
 from swarm.errors import InputError
 
 
@@ -46,3 +46,30 @@ def test_missing_directory_and_no_inputs(tmp_path: Path) -> None:
         read_inputs([])
     with pytest.raises(InputError, match="no inputs"):
         read_inputs(["-"], stdin=io.StringIO("\n\n"))
+
+
+def test_skip_empty_skips_empty_files_with_one_line_each(tmp_path: Path) -> None:
+    full, empty = tmp_path / "a.py", tmp_path / "b.py"
+    full.write_text("x = 1\n")
+    empty.write_text("  \n")
+    with pytest.raises(InputError, match="--skip-empty"):
+        read_inputs([str(full), str(empty)])
+    said: list[str] = []
+    items = read_inputs([str(full), str(empty)], skip_empty=True, warn=said.append)
+    assert [i.ref for i in items] == [str(full)]
+    assert said == [f"swarm: skipped {empty}: empty file"]
+
+
+def test_output_schema_files_are_checked(tmp_path: Path) -> None:
+    good = tmp_path / "good.json"
+    good.write_text('{"type": "object", "properties": {"n": {"type": "integer"}}}')
+    assert read_schema(good)["type"] == "object"
+    for text, message in [
+        ("{", "not JSON"),
+        ("[1]", "is an object"),
+        ('{"type": 3}', "not a valid"),
+    ]:
+        bad = tmp_path / "bad.json"
+        bad.write_text(text)
+        with pytest.raises(InputError, match=message):
+            read_schema(bad)
