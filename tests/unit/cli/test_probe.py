@@ -1,0 +1,71 @@
+"""`swarm probe`: the in-flight suggestion, and the snippet is a catalog that loads."""
+
+from __future__ import annotations
+
+import pytest
+
+from swarm.calls.gateway import make_client
+from swarm.calls.probe import Level, ProbeResult, is_local, probe, suggest_inflight
+from swarm.catalog import parse_catalog
+from swarm.cli.probe_cmd import catalog_snippet, report_lines
+from swarm.settings import Settings
+from swarm.sim import SimConfig, start_in_thread
+
+
+def levels(*throughputs: float) -> tuple[Level, ...]:
+    return tuple(Level(2**i, 0.1, t) for i, t in enumerate(throughputs))
+
+
+@pytest.mark.parametrize(
+    ("throughputs", "inflight"),
+    [
+        ((10, 10.5, 10.2, 10.1), 1),  # one slot: more in flight only queues
+        ((10, 19, 21, 22), 2),  # two slots
+        ((10, 20, 40, 80), 8),  # parallel: as far as measured
+    ],
+)
+def test_in_flight_is_where_throughput_stops_rising(
+    throughputs: tuple[float, ...], inflight: int
+) -> None:
+    assert suggest_inflight(levels(*throughputs)) == inflight
+
+
+def test_the_snippet_is_a_catalog_with_zero_prices_for_a_local_server() -> None:
+    result = ProbeResult(
+        base_url="http://127.0.0.1:8080/v1",
+        models=("/models/SmolLM2-135M-Instruct.Q4_1.gguf",),
+        model="/models/SmolLM2-135M-Instruct.Q4_1.gguf",
+        levels=levels(10, 10, 10, 10),
+        inflight=1,
+        json_mode=True,
+        tool_calls=False,
+        context_window=4096,
+    )
+    catalog = parse_catalog(catalog_snippet(result))
+    spec = catalog.route("review")
+    assert spec.context_window == 4096 and spec.max_tokens == 1024 and spec.max_inflight == 1
+    assert spec.output_per_mtok_usd == 0 and catalog.backend_of(spec).base_url == result.base_url
+    assert "in flight: 1 (throughput stops rising beyond)" in report_lines(result)
+
+
+def test_locality() -> None:
+    assert is_local("http://127.0.0.1:8080/v1") and is_local("http://10.0.0.5/v1")
+    assert not is_local("https://gateway.example.com/v1")
+
+
+def test_probe_against_a_one_slot_simulator() -> None:
+    with start_in_thread(SimConfig(latency_ms=60, slots=1)) as sim:
+        client = make_client(Settings(), sim.base_url, "k")
+        result = probe(client, sim.base_url)
+    assert result.models and result.inflight in (1, 2)
+    assert result.json_mode and result.context_window is None
+
+
+def test_the_example_catalog_for_local_servers_loads() -> None:
+    from pathlib import Path
+
+    from swarm.catalog import load_catalog
+
+    catalog = load_catalog(Path(__file__).resolve().parents[3] / "ops" / "catalog-local.toml")
+    spec = catalog.route("default")
+    assert catalog.backend_of(spec).is_adaptive and spec.output_per_mtok_usd == 0
