@@ -242,15 +242,16 @@ class _ModelRun:
             {"role": "user", "content": clip_to_tokens(middle, room)},
         ]
         limit = min(summary_budget_tokens(budget), summarizer.max_tokens)
+        slot = f"{self.node_id}:summary:{digest}"
         request = CallRequest.of(
             self.spec.job_id,
-            f"{self.node_id}:summary:{digest}",
+            slot,
             summarizer,
             messages,
             limit,
             budgeted=self.spec.budget_usd is not None,
             may_requeue=self.may_requeue,
-            progress=self.progress.get(f"{slot}:summary", CallProgress()),
+            progress=self.progress.get(slot, CallProgress()),
         )
         outcome = run_call(self.rt, request)
         tally.add(outcome)

@@ -20,6 +20,8 @@ log = logging.getLogger(__name__)
 
 KEY = "swarm:worker-gateways"
 """Hash: ``<gateway URL>`` -> time (Unix s) a worker last published it."""
+KEY_TTL_S = 86400
+"""The hash goes when no worker has published for a day."""
 REFRESH_S = 60.0
 FRESH_S = 3 * REFRESH_S
 """Gateways published less than this long ago count as the running workers'."""
@@ -27,7 +29,10 @@ FRESH_S = 3 * REFRESH_S
 
 def publish(client: redis.Redis, base_url: str, now: float | None = None) -> None:
     """Say that a worker calls ``base_url`` (a URL, never a key)."""
-    client.hset(KEY, base_url, f"{now if now is not None else time.time():.3f}")
+    pipe = client.pipeline(transaction=False)
+    pipe.hset(KEY, base_url, f"{now if now is not None else time.time():.3f}")
+    pipe.expire(KEY, KEY_TTL_S)
+    pipe.execute()
 
 
 def worker_gateways(client: redis.Redis, now: float | None = None) -> set[str]:

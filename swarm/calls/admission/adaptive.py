@@ -7,8 +7,7 @@ others: a server that computes one request at a time answers k calls in flight i
 times its baseline, a hosted gateway in about its baseline whatever k is. The limit moves
 towards ``limit * gradient + headroom``: more in flight while latency stays at the baseline
 (throughput still rises), fewer when latency grows with in-flight. A one-slot server settles
-at 2 in flight (one computing, one queued, so the server never idles); a parallel one grows
-to the models' own limits.
+between 1 and 2 in flight; a parallel one grows to the models' own limits.
 
 The state is shared by every worker through Redis (one hash per backend, updated with an
 optimistic transaction) or kept in process (embedded mode, tests). The arithmetic is pure.
@@ -48,8 +47,11 @@ class AdaptiveParams:
     min_gradient: float = 0.5
     """The limit falls at most by half per step (a burst of slow calls is not a collapse)."""
     queueing_gradient: float = 0.9
-    """Below this gradient calls are queueing: headroom 1 (hold at the knee); at or above
+    """Below this gradient calls are queueing: ``queue_headroom`` (hold at the knee); at or above
     it the target is twice the limit (each call grows it by ``growth``, slow start)."""
+    queue_headroom: float = 0.5
+    """Calls let queue at the server while it queues: a one-slot server settles between 1
+    and 2 in flight (limit = headroom + baseline / service time)."""
     tolerance_ms: float = 25.0
     """Latency above the baseline by less than this is noise, not queueing."""
 
@@ -95,7 +97,7 @@ def observe(
     queued_ms = recent - baseline
     ratio = baseline / recent if queued_ms > params.tolerance_ms else 1.0
     gradient = min(1.0, max(params.min_gradient, ratio))
-    headroom = 1.0 if gradient < params.queueing_gradient else state.limit
+    headroom = params.queue_headroom if gradient < params.queueing_gradient else state.limit
     target = state.limit * gradient + headroom
     step = params.growth if target > state.limit else params.smoothing
     limit = state.limit * (1.0 - step) + target * step
@@ -139,6 +141,8 @@ class MemoryAdaptive(AdaptiveLimits):
 
 
 FIELDS = ("limit", "baseline_ms", "recent_ms", "samples")
+STATE_TTL_S = 7 * 86400
+"""A backend not called for this long starts again from one call in flight."""
 READ_EVERY_S = 0.25
 """A process reads a backend's shared limit at most this often."""
 
@@ -180,6 +184,7 @@ class RedisAdaptive(AdaptiveLimits):
             new = observe(old, latency_ms, inflight, params)
             pipe.multi()
             pipe.hset(key, mapping={name: value for name, value in _encode(new).items()})
+            pipe.expire(key, STATE_TTL_S)
             changed[:] = [old, new]
 
         self.client.transaction(update, key)

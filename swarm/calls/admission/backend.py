@@ -24,6 +24,7 @@ from swarm.calls.admission.base import (
     ModelCounters,
     Outcome,
     Permit,
+    Verdict,
 )
 from swarm.catalog import Catalog, ModelSpec
 
@@ -113,27 +114,29 @@ class BackendAdmission(AdmissionController):
             return first
         second = self.inner.acquire(spec, job_id, tokens, lease_id, reserve_s)
         if second.permit is None:
-            self.inner.finish(bspec, first.permit, Outcome(used_tokens=0))
+            self.inner.finish(bspec, first.permit, Outcome(used_tokens=0, sent=False))
             return second
         start_in_s = max(first.start_in_s, second.start_in_s)
         inflight = self.inner.counters(bspec).inflight if backend.is_adaptive else 0
         self._held[lease_id] = _Held(bspec, first.permit, self.clock() + start_in_s, inflight)
         return Decision(second.permit, start_in_s=start_in_s)
 
-    def finish(self, spec: ModelSpec, permit: Permit, outcome: Outcome) -> None:
+    def finish(self, spec: ModelSpec, permit: Permit, outcome: Outcome) -> Verdict:
         """The model's permit, then the backend's; an answered call feeds the adaptive
-        limit with its latency."""
-        self.inner.finish(spec, permit, outcome)
+        limit with its latency. The verdict (pause, retry budget) is the model's."""
+        verdict = self.inner.finish(spec, permit, outcome)
         held = self._held.pop(permit.lease_id, None)
         if held is None:
-            return
-        self.inner.finish(held.spec, held.permit, Outcome(used_tokens=outcome.used_tokens))
+            return verdict
+        released = Outcome(used_tokens=outcome.used_tokens, sent=outcome.sent)
+        self.inner.finish(held.spec, held.permit, released)
         backend = self.catalog.backend_of(spec)
-        answered = outcome.used_tokens != 0 and not outcome.rate_limited
+        answered = outcome.sent and not outcome.failed and outcome.used_tokens != 0
         if backend.is_adaptive and answered:
             latency_ms = max(0.0, self.clock() - held.started) * 1000.0
             cap = adaptive_cap(self.catalog, backend)
             self.adaptive.record(backend.name, latency_ms, held.inflight, cap)
+        return verdict
 
     def counters(self, spec: ModelSpec) -> ModelCounters:
         """The model's counters."""

@@ -162,6 +162,12 @@ if reason ~= '' then
   local until_ms = now + wait + poll_ms * 4 + 1000
   redis.call('ZADD', waiters, until_ms, lease_id)
   redis.call('ZADD', waiting_jobs, 'GT', until_ms, job)
+  -- the sets live as long as their latest entry (no waiter left behind keeps them forever)
+  local keep_ms = math.ceil(until_ms - now)
+  for _, key in ipairs({waiters, waiting_jobs}) do
+    redis.call('PEXPIRE', key, keep_ms, 'NX')
+    redis.call('PEXPIRE', key, keep_ms, 'GT')
+  end
   redis.call('HINCRBY', state, 'refused', 1)
   return {0, string.format('%.3f', wait), reason, inflight, factor_s}
 end
