@@ -49,6 +49,8 @@ class AdaptiveParams:
     queueing_gradient: float = 0.9
     """Below this gradient calls are queueing: ``queue_headroom`` (hold at the knee); at or above
     it the target is twice the limit (each call grows it by ``growth``, slow start)."""
+    min_lone: int = 2
+    """Lone calls needed before the limit moves (the first ones pay for new connections)."""
     queue_headroom: float = 0.5
     """Calls let queue at the server while it queues: a one-slot server settles between 1
     and 2 in flight (limit = headroom + baseline / service time)."""
@@ -68,6 +70,8 @@ class AdaptiveState:
     """EWMA latency of every call."""
     samples: int = 0
     """Calls observed."""
+    lone: int = 0
+    """Calls observed that had the backend to themselves (the baseline's samples)."""
 
     @property
     def inflight_limit(self) -> int:
@@ -91,8 +95,9 @@ def observe(
         _ewma(state.baseline_ms, latency_ms, params.baseline_weight) if alone else state.baseline_ms
     )
     recent = _ewma(state.recent_ms, latency_ms, params.recent_weight)
-    state = replace(state, baseline_ms=baseline, recent_ms=recent, samples=state.samples + 1)
-    if baseline is None:
+    state = replace(state, baseline_ms=baseline, recent_ms=recent, samples=state.samples + 1,
+                    lone=state.lone + alone)  # fmt: skip
+    if baseline is None or state.lone < params.min_lone:
         return state
     queued_ms = recent - baseline
     ratio = baseline / recent if queued_ms > params.tolerance_ms else 1.0
@@ -140,7 +145,7 @@ class MemoryAdaptive(AdaptiveLimits):
         _log_change(backend, old, new)
 
 
-FIELDS = ("limit", "baseline_ms", "recent_ms", "samples")
+FIELDS = ("limit", "baseline_ms", "recent_ms", "samples", "lone")
 STATE_TTL_S = 7 * 86400
 """A backend not called for this long starts again from one call in flight."""
 READ_EVERY_S = 0.25
@@ -194,7 +199,7 @@ class RedisAdaptive(AdaptiveLimits):
 
 
 def _decode(values: list[bytes | str | None]) -> AdaptiveState:
-    limit, baseline, recent, samples = (
+    limit, baseline, recent, samples, lone = (
         None if v is None else float(v.decode() if isinstance(v, bytes) else v) for v in values
     )
     return AdaptiveState(
@@ -202,11 +207,16 @@ def _decode(values: list[bytes | str | None]) -> AdaptiveState:
         baseline_ms=baseline,
         recent_ms=recent,
         samples=int(samples or 0),
+        lone=int(lone or 0),
     )
 
 
 def _encode(state: AdaptiveState) -> dict[str, str]:
-    values = {"limit": f"{state.limit:.6f}", "samples": str(state.samples)}
+    values = {
+        "limit": f"{state.limit:.6f}",
+        "samples": str(state.samples),
+        "lone": str(state.lone),
+    }
     if state.baseline_ms is not None:
         values["baseline_ms"] = f"{state.baseline_ms:.3f}"
     if state.recent_ms is not None:
