@@ -67,7 +67,7 @@ def llama(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     port = procs.free_port()
     argv = [sys.executable, "-m", "llama_cpp.server", "--model", model, "--host", "127.0.0.1",
             "--port", str(port), "--n_ctx", str(N_CTX), "--chat_format", "chatml"]  # fmt: skip
-    server = procs.Proc(argv, logs, name=f"llama-{port}")
+    server = procs.Proc(argv, logs / f"llama-{port}.log", name=f"llama-{port}")
     base_url = f"http://127.0.0.1:{port}/v1"
     deadline = time.monotonic() + 180
     while procs.http_status(f"{base_url}/models") != 200:
@@ -78,7 +78,7 @@ def llama(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     try:
         yield base_url
     finally:
-        server.terminate(timeout=10)
+        server.terminate()
 
 
 @pytest.fixture
@@ -93,7 +93,7 @@ def workers(
         yield env, started
     finally:
         for worker in started:
-            worker.terminate(timeout=10)
+            worker.terminate()
 
 
 def files(n: int) -> list[InputItem]:
