@@ -118,9 +118,21 @@ def test_dockerfile_is_slim_non_root_healthchecked_and_secret_free() -> None:
     users = re.findall(r"^USER (\S+)", text, re.M)
     assert users and users[-1] not in {"root", "0"}
     assert re.search(r"^HEALTHCHECK .*\n?.*workers\.health", text, re.M)
-    assert re.search(r"pip install [^\n]*'\.\[ops\]'", text)
+    assert re.search(r"pip [^\n]*install [^\n]*'\.\[ops\]'", text)
+    assert re.search(r'^ENTRYPOINT \["/usr/bin/tini", "--"\]', text, re.M)  # not celery as PID 1
     env_lines = re.findall(r"^ENV .*(?:\n\s+.*)*", text, re.M)
     assert not re.search(r"KEY|PASSWORD|SECRET|TOKEN", "\n".join(env_lines))
+
+
+def test_the_image_installs_the_locked_dependencies_with_hashes() -> None:
+    text = (ROOT / "ops" / "Dockerfile").read_text()
+    assert len(re.findall(r"^FROM ", text, re.M)) == 2  # build stage, then runtime
+    assert re.search(r"install --require-hashes --no-deps -r ops/requirements\.lock", text)
+    lock = (ROOT / "ops" / "requirements.lock").read_text()
+    pins = re.findall(r"^([a-z0-9][a-z0-9._-]*)==\S+ \\$", lock, re.M)
+    assert {"celery", "kombu", "redis", "openai", "pydantic", "flower"} <= set(pins)
+    requirements = [line for line in lock.splitlines() if line and line[0].isalnum()]
+    assert len(requirements) == len(pins)  # every requirement is pinned
 
 
 def test_compose_durations() -> None:
