@@ -10,7 +10,6 @@ import gc
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -27,7 +26,7 @@ from swarm.client import SwarmClient
 from swarm.records import InputItem
 from swarm.settings import Settings
 from swarm.stack.state import ProcessState, alive
-from workers.health import node_alive
+from workers.health import node_alive, node_name
 
 ROOT = Path(__file__).resolve().parents[2]
 KEY = "sk-stack-e2e-" + os.urandom(8).hex()
@@ -54,7 +53,7 @@ def _stack(run_dir: Path, *args: str, timeout: float = 150) -> str:
         "REDIS_PASSWORD": REDIS_PASSWORD,
         "FLOWER_USER": FLOWER_AUTH[0],
         "FLOWER_PASSWORD": FLOWER_AUTH[1],
-        "SWARM_API_KEY": KEY,
+        "SWARM_STACK_API_KEY": KEY,  # the workers' key (SWARM_API_KEY inside)
         "SIM_LATENCY_P50_MS": "20",
         "SIM_LATENCY_P99_MS": "80",
         "WORKER_FAST_CONCURRENCY": "4",
@@ -139,9 +138,10 @@ def test_local_stack_runs_swarms_seen_through_flower_and_metrics(tmp_logs: Path)
         _check_flower(f"http://127.0.0.1:{started['flower-1']['port']}", jobs)
         _check_metrics(started)
         _check_redis(started["redis-1"]["port"])
-        # The container healthcheck's probe finds this host's workers (asked until they
-        # answer: a busy machine can make a reply miss one ping's window).
-        assert _poll(lambda: node_alive(settings, socket.gethostname(), timeout_s=2.0), bool)
+        # The container healthcheck's probe reaches a local replica by its node name (asked
+        # until it answers: a busy machine can make a reply miss one ping's window).
+        node = node_name("worker-fast-2@%h")
+        assert _poll(lambda: node_alive(settings, node, timeout_s=2.0), bool)
     finally:
         stopped = _stack(run_dir, "down")
     assert "stopped 7 process(es)" in stopped

@@ -104,7 +104,28 @@ def test_secrets_come_from_the_environment(compose: ComposeFile) -> None:
     assert int(options["max_tasks"]) > 0 and int(options["purge_offline_workers"]) > 0
     env_values: dict[str, Any] = dotenv_values(ENV_EXAMPLE)
     assert not env_values["REDIS_PASSWORD"] and not env_values["FLOWER_PASSWORD"]
-    assert not env_values["SWARM_API_KEY"]
+    assert not env_values["SWARM_STACK_API_KEY"]
+
+
+def test_a_producers_shell_does_not_leak_into_the_containers() -> None:
+    """Compose variables never share a name with what the containers read: a producer's
+    `export SWARM_BASE_URL=http://127.0.0.1:8900/v1` would point every worker at itself."""
+    shell = {"SWARM_BASE_URL": "http://127.0.0.1:1/v1", "SWARM_API_KEY": "producer-key"}
+    compose = load_compose(COMPOSE, {**FILLED, **shell})
+    inside = {key for service in compose.services.values() for key in service.environment}
+    assert not compose.variables & inside
+    for name in WORKERS:
+        env = compose.services[name].environment
+        assert env["SWARM_BASE_URL"] == "http://sim:8900/v1"
+        assert env["SWARM_API_KEY"] == "sim"  # the simulator's; `swarm run` inside passes
+    stack = load_compose(COMPOSE, {**FILLED, "SWARM_STACK_API_KEY": "sk-real"})
+    assert stack.services["worker-fast"].environment["SWARM_API_KEY"] == "sk-real"
+
+
+def test_what_is_published_is_on_the_hosts_loopback_only(compose: ComposeFile) -> None:
+    published = {name: s.raw.get("ports", []) for name, s in compose.services.items()}
+    assert {name for name, ports in published.items() if ports} == {"redis", "flower", "sim"}
+    assert all(p.startswith("127.0.0.1:") for ports in published.values() for p in ports)
 
 
 def test_a_missing_password_is_refused() -> None:
