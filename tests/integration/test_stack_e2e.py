@@ -140,8 +140,8 @@ def test_local_stack_runs_swarms_seen_through_flower_and_metrics(tmp_logs: Path)
         _check_redis(started["redis-1"]["port"])
         # The container healthcheck's probe reaches a local replica by its node name (asked
         # until it answers: a busy machine can make a reply miss one ping's window).
-        node = node_name("worker-fast-2@%h")
-        assert _poll(lambda: node_alive(settings, node, timeout_s=2.0), bool)
+        node, broker = node_name("worker-fast-2@%h"), settings.broker_url or ""
+        assert _poll(lambda: node_alive(broker, node, timeout_s=2.0), bool)
     finally:
         stopped = _stack(run_dir, "down")
     assert "stopped 7 process(es)" in stopped

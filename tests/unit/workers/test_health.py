@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import socket
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -80,7 +82,8 @@ class FakeApp:
 
 def _fake_app(monkeypatch: pytest.MonkeyPatch, replies: list[dict[str, Any]]) -> FakeApp:
     app = FakeApp(FakeControl(replies))
-    monkeypatch.setattr(health, "make_celery", lambda *a, **k: app)
+    monkeypatch.setattr(health, "Celery", lambda *a, **k: app)
+    monkeypatch.setenv(health.BROKER_ENV, "redis://:pw@redis:6379/0")
     return app
 
 
@@ -105,8 +108,23 @@ def test_a_failure_is_one_line_without_the_broker_password(
     def boom(*args: Any, **kwargs: Any) -> None:
         raise ConnectionError("cannot connect to redis://:s3cret@redis:6379/0")
 
-    monkeypatch.setattr(health, "make_celery", boom)
+    monkeypatch.setattr(health, "Celery", boom)
+    monkeypatch.setenv(health.BROKER_ENV, "redis://:s3cret@redis:6379/0")
     assert health.main(["w1@box"]) == 1
     err = capsys.readouterr().err
     assert "s3cret" not in err and "redis://***@redis:6379/0" in err
     assert err.count("\n") == 1
+
+
+def test_no_broker_url_is_unhealthy(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv(health.BROKER_ENV, raising=False)
+    assert health.main(["w1@box"]) == 1
+    assert "SWARM_BROKER_URL is not set" in capsys.readouterr().err
+
+
+def test_the_check_imports_celery_but_not_the_swarm_package() -> None:
+    code = "import sys, workers.health; print('swarm' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "False"
