@@ -52,6 +52,14 @@ class Settings(BaseSettings):
     """Redis broker: how often each worker puts unacked tasks older than the visibility
     timeout (a killed worker's) back in their queue. A killed worker's tasks run again
     within visibility_timeout_s + this (kombu's own default sweep: every 100 s)."""
+    lease_s: float = Field(default=10.0, ge=1)
+    """Lifetime of a worker's leases on its running tasks and calls (swarm.store.leases),
+    renewed by its heartbeat every third of it: a killed or frozen worker's work is taken
+    over this long (plus a sweep, a fifth of it) after its last heartbeat."""
+    quorum_queues: bool = False
+    """RabbitMQ: declare the task queues as quorum queues (replicated across the cluster's
+    nodes). Decide before the queues first exist: RabbitMQ refuses to redeclare a queue
+    with another type. No effect on the Redis broker."""
     worker_concurrency: int = Field(default=32, ge=1)
     """Threads per worker process (I/O-bound calls)."""
     node_threads: int | None = Field(default=None, ge=1)

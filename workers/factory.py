@@ -11,6 +11,7 @@ from swarm.jobs.queueing import make_celery
 from swarm.settings import Settings
 from workers import signals, tasks
 from workers.intake import NodeIntakeStep
+from workers.leases import SweeperStep
 
 QUIET_LOGGERS = ("httpx2", "httpcore2")
 """The HTTP client logs one INFO line per gateway call: at hundreds of calls per second
@@ -23,6 +24,7 @@ def create_app(settings: Settings, catalog: Catalog) -> Celery:
     app = make_celery(settings, catalog, name="workers")
     tasks.register(app)
     app.steps["consumer"].add(NodeIntakeStep)
+    app.steps["worker"].add(SweeperStep)
     signals.connect()
     for name in QUIET_LOGGERS:
         logging.getLogger(name).setLevel(logging.WARNING)

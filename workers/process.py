@@ -23,6 +23,7 @@ from swarm.catalog import Catalog, load_catalog
 from swarm.errors import ConfigError
 from swarm.settings import Settings, load_settings
 from swarm.store import RedisJobStore, gateways
+from swarm.store.heartbeat import LeaseKeeper
 from workers.metrics import SwarmMetrics
 
 _lock = threading.Lock()
@@ -112,10 +113,12 @@ def from_settings(settings: Settings) -> Runtime:
     catalog = load_catalog(settings.config)
     _publish_gateway(store_url, settings.base_url)
     admission = _admission(settings, catalog, store_url, settings.base_url)
+    store = RedisJobStore.from_url(store_url, settings.result_expires_s)
     return Runtime(
         settings=settings,
         catalog=catalog,
-        store=RedisJobStore.from_url(store_url, settings.result_expires_s),
+        store=store,
+        leases=LeaseKeeper(store, settings.lease_s),
         client=make_client(settings, settings.base_url, key),
         # Prometheus metrics only when this process serves them (SWARM_METRICS_PORT).
         listener=SwarmMetrics(catalog, admission) if settings.metrics_port else CallListener(),

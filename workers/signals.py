@@ -9,7 +9,7 @@ from typing import Any
 
 from celery import Task, signals
 
-from workers import metrics, process
+from workers import leases, metrics, process
 
 _connected = False
 log = logging.getLogger(__name__)
@@ -66,6 +66,7 @@ def connect() -> None:
         signals.worker_init.connect(_warm_runtime, weak=False)
         signals.worker_init.connect(_serve_metrics, weak=False)
         signals.worker_process_init.connect(_warm_runtime, weak=False)
+        signals.task_received.connect(leases.on_received, weak=False)
         signals.task_prerun.connect(_task_started, weak=False)
         signals.task_postrun.connect(_task_ended, weak=False)
         _connected = True

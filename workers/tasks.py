@@ -22,7 +22,7 @@ from swarm.jobs.planner import run_plan
 from swarm.jobs.queueing import AGGREGATE_TASK, PLAN_TASK, SUBAGENT_TASK, SUBAGENTS_TASK, WATCH_TASK
 from swarm.jobs.subagent import run_node
 from swarm.jobs.watchdog import Action, Seen, check_every_s, check_job, stall_s
-from workers import intake, process
+from workers import intake, leases, process
 
 log = logging.getLogger(__name__)
 STORE_RETRY_S = 2.0
@@ -41,9 +41,15 @@ def subagent(
     rt = process.get()
     may_requeue = self.request.retries < rt.settings.admission_max_requeues
     try:
-        envelope = run_node(
-            rt, job_id, node_id, may_requeue=may_requeue, progress=unpack_progress(progress)
-        )
+        with leases.held(self, job_id) as fence:
+            envelope = run_node(
+                rt,
+                job_id,
+                node_id,
+                may_requeue=may_requeue,
+                progress=unpack_progress(progress),
+                fence=fence,
+            )
     except RetryLater as later:
         args = (job_id, node_id, pack_progress(progress_of(later)))
         raise self.retry(args=args, countdown=later.delay_s) from None
@@ -66,15 +72,17 @@ def subagents(
     rt = process.get()
     may_requeue = self.request.retries < rt.settings.admission_max_requeues
     try:
-        outcome = run_nodes(
-            rt,
-            job_id,
-            node_ids,
-            may_requeue=may_requeue,
-            pool=process.node_pool(),
-            on_node_done=intake.node_done_callback(self.request.id, len(node_ids)),
-            progress=unpack_progress(progress),
-        )
+        with leases.held(self, job_id) as fence:
+            outcome = run_nodes(
+                rt,
+                job_id,
+                node_ids,
+                may_requeue=may_requeue,
+                pool=process.node_pool(),
+                on_node_done=intake.node_done_callback(self.request.id, len(node_ids)),
+                progress=unpack_progress(progress),
+                fence=fence,
+            )
     except STORE_OUTAGES as exc:  # the nodes that ended are stored: they are not run again
         raise again_later(self, exc) from None
     if outcome.requeue:
@@ -90,7 +98,8 @@ def subagents(
 def aggregate(self: Task, results: list[dict[str, Any]], job_id: str) -> dict[str, Any]:
     """The chord callback: aggregation and the report (read back from the job store)."""
     try:
-        report = run_aggregation(process.get(), job_id)
+        with leases.held(self, job_id):
+            report = run_aggregation(process.get(), job_id)
     except STORE_OUTAGES as exc:
         raise again_later(self, exc) from None
     return {"job_id": job_id, "status": report["status"]}

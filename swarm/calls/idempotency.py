@@ -14,8 +14,11 @@ Each call of a job (a sub-agent node, the aggregation) has an idempotency key: j
    one atomic store call, counted once by the response's call id;
 5. on exit, releases the reservation and the claim.
 
-The claim lasts ``visibility_timeout_s`` (the settings keep it above the longest call), so
-a run that died holding it blocks nobody for longer than the broker would wait anyway.
+In a worker the claim is a lease (swarm.store.leases) of ``lease_s``, renewed by the
+process's heartbeat while the call runs: a run that was killed or frozen holding it blocks
+the run that takes over for at most ``lease_s``, and its fencing token keeps a holder that
+lost it from storing its answer (what the gateway billed it is still counted). Without a
+heartbeat (the embedded mode) the claim lasts ``visibility_timeout_s``.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from swarm.cost.budget import call_bound_nusd
 from swarm.cost.pricing import cost_nusd
 from swarm.records import Usage
 from swarm.store.billing import BilledCall, StoredAnswer
+from swarm.store.leases import Lease, claim_lease
 
 CLAIM_POLL_S = 0.1
 """How often a duplicate run looks for the holder's answer."""
@@ -51,6 +55,7 @@ class CallGuard:
     """The answer an earlier run stored; set on enter."""
     refused: bool = field(default=False, init=False)
     """True when the budget refused the reservation; set on enter."""
+    _lease: Lease | None = field(default=None, init=False)
     _reserved: bool = field(default=False, init=False)
     _attempts: int = field(default=0, init=False)
     _started: float = field(default_factory=time.perf_counter, init=False)
@@ -83,6 +88,8 @@ class CallGuard:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
+        if self._lease is not None and self.rt.leases is not None:
+            self.rt.leases.drop(self._lease)
         if self._reserved:
             self.rt.store.release(self.job_id, self._reservation_id)
         self.rt.store.unclaim(self.job_id, self.request.slot, self.owner)
@@ -93,11 +100,15 @@ class CallGuard:
 
     def _claim(self) -> StoredAnswer | None:
         """Take the claim (or wait for its holder's answer); the answer stored, if any."""
-        ttl_s = self.rt.settings.visibility_timeout_s
+        keeper = self.rt.leases
+        ttl_s = keeper.lease_s if keeper else self.rt.settings.visibility_timeout_s
         while True:
             claimed, stored = self.rt.store.claim_or_answer(
                 self.job_id, self.request.slot, self.owner, ttl_s, self.key
             )
+            if claimed and keeper is not None:
+                self._lease = claim_lease(self.job_id, self.request.slot, self.owner)
+                keeper.hold(self._lease)
             if claimed or stored is not None:
                 return stored
             time.sleep(CLAIM_POLL_S)
@@ -143,4 +154,4 @@ class CallGuard:
             answer_key=self.key if stored else None,
             answer=stored,
         )
-        self.rt.store.record_call(self.job_id, billed)
+        self.rt.store.record_call(self.job_id, billed, fence=self._lease)

@@ -14,6 +14,7 @@ from swarm.calls.listeners import CallListener
 from swarm.catalog import Catalog
 from swarm.settings import Settings
 from swarm.store.base import JobStore
+from swarm.store.heartbeat import LeaseKeeper
 
 if TYPE_CHECKING:  # swarm.calls.hedging needs the Runtime's other parts at import time
     from swarm.calls.hedging.race import Hedger
@@ -31,6 +32,9 @@ class Runtime:
     """Hooks for metrics and counters (no-op by default)."""
     admission: AdmissionController = field(default_factory=Unlimited)
     """Per-model admission control (swarm.calls.admission); admits everything by default."""
+    leases: LeaseKeeper | None = None
+    """The worker process's heartbeat (swarm.store.heartbeat): call claims are leases it
+    renews. None (the embedded mode): claims live ``visibility_timeout_s``."""
     hedger: Hedger | None = None
     """Hedged calls (swarm.calls.hedging), when SWARM_HEDGE_* turns them on; None = off."""
     backend_clients: Mapping[str, openai.OpenAI] = field(default_factory=dict)

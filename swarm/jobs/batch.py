@@ -25,6 +25,7 @@ from swarm.calls.runtime import Runtime
 from swarm.errors import RetryLater
 from swarm.jobs.subagent import call_node, cancel_node
 from swarm.records import NodeEnvelope
+from swarm.store.leases import Lease
 
 
 @dataclass(frozen=True)
@@ -50,11 +51,13 @@ def run_nodes(
     pool: Executor | None = None,
     on_node_done: Callable[[], None] | None = None,
     progress: Mapping[str, CallProgress] | None = None,
+    fence: Lease | None = None,
 ) -> BatchOutcome:
     """Run (or reuse) the nodes of one task, their calls concurrently on ``pool`` (the
     worker's node threads; default: a thread per node for this call only).
     ``on_node_done`` is called once per node as it ends (or at once for a node that had
-    already ended), from the thread that ran it."""
+    already ended), from the thread that ran it. ``fence`` is the task's lease: lost, no
+    envelope is stored (another run took the message over)."""
     spec = rt.store.spec(job_id)
     loaded = rt.store.load_nodes(job_id, node_ids)
     done = {n: env for n, env in loaded.envelopes.items() if env.ok}
@@ -71,7 +74,14 @@ def run_nodes(
     with _executor(pool, len(todo)) as run_on:
         futures = {
             n: run_on.submit(
-                call_node, rt, spec, n, loaded.texts[n], may_requeue=may_requeue, progress=progress
+                call_node,
+                rt,
+                spec,
+                n,
+                loaded.texts[n],
+                may_requeue=may_requeue,
+                progress=progress,
+                fence=fence,
             )
             for n in todo
         }

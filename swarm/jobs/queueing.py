@@ -6,10 +6,11 @@ from the same function, so serializers, queues and timeouts cannot drift apart.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from celery import Celery
-from kombu.entity import Queue
+from kombu.entity import Exchange, Queue
 
 from swarm.catalog import Catalog
 from swarm.settings import Settings
@@ -52,7 +53,11 @@ def celery_config(settings: Settings, catalog: Catalog) -> dict[str, Any]:
         "result_extended": False,
         "result_chord_retry_interval": 0.1,
         "broker_connection_retry_on_startup": True,
-        "task_queues": [Queue(name) for name in queues],  # type: ignore[no-untyped-call]
+        # AMQP: a frozen worker's connection is closed by RabbitMQ after two missed
+        # heartbeats, and the messages it was sent but never took (its prefetch window, where
+        # no lease covers them) go to other workers; Celery's 120 s would hold them minutes.
+        "broker_heartbeat": settings.lease_s,
+        "task_queues": declared_queues(settings, queues),
         "task_default_queue": queues[0],
         "task_create_missing_queues": False,
         # I/O-bound calls: threads, many per process (override with -P/-c).
@@ -66,6 +71,27 @@ def celery_config(settings: Settings, catalog: Catalog) -> dict[str, Any]:
         # are swarm.calls.admission's. Unset by default.
         "task_annotations": _rate_limit_guard(settings),
     }
+
+
+def declared_queues(settings: Settings, names: Sequence[str]) -> list[Queue]:
+    """Each queue on a direct exchange of its own name, bound only to its own routing key.
+
+    A bare ``Queue(name)`` gets Celery's default exchange (named after the default queue)
+    and its routing key: every queue was also bound to ``llm.kimi-k2.5`` with key
+    ``llm.kimi-k2.5``, so on RabbitMQ a message for that queue was copied into every queue.
+    With ``quorum_queues`` the queues are RabbitMQ quorum queues (replicated; Celery then
+    uses per-consumer QoS and the broker's delayed delivery for countdowns by itself).
+    """
+    arguments = {"x-queue-type": "quorum"} if settings.quorum_queues else None
+    return [
+        Queue(  # type: ignore[no-untyped-call]
+            name,
+            Exchange(name, type="direct"),  # type: ignore[no-untyped-call]
+            routing_key=name,
+            queue_arguments=arguments,
+        )
+        for name in names
+    ]
 
 
 PRIORITY_BANDS: tuple[tuple[int, int], ...] = ((100, 0), (1000, 3), (10_000, 6))

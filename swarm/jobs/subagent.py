@@ -37,6 +37,7 @@ from swarm.jobs.context_fit import (
 from swarm.jobs.prompts import subagent_messages
 from swarm.jobs.structured import BadOutputError, schema_instruction, validate_against
 from swarm.records import ErrorKind, JobSpec, NodeEnvelope, NodeTask, Truncation, Usage
+from swarm.store.leases import Lease
 from swarm.tokens import estimate_messages, estimate_tokens
 
 FALLBACK_KINDS: frozenset[ErrorKind] = RETRYABLE | {ErrorKind.NOT_FOUND, ErrorKind.BAD_OUTPUT}
@@ -59,12 +60,14 @@ def run_node(
     *,
     may_requeue: bool = False,
     progress: Mapping[str, CallProgress] | None = None,
+    fence: Lease | None = None,
 ) -> NodeEnvelope:
     """Run (or reuse) one node and return its stored envelope.
 
     With ``may_requeue``, a long wait for admission raises swarm.errors.RetryLater (the
     task goes back to the queue) instead of sleeping in the task; ``progress`` (per call
-    slot) is what the runs before such a requeue did.
+    slot) is what the runs before such a requeue did. ``fence`` is the lease of the task
+    running the node: lost, the envelope is not stored (another run took over).
     """
     spec = rt.store.spec(job_id)
     stored = rt.store.envelope(job_id, node_id)
@@ -74,7 +77,9 @@ def run_node(
         return cancel_node(rt, spec, node_id)
     text = rt.store.input_text(job_id, node_id)
     rt.store.mark_running(job_id, node_id, spec.task(node_id).model)
-    return call_node(rt, spec, node_id, text, may_requeue=may_requeue, progress=progress)
+    return call_node(
+        rt, spec, node_id, text, may_requeue=may_requeue, progress=progress, fence=fence
+    )
 
 
 def call_node(
@@ -85,6 +90,7 @@ def call_node(
     *,
     may_requeue: bool = False,
     progress: Mapping[str, CallProgress] | None = None,
+    fence: Lease | None = None,
 ) -> NodeEnvelope:
     """Call a node's model (then its fallbacks) on ``text`` and store its envelope; the
     caller has checked that no ok envelope is stored and marked the node running."""
@@ -102,7 +108,7 @@ def call_node(
     assert envelope is not None  # a task has at least one model
     seconds = envelope.latency_ms / 1000
     safely(rt.listener.node_finished, envelope.model, envelope.ok, envelope.attempts, seconds)
-    return _finish(rt, job_id, envelope)
+    return _finish(rt, job_id, envelope, fence)
 
 
 @dataclass
@@ -329,9 +335,13 @@ def cancel_node(rt: Runtime, spec: JobSpec, node_id: str) -> NodeEnvelope:
     return _finish(rt, spec.job_id, _cancelled(spec, node_id))
 
 
-def _finish(rt: Runtime, job_id: str, envelope: NodeEnvelope) -> NodeEnvelope:
-    if rt.store.finish_node(job_id, envelope):
+def _finish(
+    rt: Runtime, job_id: str, envelope: NodeEnvelope, fence: Lease | None = None
+) -> NodeEnvelope:
+    if rt.store.finish_node(job_id, envelope, fence):
         return envelope
+    if fence is not None:
+        log.debug("node %s: lease lost, envelope left to the run that took over", envelope.node_id)
     return rt.store.envelope(job_id, envelope.node_id) or envelope
 
 

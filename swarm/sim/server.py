@@ -39,6 +39,7 @@ from swarm.sim.limits import (
     PeakCounter,
     format_seconds,
 )
+from swarm.sim.slots import SlotTracker
 
 SEEN_MAX = 100_000
 """Distinct requests remembered for straggle markers (then forgotten all at once)."""
@@ -107,10 +108,13 @@ class Stats:
     whose client went away before the answer, e.g. a hedge's loser), ``inflight`` and
     ``max_inflight_seen`` (admitted requests being served, hangs included), ``faults``
     (hang, bad_json, drop, empty_choices, no_usage), ``models`` (the same per model) and
-    ``windows`` (per model: most requests admitted in any sliding 60 s and 1 s window).
+    ``windows`` (per model: most requests admitted in any sliding 60 s and 1 s window),
+    ``slots`` (``overlaps``: requests admitted while an identical one was in service, i.e.
+    two runs calling for one node at once; ``max_concurrent``: most at once; swarm.sim.slots).
     """
 
     total: ModelStats = field(default_factory=ModelStats)
+    slots: SlotTracker = field(default_factory=SlotTracker)
     faults: dict[str, int] = field(default_factory=_fresh_faults)
     models: dict[str, ModelStats] = field(default_factory=dict)
 
@@ -126,6 +130,7 @@ class Stats:
         self.faults = _fresh_faults()
         self.total = _restart(self.total)
         self.models = {name: _restart(stats) for name, stats in self.models.items()}
+        self.slots.reset()
 
     def snapshot(self) -> dict[str, Any]:
         """The JSON of GET /stats."""
@@ -137,6 +142,7 @@ class Stats:
             **out,
             "faults": dict(self.faults),
             "models": {name: stats.snapshot() for name, stats in self.models.items()},
+            "slots": self.slots.snapshot(),
             "windows": {
                 name: {
                     "max_requests_60s": stats.admitted_60s.peak,
@@ -270,6 +276,8 @@ class Simulator:
             retry, message = decision.retry_after_s, decision.message
             return self._too_many(chat.model, limiter, retry, message, now)
         self._enter(chat.model, now)
+        slot = (chat.model, chat.roles, chat.contents)
+        self.stats.slots.enter(slot)
         try:
             return await self._serve_admitted(request, chat, plan, limiter)
         except asyncio.CancelledError:  # the client went away (aiohttp cancels the handler)
@@ -279,6 +287,7 @@ class Simulator:
         finally:
             limiter.release(decision.ticket)
             self._leave(chat.model)
+            self.stats.slots.leave(slot)
 
     def _too_many(
         self, model: str, limiter: ModelLimiter, retry_s: float, message: str, now: float

@@ -11,6 +11,7 @@ from typing import Any
 from swarm.records import Frozen, JobSpec, NodeEnvelope, Usage
 from swarm.store.agents import ToolOutcome, Transcript
 from swarm.store.billing import BilledCall, BudgetState, StoredAnswer
+from swarm.store.leases import Lease
 
 RUNNING, OK, ERROR = "running", "ok", "error"
 
@@ -125,8 +126,9 @@ class JobStore(ABC):
         """Record that a node started (for progress)."""
 
     @abstractmethod
-    def finish_node(self, job_id: str, envelope: NodeEnvelope) -> bool:
-        """Store a node's envelope unless an ok one is stored already; True when stored."""
+    def finish_node(self, job_id: str, envelope: NodeEnvelope, fence: Lease | None = None) -> bool:
+        """Store a node's envelope unless an ok one is stored already, or the run lost
+        ``fence`` (its lease: another run took the node over); True when stored."""
 
     @abstractmethod
     def envelope(self, job_id: str, node_id: str) -> NodeEnvelope | None:
@@ -162,9 +164,10 @@ class JobStore(ABC):
 
     # -- billing: exactly-once ledger, stored answers, budget, claims (swarm.store.billing) --
     @abstractmethod
-    def record_call(self, job_id: str, call: BilledCall) -> bool:
+    def record_call(self, job_id: str, call: BilledCall, fence: Lease | None = None) -> bool:
         """Atomically count a billed call once by its id (ledger and spent budget) and store
-        its answer under its key unless one is stored; True when counted by this call."""
+        its answer under its key unless one is stored or the run lost ``fence`` (its claim);
+        True when counted by this call."""
 
     @abstractmethod
     def answer(self, job_id: str, key: str) -> StoredAnswer | None:
@@ -192,6 +195,29 @@ class JobStore(ABC):
     @abstractmethod
     def unclaim(self, job_id: str, slot: str, owner: str) -> None:
         """Drop ``owner``'s claim on ``slot`` (nothing if it is not ``owner``'s)."""
+
+    # -- leases (swarm.store.leases): heartbeats, fencing, take-over of lapsed tasks --
+    @abstractmethod
+    def take_task_lease(self, lease: Lease, ttl_s: float, signature: str) -> None:
+        """Hold ``lease`` on a running task message for ``ttl_s`` (a later delivery of the
+        same message takes it over) and keep ``signature``, the JSON that sends it again."""
+
+    @abstractmethod
+    def renew_leases(self, leases: Sequence[Lease], ttl_s: float) -> set[Lease]:
+        """Extend each lease still held with its token by ``ttl_s``; the ones lost."""
+
+    @abstractmethod
+    def release_lease(self, lease: Lease) -> None:
+        """Drop a lease if it still holds ``lease``'s token."""
+
+    @abstractmethod
+    def lapsed_tasks(self, limit: int) -> list[str]:
+        """Index members of task leases that lapsed (at most ``limit``)."""
+
+    @abstractmethod
+    def take_lapse(self, member: str) -> str | None:
+        """Take a lapsed task lease off the index; the signature that sends its message
+        again when this caller won the lapse (one winner), else None."""
 
     @abstractmethod
     def reopen(self, spec: JobSpec) -> int:

@@ -25,6 +25,7 @@ from swarm.store.base import (
     should_replace,
 )
 from swarm.store.billing import BilledCall, BudgetState, StoredAnswer, admits
+from swarm.store.leases import CLAIM, TASK, Lease, parse_member
 
 
 @dataclass
@@ -40,8 +41,10 @@ class _Job:
     answers: dict[str, StoredAnswer] = field(default_factory=dict)
     budget: BudgetState = field(default_factory=BudgetState)
     reservations: dict[str, int] = field(default_factory=dict)
-    claims: dict[str, tuple[str, float]] = field(default_factory=dict)
-    """slot -> (owner, monotonic deadline)"""
+    leases: dict[str, tuple[str, float]] = field(default_factory=dict)
+    """lease name (``claim:<slot>``, ``task:<id>``) -> (fencing token, monotonic deadline)"""
+    signatures: dict[str, str] = field(default_factory=dict)
+    """task id -> the signature that sends its message again"""
     resumes: int = 0
     hedges: HedgeCounts = field(default_factory=HedgeCounts)
     rate_limited: dict[str, int] = field(default_factory=dict)
@@ -87,9 +90,11 @@ class MemoryJobStore(JobStore):
         with self._lock:
             self._job(job_id).states[node_id] = f"{RUNNING}|{model}"
 
-    def finish_node(self, job_id: str, envelope: NodeEnvelope) -> bool:
+    def finish_node(self, job_id: str, envelope: NodeEnvelope, fence: Lease | None = None) -> bool:
         with self._lock:
             job = self._job(job_id)
+            if fence is not None and not self._holds(job, fence):
+                return False
             if not should_replace(job.envelopes.get(envelope.node_id)):
                 return False
             job.envelopes[envelope.node_id] = envelope
@@ -136,10 +141,11 @@ class MemoryJobStore(JobStore):
             report = self._job(job_id).report
             return copy.deepcopy(report) if report is not None else None
 
-    def record_call(self, job_id: str, call: BilledCall) -> bool:
+    def record_call(self, job_id: str, call: BilledCall, fence: Lease | None = None) -> bool:
         with self._lock:
             job = self._job(job_id)
-            if call.answer_key is not None and call.answer is not None:
+            fenced = fence is not None and not self._holds(job, fence)
+            if call.answer_key is not None and call.answer is not None and not fenced:
                 job.answers.setdefault(call.answer_key, call.answer)
             if call.call_id in job.billed:
                 return False
@@ -184,19 +190,64 @@ class MemoryJobStore(JobStore):
 
     def claim(self, job_id: str, slot: str, owner: str, ttl_s: float) -> bool:
         with self._lock:
-            claims = self._job(job_id).claims
+            leases = self._job(job_id).leases
             now = time.monotonic()
-            held = claims.get(slot)
+            held = leases.get(CLAIM + slot)
             if held is not None and held[1] > now and held[0] != owner:
                 return False
-            claims[slot] = (owner, now + ttl_s)
+            leases[CLAIM + slot] = (owner, now + ttl_s)
             return True
 
     def unclaim(self, job_id: str, slot: str, owner: str) -> None:
+        self.release_lease(Lease(job_id, CLAIM + slot, owner))
+
+    @staticmethod
+    def _holds(job: _Job, lease: Lease) -> bool:
+        held = job.leases.get(lease.name)
+        return held is not None and held[0] == lease.token and held[1] > time.monotonic()
+
+    def take_task_lease(self, lease: Lease, ttl_s: float, signature: str) -> None:
         with self._lock:
-            claims = self._job(job_id).claims
-            if claims.get(slot, ("", 0.0))[0] == owner:
-                del claims[slot]
+            job = self._job(lease.job_id)
+            job.leases[lease.name] = (lease.token, time.monotonic() + ttl_s)
+            job.signatures[lease.name.removeprefix(TASK)] = signature
+
+    def renew_leases(self, leases: Sequence[Lease], ttl_s: float) -> set[Lease]:
+        lost: set[Lease] = set()
+        with self._lock:
+            for lease in leases:
+                job = self._jobs.get(lease.job_id)
+                if job is None or not self._holds(job, lease):
+                    lost.add(lease)
+                    continue
+                job.leases[lease.name] = (lease.token, time.monotonic() + ttl_s)
+        return lost
+
+    def release_lease(self, lease: Lease) -> None:
+        with self._lock:
+            job = self._jobs.get(lease.job_id)
+            if job is not None and job.leases.get(lease.name, ("", 0.0))[0] == lease.token:
+                del job.leases[lease.name]
+
+    def lapsed_tasks(self, limit: int) -> list[str]:
+        now = time.monotonic()
+        with self._lock:
+            return [
+                Lease(job_id, name, held[0]).member
+                for job_id, job in self._jobs.items()
+                for name, held in job.leases.items()
+                if name.startswith(TASK) and held[1] <= now
+            ][:limit]
+
+    def take_lapse(self, member: str) -> str | None:
+        job_id, name = parse_member(member)
+        with self._lock:
+            job = self._jobs.get(job_id)
+            held = job.leases.get(name) if job is not None else None
+            if job is None or held is None or held[1] > time.monotonic():
+                return None
+            del job.leases[name]
+            return job.signatures.get(name.removeprefix(TASK))
 
     def reopen(self, spec: JobSpec) -> int:
         with self._lock:

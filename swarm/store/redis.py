@@ -13,13 +13,19 @@ Keys of one job share the hash tag ``{job:<id>}`` (one slot on Redis Cluster) an
     swarm:{job:<id>}:billed   set     ids of billed calls already in the ledger
     swarm:{job:<id>}:answers  hash    idempotency key -> StoredAnswer JSON
     swarm:{job:<id>}:budget   hash    cap_nusd, spent_nusd, reserved_nusd, exhausted, res:<id>
-    swarm:{job:<id>}:claim:<node>  string  owner of the right to call for that node (SET NX PX)
+    swarm:{job:<id>}:claim:<slot>  string  lease: fencing token of the run calling for that slot
+    swarm:{job:<id>}:task:<task>   string  lease: fencing token of the run of that task message
+    swarm:{job:<id>}:resend   hash    task id -> signature JSON that sends the message again
     swarm:{job:<id>}:resumes  string  how many times the job was resumed
     swarm:{job:<id>}:hedges   hash    sent, won (hedged calls, swarm.calls.hedging)
     swarm:{job:<id>}:r429     hash    model -> 429 answers the job's calls got
     swarm:{job:<id>}:tools    hash    tool result key -> ToolOutcome JSON (first one wins)
     swarm:{job:<id>}:transcripts  hash  node_id -> Transcript JSON (agent nodes)
     swarm:{job:<id>}:done     channel published once the report is written (wait_report)
+
+One key outside the jobs lists the task leases for the sweepers (swarm.jobs.takeover):
+
+    swarm:{leases}:due        zset    "<job id>|task:<task id>" -> lease expiry (ms, Redis time)
 
 The billing keys are written by the Lua scripts in ``swarm/store/lua/`` (see scripts.py).
 """
@@ -49,13 +55,18 @@ from swarm.store.base import (
     progress_from_states,
 )
 from swarm.store.billing import BilledCall, BudgetState, StoredAnswer
+from swarm.store.leases import Lease, parse_member
 from swarm.store.script_args import (
     STORE_SCRIPTS,
+    DueArgs,
     FinishArgs,
+    IndexArgs,
     RecordArgs,
     ReleaseArgs,
+    RenewArgs,
     ReopenArgs,
     ReserveArgs,
+    TakeArgs,
     UnclaimArgs,
 )
 from swarm.store.scripts import Scripts
@@ -64,12 +75,24 @@ _LEDGER_FIELDS = ("calls", "prompt_tokens", "completion_tokens", "cached_tokens"
 MAX_CONNECTIONS = 1024
 """Connections per process: one per thread using Redis at once (task threads plus the node
 threads of batched tasks; redis-py's own default of 100 raises MaxConnectionsError)."""
+LEASE_INDEX = "swarm:{leases}:due"
+"""The lapse index of task leases (swarm.store.leases)."""
 REPORT_RECHECK_S = 1.0
 """wait_report reads the report again at least this often (a missed publish costs no more)."""
 
 
 def _key(job_id: str, part: str) -> str:
     return f"swarm:{{job:{job_id}}}:{part}"
+
+
+def _fence_key(job_id: str, fence: Lease | None) -> str:
+    """The key a script checks a fencing token against (a placeholder of the same job
+    when there is no fence: every key of a script carries the job's hash tag)."""
+    return _key(job_id, fence.name if fence is not None else "nofence")
+
+
+def _ms(seconds: float) -> int:
+    return max(int(seconds * 1000), 1)
 
 
 class RedisJobStore(JobStore):
@@ -143,17 +166,19 @@ class RedisJobStore(JobStore):
     def mark_running(self, job_id: str, node_id: str, model: str) -> None:
         self._set_state(job_id, node_id, f"{RUNNING}|{model}")
 
-    def finish_node(self, job_id: str, envelope: NodeEnvelope) -> bool:
+    def finish_node(self, job_id: str, envelope: NodeEnvelope, fence: Lease | None = None) -> bool:
         state = f"{OK if envelope.ok else ERROR}|{envelope.model}"
         args = FinishArgs(
             envelopes=_key(job_id, "env"),
             states=_key(job_id, "state"),
+            fence=_fence_key(job_id, fence),
             node_id=envelope.node_id,
             envelope=envelope.model_dump_json(),
             state=state,
             ttl_s=self._ttl_s,
+            fence_token=fence.token if fence is not None else "",
         )
-        return bool(self._scripts.run(args))
+        return int(self._scripts.run(args)) == 1
 
     def envelope(self, job_id: str, node_id: str) -> NodeEnvelope | None:
         raw = self._r.hget(_key(job_id, "env"), node_id)
@@ -223,7 +248,7 @@ class RedisJobStore(JobStore):
         raw = self._r.get(_key(job_id, "report"))
         return json.loads(raw) if raw else None
 
-    def record_call(self, job_id: str, call: BilledCall) -> bool:
+    def record_call(self, job_id: str, call: BilledCall, fence: Lease | None = None) -> bool:
         key = call.answer_key if call.answer is not None and call.answer_key else ""
         answer = call.answer.model_dump_json() if call.answer is not None and key else ""
         usage = call.usage
@@ -232,6 +257,7 @@ class RedisJobStore(JobStore):
             ledger=_key(job_id, "ledger"),
             budget=_key(job_id, "budget"),
             answers=_key(job_id, "answers"),
+            fence=_fence_key(job_id, fence),
             call_id=call.call_id,
             model=call.model,
             prompt_tokens=usage.prompt_tokens,
@@ -241,6 +267,7 @@ class RedisJobStore(JobStore):
             answer_key=key,
             answer=answer,
             ttl_s=self._ttl_s,
+            fence_token=fence.token if fence is not None else "",
         )
         return bool(self._scripts.run(args))
 
@@ -294,6 +321,58 @@ class RedisJobStore(JobStore):
 
     def unclaim(self, job_id: str, slot: str, owner: str) -> None:
         self._scripts.run(UnclaimArgs(_key(job_id, f"claim:{slot}"), owner))
+
+    def take_task_lease(self, lease: Lease, ttl_s: float, signature: str) -> None:
+        task_id = lease.name.partition(":")[2]
+        key, resend = _key(lease.job_id, lease.name), _key(lease.job_id, "resend")
+        ttl_ms = _ms(ttl_s)
+        self._scripts.run(
+            TakeArgs(key, resend, lease.token, ttl_ms, task_id, signature, self._ttl_s)
+        )
+        self._scripts.run(IndexArgs(LEASE_INDEX, ttl_ms, "add", (lease.member,)))
+
+    def renew_leases(self, leases: Sequence[Lease], ttl_s: float) -> set[Lease]:
+        """One round trip renews every lease (one script per job), a second moves the
+        renewed task leases' expiry in the lapse index."""
+        by_job: dict[str, list[Lease]] = {}
+        for lease in leases:
+            by_job.setdefault(lease.job_id, []).append(lease)
+        if not by_job:
+            return set()
+        ttl_ms = _ms(ttl_s)
+        pipe = self._r.pipeline(transaction=False)
+        for job_id, held in by_job.items():
+            keys = tuple(_key(job_id, lease.name) for lease in held)
+            tokens = tuple(lease.token for lease in held)
+            self._scripts.run(RenewArgs(keys, ttl_ms, tokens), client=pipe)
+        results = pipe.execute()
+        lost: set[Lease] = set()
+        for held, kept in zip(by_job.values(), results, strict=True):
+            lost.update(lease for lease, ok in zip(held, kept, strict=True) if not int(ok))
+        renewed = tuple(x.member for x in leases if x.indexed and x not in lost)
+        if renewed:
+            self._scripts.run(IndexArgs(LEASE_INDEX, ttl_ms, "renew", renewed))
+        return lost
+
+    def release_lease(self, lease: Lease) -> None:
+        """Off the index first, so a sweeper never sees a released lease as lapsed."""
+        if lease.indexed:
+            self._r.zrem(LEASE_INDEX, lease.member)
+        self._scripts.run(UnclaimArgs(_key(lease.job_id, lease.name), lease.token))
+
+    def lapsed_tasks(self, limit: int) -> list[str]:
+        return [str(m) for m in self._scripts.run(DueArgs(LEASE_INDEX, limit))]
+
+    def take_lapse(self, member: str) -> str | None:
+        """The lease key is the truth (a renewal may not have moved the index yet); the
+        ZREM picks the one winner."""
+        job_id, name = parse_member(member)
+        if self._r.exists(_key(job_id, name)):
+            return None
+        if not self._r.zrem(LEASE_INDEX, member):
+            return None
+        raw = self._r.hget(_key(job_id, "resend"), name.partition(":")[2])
+        return str(raw) if raw is not None else None
 
     def reopen(self, spec: JobSpec) -> int:
         self.spec(spec.job_id)

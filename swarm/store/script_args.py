@@ -19,13 +19,15 @@ class FinishArgs(_StoreScript):
     """Store a node's envelope unless an ok one is there."""
 
     SCRIPT: ClassVar[str] = "finish"
-    KEYS: ClassVar[int] = 2
+    KEYS: ClassVar[int] = 3
     envelopes: str
     states: str
+    fence: str
     node_id: str
     envelope: str
     state: str
     ttl_s: int
+    fence_token: str
 
 
 @dataclass(frozen=True)
@@ -33,11 +35,12 @@ class RecordArgs(_StoreScript):
     """Count one billed response once and store its answer."""
 
     SCRIPT: ClassVar[str] = "record"
-    KEYS: ClassVar[int] = 4
+    KEYS: ClassVar[int] = 5
     billed: str
     ledger: str
     budget: str
     answers: str
+    fence: str
     call_id: str
     model: str
     prompt_tokens: int
@@ -47,6 +50,7 @@ class RecordArgs(_StoreScript):
     answer_key: str
     answer: str
     ttl_s: int
+    fence_token: str
 
 
 @dataclass(frozen=True)
@@ -98,6 +102,54 @@ class ReopenArgs(_StoreScript):
     ttl_s: int
 
 
+@dataclass(frozen=True)
+class RenewArgs(_StoreScript):
+    """Renew the leases of one job that still hold their tokens."""
+
+    SCRIPT: ClassVar[str] = "renew"
+    KEYS: ClassVar[int] = 1
+    leases: tuple[str, ...]
+    ttl_ms: int
+    tokens: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class TakeArgs(_StoreScript):
+    """Take the lease on a task message and keep its signature."""
+
+    SCRIPT: ClassVar[str] = "take"
+    KEYS: ClassVar[int] = 2
+    lease: str
+    resend: str
+    token: str
+    ttl_ms: int
+    task_id: str
+    signature: str
+    ttl_s: int
+
+
+@dataclass(frozen=True)
+class IndexArgs(_StoreScript):
+    """List (or move) task leases in the lapse index."""
+
+    SCRIPT: ClassVar[str] = "index"
+    KEYS: ClassVar[int] = 1
+    index: str
+    ttl_ms: int
+    mode: str
+    members: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class DueArgs(_StoreScript):
+    """Task leases that lapsed."""
+
+    SCRIPT: ClassVar[str] = "due"
+    KEYS: ClassVar[int] = 1
+    index: str
+    limit: int
+
+
 STORE_SCRIPTS: tuple[type[ScriptArgs], ...] = (
     FinishArgs,
     RecordArgs,
@@ -105,4 +157,8 @@ STORE_SCRIPTS: tuple[type[ScriptArgs], ...] = (
     ReleaseArgs,
     UnclaimArgs,
     ReopenArgs,
+    RenewArgs,
+    TakeArgs,
+    IndexArgs,
+    DueArgs,
 )

@@ -77,13 +77,16 @@ class ScriptArgs:
         return names[: cls.KEYS], names[cls.KEYS :]
 
     def keys(self) -> list[str]:
-        """KEYS, in order."""
-        return [getattr(self, name) for name in self.names()[0]]
+        """KEYS, in order; a tuple field (a variadic ``KEYS[n..]``) is flattened."""
+        return self._values(self.names()[0])
 
     def argv(self) -> list[Any]:
         """ARGV, in order; a tuple field (the variadic tail) is flattened."""
+        return self._values(self.names()[1])
+
+    def _values(self, names: tuple[str, ...]) -> list[Any]:
         values: list[Any] = []
-        for name in self.names()[1]:
+        for name in names:
             value = getattr(self, name)
             values.extend(_flat(value) if isinstance(value, tuple) else [value])
         return values
@@ -105,6 +108,7 @@ class Scripts:
             for record in records
         }
 
-    def run(self, args: ScriptArgs) -> Any:
-        """Run the script of ``args`` with its keys and values."""
-        return self._scripts[type(args)](keys=args.keys(), args=args.argv())
+    def run(self, args: ScriptArgs, client: Any = None) -> Any:
+        """Run the script of ``args`` with its keys and values (on ``client``, e.g. a
+        pipeline, instead of the registered one)."""
+        return self._scripts[type(args)](keys=args.keys(), args=args.argv(), client=client)

@@ -140,3 +140,15 @@ def pytest_runtest_makereport(
         if tails:
             report.sections.append((f"process logs ({report.when})", tails))
     return report
+
+
+# -- rabbitmq ---------------------------------------------------------------------------------
+@pytest.fixture(scope="session")
+def rabbit_url() -> Iterator[str]:
+    """amqp:// URL of a vhost made for this session on the machine's RabbitMQ (deleted at the
+    end); fails under CI=true, skips elsewhere, when RabbitMQ is missing. rabbitmqctl costs
+    seconds per call, so the session shares one vhost."""
+    import rabbit
+
+    with rabbit.vhost() as url:
+        yield url

@@ -88,12 +88,19 @@ class FaultStack:
 
 @contextlib.contextmanager
 def fault_stack(
-    redis_server: Any, logs: Path, sim_args: list[str], env: dict[str, str]
+    redis_server: Any,
+    logs: Path,
+    sim_args: list[str],
+    env: dict[str, str],
+    broker_url: str | None = None,
 ) -> Iterator[FaultStack]:
     """A module's stack on the session's (flushed) Redis: the simulator with ``sim_args``, and
-    workers (started by the tests) with ``env`` and a roomy catalog."""
+    workers (started by the tests) with ``env`` and a roomy catalog. ``broker_url`` (e.g. an
+    amqp:// vhost) replaces the Redis broker; the job store stays on Redis (db 1)."""
+    if broker_url is not None:
+        env = {**env, "SWARM_RESULT_URL": redis_server.url_for(1)}
     catalog = roomy_catalog(logs / "catalog.toml")
-    with running_stack(redis_server, logs, sim_args) as st:
+    with running_stack(redis_server, logs, sim_args, broker_url=broker_url) as st:
         yield FaultStack(st, {**st.env, **env, "SWARM_CONFIG": str(catalog)}, logs)
 
 

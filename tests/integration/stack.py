@@ -106,11 +106,13 @@ def running_stack(
     sim_args: list[str],
     workers: Sequence[Worker] = (),
     env: Mapping[str, str] | None = None,
+    broker_url: str | None = None,
 ) -> Iterator[Stack]:
     """A stack on the emptied session Redis: the simulator with ``sim_args`` and ``workers``
-    (``env`` over the stack's environment, each worker's own over that), ready."""
+    (``env`` over the stack's environment, each worker's own over that), ready.
+    ``broker_url`` (e.g. an amqp:// vhost) replaces Redis as the broker."""
     procs.flush(redis_server)
-    st = start_stack(redis_server.url, logs, sim_args)
+    st = start_stack(broker_url or redis_server.url, logs, sim_args)
     try:
         spawned = [
             spawn_celery_worker(

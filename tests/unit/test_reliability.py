@@ -242,10 +242,10 @@ class FlakyStore(MemoryJobStore):
 
     down = True
 
-    def record_call(self, job_id: str, call: Any) -> bool:
+    def record_call(self, job_id: str, call: Any, fence: Any = None) -> bool:
         if self.down:
             raise redis.exceptions.ConnectionError("Error 111 connecting. Connection refused.")
-        return super().record_call(job_id, call)
+        return super().record_call(job_id, call, fence)
 
 
 def test_a_store_outage_is_not_a_node_failure(fast_settings: Settings) -> None:

@@ -55,11 +55,11 @@ class CrashOnce(MemoryJobStore):
 
     crashed = False
 
-    def finish_node(self, job_id: str, envelope: NodeEnvelope) -> bool:
+    def finish_node(self, job_id: str, envelope: NodeEnvelope, fence: Any = None) -> bool:
         if not self.crashed:
             self.crashed = True
             raise RuntimeError("worker lost")
-        return super().finish_node(job_id, envelope)
+        return super().finish_node(job_id, envelope, fence)
 
 
 def test_an_answer_stored_before_a_crash_is_reused(make_runtime: MakeRuntime) -> None:

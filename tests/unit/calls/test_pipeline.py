@@ -48,9 +48,9 @@ class _Store(MemoryJobStore):
         super().__init__()
         self.events = events
 
-    def record_call(self, job_id: str, billed: BilledCall) -> bool:
+    def record_call(self, job_id: str, billed: BilledCall, fence: Any = None) -> bool:
         self.events.append("record")
-        return bool(super().record_call(job_id, billed))
+        return bool(super().record_call(job_id, billed, fence))
 
 
 class _Listener(CallListener):

@@ -1,0 +1,68 @@
+"""Leases, fencing and lapses from both job stores (RedisJobStore on a real redis-server:
+its Lua scripts run there)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from test_job_stores import env, spec, store  # noqa: F401  (the parametrized fixture)
+
+from swarm.records import Usage
+from swarm.store import JobStore
+from swarm.store.billing import BilledCall, StoredAnswer
+from swarm.store.leases import claim_lease, task_lease
+
+pytestmark = pytest.mark.integration
+SIGNATURE = '{"task": "swarm.subagent", "args": ["job", "n0"]}'
+
+
+def billed(call_id: str, key: str) -> BilledCall:
+    usage = Usage(prompt_tokens=10, completion_tokens=5)
+    answer = StoredAnswer(content="late", usage=usage)
+    return BilledCall(
+        call_id=call_id, model="m", usage=usage, cost_nusd=7, answer_key=key, answer=answer
+    )
+
+
+def test_a_task_lease_taken_over_fences_its_first_holder(store: JobStore) -> None:  # noqa: F811
+    store.create_job(spec(), ["a", "b", "c"])
+    first, second = task_lease("job", "t1"), task_lease("job", "t1")
+    store.take_task_lease(first, 5, SIGNATURE)
+    assert store.renew_leases([first], 5) == set()
+    store.take_task_lease(second, 5, SIGNATURE)  # the message delivered again
+    assert store.renew_leases([first, second], 5) == {first}
+    assert not store.finish_node("job", env("n0", ok=True), fence=first)
+    assert store.envelope("job", "n0") is None
+    assert store.finish_node("job", env("n0", ok=True), fence=second)
+
+
+def test_a_fenced_call_is_billed_but_its_answer_is_not_stored(store: JobStore) -> None:  # noqa: F811
+    store.create_job(spec(), ["a", "b", "c"])
+    assert store.claim("job", "n0", "old", 0.2)
+    time.sleep(0.3)  # the old holder froze; its claim lapsed and another run took it
+    assert store.claim("job", "n0", "new", 5)
+    old = claim_lease("job", "n0", "old")
+    assert store.renew_leases([old], 5) == {old}
+    assert store.record_call("job", billed("c1", "k"), fence=old)
+    assert store.answer("job", "k") is None
+    assert store.ledger("job")["m"].calls == 1  # what the gateway billed is counted
+    assert store.record_call("job", billed("c2", "k"), fence=claim_lease("job", "n0", "new"))
+    assert store.answer("job", "k") is not None
+
+
+def test_a_lapsed_task_lease_has_one_winner(store: JobStore) -> None:  # noqa: F811
+    store.create_job(spec(), ["a", "b", "c"])
+    kept, lapsing, released = (task_lease("job", t) for t in ("t1", "t2", "t3"))
+    for lease in (kept, lapsing, released):
+        store.take_task_lease(lease, 0.4, SIGNATURE)
+    store.release_lease(released)
+    deadline = time.monotonic() + 5
+    while lapsing.member not in store.lapsed_tasks(10):
+        assert store.renew_leases([kept], 0.4) == set()
+        assert time.monotonic() < deadline, "the unrenewed lease never lapsed"
+        time.sleep(0.05)
+    assert store.lapsed_tasks(10) == [lapsing.member]  # renewed and released: not lapsed
+    assert [store.take_lapse(lapsing.member) for _ in range(3)] == [SIGNATURE, None, None]
+    assert store.lapsed_tasks(10) == []
+    assert store.renew_leases([lapsing], 0.4) == {lapsing}  # its holder is fenced off

@@ -1,0 +1,57 @@
+"""The heartbeat renews every lease of a process and notices the ones lost."""
+
+from __future__ import annotations
+
+import time
+
+from swarm.records import JobSpec
+from swarm.store import MemoryJobStore
+from swarm.store.heartbeat import LeaseKeeper
+from swarm.store.leases import task_lease
+
+
+def job(store: MemoryJobStore) -> None:
+    spec = JobSpec(
+        job_id="j",
+        instruction="i",
+        aggregate_instruction="a",
+        model="m",
+        aggregate_model="m",
+        node_ids=("n0",),
+        input_refs=("r0",),
+        submitted_at=time.time(),
+    )
+    store.create_job(spec, ["t"])
+
+
+def test_beats_keep_leases_alive_and_report_a_take_over() -> None:
+    store = MemoryJobStore()
+    job(store)
+    keeper = LeaseKeeper(store, lease_s=1.0)
+    mine, taken = task_lease("j", "t1"), task_lease("j", "t2")
+    for lease in (mine, taken):
+        store.take_task_lease(lease, keeper.lease_s, "{}")
+        keeper.hold(lease)
+    store.take_task_lease(task_lease("j", "t2"), 1.0, "{}")  # delivered again elsewhere
+    assert keeper.beat() == {taken}
+    assert keeper.lost(taken) and not keeper.lost(mine)
+    assert keeper.held() == [mine]
+    keeper.drop(mine)
+    assert keeper.held() == [] and keeper.beat() == set()
+    keeper.stop()
+
+
+def test_the_thread_renews_past_the_lease_lifetime() -> None:
+    store = MemoryJobStore()
+    job(store)
+    keeper = LeaseKeeper(store, lease_s=1.5)
+    lease = task_lease("j", "t1")
+    store.take_task_lease(lease, keeper.lease_s, "{}")
+    keeper.hold(lease)
+    time.sleep(3.0)  # two lifetimes
+    assert store.lapsed_tasks(10) == [] and not keeper.lost(lease)
+    keeper.stop()
+    deadline = time.monotonic() + 5
+    while store.lapsed_tasks(10) != [lease.member]:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)

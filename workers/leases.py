@@ -1,0 +1,171 @@
+"""The worker side of leases (swarm.store.leases).
+
+A worker holds a lease on every sub-agent or aggregation message from the moment it
+receives it (Celery's ``task_received``, in the consumer: a message prefetched but not yet
+started is covered too) until its task ends; the process's heartbeat renews it. Every
+worker process also sweeps for the lapsed leases of others (swarm.jobs.takeover).
+
+A run whose lease was taken over (the process was frozen or cut off from Redis, and the
+message was sent again) ends with Celery's ``Ignore``, before it starts or once it ends:
+it must not complete the chord member for the run that took over while that run's nodes
+are still calling (the chord counts a task id once, whoever finishes first).
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from celery import Task, bootsteps
+from celery.app.task import Context
+from celery.exceptions import Ignore
+
+from swarm.calls.runtime import Runtime
+from swarm.errors import STORE_OUTAGES
+from swarm.jobs.queueing import AGGREGATE_TASK, SUBAGENT_TASK, SUBAGENTS_TASK
+from swarm.jobs.takeover import resend_signature, sweep, sweep_every_s
+from swarm.store.leases import Lease, task_lease
+from workers import process
+
+log = logging.getLogger(__name__)
+LEASED_TASKS = frozenset({SUBAGENT_TASK, SUBAGENTS_TASK, AGGREGATE_TASK})
+"""Tasks whose messages are leased (the watch chain is not: it is its own watchdog)."""
+
+_lock = threading.Lock()
+_received: dict[str, Lease] = {}
+"""Leases taken when a message arrived, by task id, until its task starts."""
+
+
+def job_of(name: str, args: Any) -> str | None:
+    """The job id in a leased task's arguments (the aggregation's comes after the results)."""
+    if not isinstance(args, list | tuple) or not args:
+        return None
+    job_id = args[-1] if name == AGGREGATE_TASK else args[0]
+    return job_id if isinstance(job_id, str) else None
+
+
+def on_received(request: Any = None, **_: Any) -> None:
+    """``task_received``: lease the message at once (a failure only leaves it to the broker)."""
+    rt = process.current()
+    if rt is None or rt.leases is None or request is None or request.name not in LEASED_TASKS:
+        return
+    job_id = job_of(str(request.name), request.args)
+    if job_id is None:
+        return
+    context = message_context(request)
+    try:
+        lease = _take(rt, job_id, str(request.id), request.task.signature_from_request(context))
+    except STORE_OUTAGES as exc:
+        log.debug("swarm: no lease for %s (%s); the broker redelivers it", request.id, exc)
+        return
+    with _lock:
+        _received[str(request.id)] = lease
+
+
+def message_context(request: Any) -> Context:
+    """The task context a received request will run with (its headers, arguments, and the
+    chord and callbacks embedded in its body), as Celery's tracer builds it."""
+    _, _, embed = request._payload
+    headers = {**request.request_dict, **(embed or {})}
+    return Context(headers, args=request.args, kwargs=request.kwargs)
+
+
+def _take(rt: Runtime, job_id: str, task_id: str, signature: Any) -> Lease:
+    assert rt.leases is not None
+    lease = task_lease(job_id, task_id)
+    rt.store.take_task_lease(lease, rt.leases.lease_s, resend_signature(signature))
+    rt.leases.hold(lease)
+    return lease
+
+
+@contextmanager
+def held(task: Task, job_id: str) -> Iterator[Lease | None]:
+    """The lease of ``task``'s message while the block runs (None without a heartbeat: the
+    embedded mode); Ignore when another run took the message over."""
+    rt = process.get()
+    task_id = task.request.id
+    if rt.leases is None or task_id is None:
+        yield None
+        return
+    with _lock:
+        lease = _received.pop(str(task_id), None)
+    if lease is None:  # arrived before the worker listened, or Redis was down then
+        lease = _take(rt, job_id, str(task_id), task.signature_from_request())
+    if _lost(rt, lease):  # taken over while it waited: the other run completes it
+        rt.leases.drop(lease)
+        raise Ignore()
+    lost = False
+    try:
+        yield lease
+        lost = _lost(rt, lease)
+    finally:
+        rt.leases.drop(lease)
+        if not lost:
+            _release(rt, lease)
+    if lost:
+        raise Ignore()
+
+
+def _lost(rt: Runtime, lease: Lease) -> bool:
+    """True when ``lease`` lapsed or was taken over. Such a lease stays in the lapse index:
+    a sweeper sends the message again if no other run has it yet."""
+    assert rt.leases is not None
+    if rt.store.renew_leases([lease], rt.leases.lease_s):
+        log.debug("swarm: lease %s was lost; this run ends ignored", lease.member)
+        return True
+    return False
+
+
+def _release(rt: Runtime, lease: Lease) -> None:
+    try:
+        rt.store.release_lease(lease)
+    except STORE_OUTAGES as exc:  # it lapses; the re-sent message finds the work done
+        log.debug("swarm: could not release lease %s (%s)", lease.member, exc)
+
+
+class Sweeper:
+    """The thread that sweeps the lapse index for one worker process."""
+
+    def __init__(self, app: Any, rt: Runtime) -> None:
+        self.app = app
+        self.rt = rt
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="swarm-sweeper", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _run(self) -> None:
+        every_s = sweep_every_s(self.rt.settings.lease_s)
+        # Spread the sweeps of workers started together over the interval.
+        while not self._stop.wait(every_s * random.uniform(0.8, 1.2)):
+            try:
+                sweep(self.rt.store, self.app)
+            except Exception as exc:  # Redis or the broker down: the next sweep tries again
+                log.debug("swarm sweeper: sweep failed (%s)", exc)
+
+
+class SweeperStep(bootsteps.StartStopStep):  # type: ignore[misc]  # celery is untyped
+    """Worker bootstep: run a Sweeper while the worker runs (not in the embedded mode)."""
+
+    def __init__(self, worker: Any, **kwargs: Any) -> None:
+        super().__init__(worker, **kwargs)
+        self.sweeper: Sweeper | None = None
+
+    def start(self, worker: Any) -> None:
+        rt = process.get()
+        if rt.leases is None:
+            return
+        self.sweeper = Sweeper(worker.app, rt)
+        self.sweeper.start()
+
+    def stop(self, worker: Any) -> None:
+        if self.sweeper is not None:
+            self.sweeper.stop()
