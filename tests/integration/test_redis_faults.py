@@ -1,4 +1,5 @@
-"""Redis faults: Redis restarted mid-swarm (AOF on), and Redis unreachable at submit.
+"""Redis faults: Redis restarted mid-swarm (AOF on; as the broker and store, and as the store
+behind RabbitMQ), and Redis unreachable at submit.
 
 The restart is a real `redis-server` stop (SIGTERM: the append-only file is synced) and start
 on the same port and data dir, while two `celery -A workers worker` processes run a swarm of
@@ -40,12 +41,19 @@ RECOVERY = {
 }
 
 
+@pytest.mark.parametrize("broker", ["redis", "amqp"])
 def test_a_redis_restart_mid_swarm_loses_nothing(
-    redis_factory: Callable[..., procs.RedisServer], tmp_logs: Path
+    broker: str,
+    redis_factory: Callable[..., procs.RedisServer],
+    tmp_logs: Path,
+    request: pytest.FixtureRequest,
 ) -> None:
     srv = redis_factory(appendonly=True)
-    st = start_stack(srv.url, tmp_logs, ["--latency-ms", "500", "--seed", "5"])
+    broker_url = srv.url if broker == "redis" else request.getfixturevalue("rabbit_url")
+    st = start_stack(broker_url, tmp_logs, ["--latency-ms", "500", "--seed", "5"])
     env = {**st.env, **RECOVERY, "SWARM_CONFIG": str(roomy_catalog(tmp_logs / "catalog.toml"))}
+    if broker == "amqp":  # RabbitMQ carries the messages; the restarted Redis is the store
+        env["SWARM_RESULT_URL"] = srv.url_for(1)
     fs = FaultStack(st, env, tmp_logs)
     try:
         workers = fs.ensure_workers(["w1", "w2"], 4)
@@ -75,7 +83,7 @@ def test_a_redis_restart_mid_swarm_loses_nothing(
             assert worker.alive or KOMBU_RECONNECT_RACE in worker.log_text(), worker.log_tail()
         resent = sum("swarm watchdog" in w.log_text() for w in workers)
         print(
-            f"\nFIGURE redis-restart: restart_to_report_s={recovery_s:.1f} "
+            f"\nFIGURE redis-restart[{broker}]: restart_to_report_s={recovery_s:.1f} "
             f"wall_s={report['wall_s']:.1f} gateway_requests={st.stats()['requests']} "
             f"watchdog_resends={resent}"
         )

@@ -1,9 +1,11 @@
-"""A killed or frozen worker costs seconds: heartbeat leases and take-over, with DEFAULT
+"""A killed, frozen or cut-off worker costs seconds: heartbeat leases and take-over, with DEFAULT
 settings (900 s visibility timeout, 10 s leases), on the Redis broker and on RabbitMQ.
 
 Real redis-server (job store; and broker for ``redis``), a RabbitMQ vhost of its own (broker
 for ``amqp``), the simulator answering every call in 3 s, and three `celery -A workers
-worker` processes (threads pool, 4 threads each).
+worker` processes (threads pool, 4 threads each). The same faults on both brokers: SIGKILL,
+SIGSTOP/SIGCONT, SIGTERM, a worker cut off from Redis for 30 s (tests/integration/proxy.py);
+the Redis restart is in test_redis_faults.py.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ import signal
 import time
 from collections.abc import Iterator
 
+import procs
+import proxy
 import pytest
 from faults import FaultStack, aggregate_runs, fault_stack, inputs, nodes_of, task_lines, wait_until
 
@@ -111,3 +115,71 @@ def test_a_frozen_worker_is_taken_over_and_fenced_off(fs: FaultStack) -> None:
         f"{stats['requests']} completed={stats['completed']} ledger_calls={ledger} "
         f"report_calls={report['models']['kimi-k2.5']['calls']}"
     )
+
+
+def test_sigterm_lets_running_calls_finish_and_loses_nothing(fs: FaultStack) -> None:
+    fs.stop_others(keep={"w1", "w2"})
+    stays, leaves = fs.ensure_workers(["w1", "w2"], THREADS)
+    fs.stack.reset_stats()
+    handle = fs.client().submit(inputs(24, "graceful [[sim:latency_ms=1000]]"), "Summarise")
+    wait_until(lambda: bool(task_lines(leaves.log_text(), handle.id, "received")), 60, "w2 running")
+    code = leaves.terminate(60)  # SIGTERM: Celery's warm shutdown
+    fs.named.pop("w2")
+    assert code == 0, leaves.log_tail()
+    report = handle.wait(timeout=120)
+    assert report["status"] == "succeeded", report.get("error")
+    assert (report["succeeded"], report["failed"]) == (24, 0)
+    # Each task the stopped worker took finished there, or went back to the queue and
+    # finished on w1; nothing was called twice, nothing overlapped.
+    received = task_lines(leaves.log_text(), handle.id, "received")
+    finished = task_lines(leaves.log_text(), handle.id, "succeeded")
+    assert received <= finished | task_lines(stays.log_text(), handle.id, "succeeded")
+    stats = fs.stack.stats()
+    assert stats["requests"] == stats["completed"] == 25 == report["models"]["kimi-k2.5"]["calls"]
+    assert stats["slots"]["overlaps"] == 0
+    print(f"\nFIGURE takeover-sigterm: received={len(received)} finished_there={len(finished)}")
+
+
+def test_a_worker_cut_off_from_redis_for_30_s_is_taken_over(
+    fs: FaultStack, request: pytest.FixtureRequest
+) -> None:
+    fs.stop_others(keep={"w1", "w2"})
+    fs.ensure_workers(["w1", "w2"], THREADS)
+    store_url = fs.env.get("SWARM_RESULT_URL") or procs.with_db(fs.stack.broker_url, 1)
+    host, port = store_url.split("//")[1].split("/")[0].rsplit(":", 1)
+    cut = proxy.CutProxy((host, int(port)))
+    request.addfinalizer(cut.close)
+    via = {"SWARM_RESULT_URL": procs.with_db(f"redis://127.0.0.1:{cut.port}/0", 1)}
+    if fs.stack.broker_url.startswith("redis"):  # the broker is that Redis too
+        via["SWARM_BROKER_URL"] = f"redis://127.0.0.1:{cut.port}/0"
+    [partitioned] = fs.ensure_workers(["w4"], THREADS, via)
+    fs.stack.reset_stats()
+    handle = fs.client().submit(inputs(60, "cut"), "Summarise this document")
+    wait_until(
+        lambda: bool(task_lines(partitioned.log_text(), handle.id, "received")), 60, "w4 running"
+    )
+    # Its messages are leased as they arrive; one that arrives after the cut has no lease
+    # and comes back by the broker's redelivery (the backstop), so the cut waits a little.
+    time.sleep(1.0)
+    cut.cut()
+    cut_at = time.monotonic()
+    try:
+        report = handle.wait(timeout=120)  # taken over while w4 cannot reach Redis
+        taken_over_s = time.monotonic() - cut_at
+        time.sleep(max(0.0, 30 - (time.monotonic() - cut_at)))
+    finally:
+        cut.heal()
+    assert report["status"] == "succeeded", report.get("error")
+    assert (report["succeeded"], report["failed"]) == (60, 0)
+    time.sleep(LEASE_S)  # w4 reconnects: fenced, it stores nothing over the new holders
+    assert fs.client().attach(handle.id).report() == report
+    stats = fs.stack.stats()
+    assert stats["slots"]["overlaps"] == 0, stats["slots"]
+    ledger = fs.client().store.ledger(handle.id)["kimi-k2.5"].calls
+    assert report["models"]["kimi-k2.5"]["calls"] <= ledger <= stats["completed"]
+    print(
+        f"\nFIGURE takeover-cut-30s: cut_to_report_s={taken_over_s:.1f} gateway_requests="
+        f"{stats['requests']} completed={stats['completed']} ledger_calls={ledger} "
+        f"w4_alive={partitioned.alive}"
+    )
+    fs.stop_others(keep={"w1", "w2"})
