@@ -38,6 +38,8 @@ LEASED_TASKS = frozenset({SUBAGENT_TASK, SUBAGENTS_TASK, AGGREGATE_TASK})
 _lock = threading.Lock()
 _received: dict[str, Lease] = {}
 """Leases taken when a message arrived, by task id, until its task starts."""
+_running: dict[str, Lease] = {}
+"""Leases of running tasks, by task id, until Celery has recorded how they ended."""
 
 
 def job_of(name: str, args: Any) -> str | None:
@@ -85,7 +87,9 @@ def _take(rt: Runtime, job_id: str, task_id: str, signature: Any) -> Lease:
 @contextmanager
 def held(task: Task, job_id: str) -> Iterator[Lease | None]:
     """The lease of ``task``'s message while the block runs (None without a heartbeat: the
-    embedded mode); Ignore when another run took the message over."""
+    embedded mode); Ignore when another run took the message over. The lease is released
+    by ``on_postrun``, once Celery has stored the result and counted the chord member: a
+    worker killed between the two leaves a lease that lapses, not a message nobody resends."""
     rt = process.get()
     task_id = task.request.id
     if rt.leases is None or task_id is None:
@@ -98,16 +102,25 @@ def held(task: Task, job_id: str) -> Iterator[Lease | None]:
     if _lost(rt, lease):  # taken over while it waited: the other run completes it
         rt.leases.drop(lease)
         raise Ignore()
-    lost = False
-    try:
-        yield lease
-        lost = _lost(rt, lease)
-    finally:
+    with _lock:
+        _running[str(task_id)] = lease
+    yield lease
+    if _lost(rt, lease):
+        with _lock:
+            _running.pop(str(task_id), None)
         rt.leases.drop(lease)
-        if not lost:
-            _release(rt, lease)
-    if lost:
         raise Ignore()
+
+
+def on_postrun(task_id: str | None = None, **_: Any) -> None:
+    """``task_postrun``: the result is stored and the chord counted; release the lease."""
+    with _lock:
+        lease = _running.pop(str(task_id), None)
+    rt = process.current()
+    if lease is None or rt is None or rt.leases is None:
+        return
+    rt.leases.drop(lease)
+    _release(rt, lease)
 
 
 def _lost(rt: Runtime, lease: Lease) -> bool:
