@@ -51,6 +51,11 @@ def sweep(store: JobStore, app: Celery, limit: int = SWEEP_LIMIT) -> int:
             continue
         signature = Signature.from_dict(json.loads(raw), app=app)  # type: ignore[no-untyped-call]
         log.debug("swarm takeover: lease %s lapsed; sending its message again", member)
-        signature.apply_async()
+        try:
+            signature.apply_async()
+        except Exception as exc:  # the broker refused it: the next sweep tries again
+            log.debug("swarm takeover: could not send %s again (%s)", member, exc)
+            store.relist_lapse(member)
+            continue
         sent += 1
     return sent

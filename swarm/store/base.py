@@ -220,6 +220,11 @@ class JobStore(ABC):
         again when this caller won the lapse (one winner), else None."""
 
     @abstractmethod
+    def relist_lapse(self, member: str) -> None:
+        """Put a lapse this caller won back on the index (sending its message failed), so
+        the next sweep tries again."""
+
+    @abstractmethod
     def reopen(self, spec: JobSpec) -> int:
         """Make a finished job resumable: store ``spec`` (its budget may differ), delete the
         report and cancel flag, clear the budget's exhaustion and stale reservations and set

@@ -249,6 +249,13 @@ class MemoryJobStore(JobStore):
             del job.leases[name]
             return job.signatures.get(name.removeprefix(TASK))
 
+    def relist_lapse(self, member: str) -> None:
+        job_id, name = parse_member(member)
+        with self._lock:
+            job = self._jobs.get(job_id)
+            if job is not None:
+                job.leases.setdefault(name, ("", time.monotonic()))
+
     def reopen(self, spec: JobSpec) -> int:
         with self._lock:
             job = self._job(spec.job_id)

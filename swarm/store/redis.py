@@ -374,6 +374,9 @@ class RedisJobStore(JobStore):
         raw = self._r.hget(_key(job_id, "resend"), name.partition(":")[2])
         return str(raw) if raw is not None else None
 
+    def relist_lapse(self, member: str) -> None:
+        self._scripts.run(IndexArgs(LEASE_INDEX, 1, "add", (member,)))
+
     def reopen(self, spec: JobSpec) -> int:
         self.spec(spec.job_id)
         job = spec.job_id

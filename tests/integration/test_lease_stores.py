@@ -64,5 +64,11 @@ def test_a_lapsed_task_lease_has_one_winner(store: JobStore) -> None:  # noqa: F
         time.sleep(0.05)
     assert store.lapsed_tasks(10) == [lapsing.member]  # renewed and released: not lapsed
     assert [store.take_lapse(lapsing.member) for _ in range(3)] == [SIGNATURE, None, None]
+    store.relist_lapse(lapsing.member)  # the winner could not send it: the next sweep can
+    deadline = time.monotonic() + 5
+    while store.lapsed_tasks(10) != [lapsing.member]:
+        assert time.monotonic() < deadline, "the relisted lapse never came back"
+        time.sleep(0.05)
+    assert store.take_lapse(lapsing.member) == SIGNATURE
     assert store.lapsed_tasks(10) == []
     assert store.renew_leases([lapsing], 0.4) == {lapsing}  # its holder is fenced off
