@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from importlib import resources
+from pathlib import Path
 
 import pytest
 import redis
@@ -18,6 +20,7 @@ from swarm.catalog import Catalog, load_catalog
 pytestmark = pytest.mark.integration
 
 GATEWAY = "http://gw.test/v1"
+PACKAGED = resources.files("swarm.data").joinpath("catalog.toml")
 
 
 @pytest.fixture
@@ -33,10 +36,17 @@ def controller(client: redis.Redis, catalog: Catalog) -> BackendAdmission:
     return BackendAdmission(models, catalog, RedisAdaptive(client, models.adaptive_key))
 
 
+def adaptive_catalog(folder: Path) -> Catalog:
+    """The packaged catalog with one adaptive backend for all its models (a local server)."""
+    path = folder / "catalog.toml"
+    path.write_text(PACKAGED.read_text() + "\n[backends.default]\n")
+    return load_catalog(path)
+
+
 def test_the_adaptive_limit_is_shared_and_holds_every_model_of_the_backend(
-    client: redis.Redis,
+    client: redis.Redis, tmp_path: Path
 ) -> None:
-    catalog = load_catalog()
+    catalog = adaptive_catalog(tmp_path)
     one, two = controller(client, catalog), controller(client, catalog)
     kimi, flash = catalog.model("kimi-k2.5"), catalog.model("gemini-2.5-flash")
     first = one.acquire(kimi, "j1", 10)

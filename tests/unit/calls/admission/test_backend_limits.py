@@ -99,10 +99,10 @@ def test_an_unknown_backend_is_one_line_naming_the_field() -> None:
         catalog("[backends.one]\n", a="two")
 
 
-def test_the_packaged_catalog_puts_every_model_on_one_adaptive_backend() -> None:
+def test_the_packaged_catalog_keeps_a_hosted_gateways_limits_from_the_first_call() -> None:
     from swarm.catalog import load_catalog
 
     cat = load_catalog()
-    backends = {cat.backend_of(spec).name for spec in cat.models.values()}
-    assert backends == {"default"}
-    assert cat.backends["default"].is_adaptive
+    backends = {cat.backend_of(spec) for spec in cat.models.values()}
+    assert [b.name for b in backends] == ["default"]
+    assert not any(b.is_adaptive or b.has_limits for b in backends)
