@@ -15,6 +15,8 @@ from typing import Any
 LOOPBACK = "127.0.0.1"
 REDIS_DEFAULT_PORT = 6379
 """The machine's own Redis listens here: never handed out as a free port."""
+_HANDED_OUT: set[int] = set()
+"""Ports free_port returned before (a few per started process; never reused by this process)."""
 _NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
@@ -23,12 +25,16 @@ def free_port() -> int:
 
     Another process can take it between this probe and the child's bind; starters that pick
     the port themselves retry with a new one when the child's log says the address is in use.
+    The kernel may offer a port it offered a moment ago (nothing is bound to it yet), so a
+    port handed out once is never handed out again by this process: two replicas planned
+    together (their metrics ports) once got the same one, and both scrapes read one worker.
     """
     while True:
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
             sock.bind((LOOPBACK, 0))
             port = int(sock.getsockname()[1])
-        if port != REDIS_DEFAULT_PORT:
+        if port != REDIS_DEFAULT_PORT and port not in _HANDED_OUT:
+            _HANDED_OUT.add(port)
             return port
 
 

@@ -227,15 +227,14 @@ def _check_flower(flower: str, jobs: dict[str, str]) -> None:
 def _check_metrics(started: dict[str, dict[str, Any]]) -> None:
     """Tokens, cost and calls of each model, on the worker service that served it."""
     for model, service in JOBS.values():
-        texts = [
-            _get(f"http://127.0.0.1:{p['metrics_port']}/metrics", auth=False)[1]
-            for name, p in started.items()
-            if name.startswith(f"{service}-")
-        ]
+        ports = [p["metrics_port"] for name, p in started.items() if name.startswith(f"{service}-")]
+        assert len(set(ports)) == len(ports), ports
+        texts = [_get(f"http://127.0.0.1:{port}/metrics", auth=False)[1] for port in ports]
         assert sum(_metric(t, "swarm_input_tokens_total", model) for t in texts) > 0
         assert sum(_metric(t, "swarm_output_tokens_total", model) for t in texts) > 0
         assert sum(_metric(t, "swarm_cost_usd_total", model) for t in texts) > 0
-        assert sum(_metric(t, "swarm_calls_total", model) for t in texts) >= 4
+        calls = [_metric(t, "swarm_calls_total", model) for t in texts]
+        assert sum(calls) >= 4, (model, calls)  # per replica: one endpoint each
 
 
 def _check_redis(port: int) -> None:

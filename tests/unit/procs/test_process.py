@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from swarm.errors import ProcessError
-from swarm.procs import Process, cleanup, free_port, stop_groups, unique_log
+from swarm.procs import Process, cleanup, free_port, ports, stop_groups, unique_log
 from swarm.procs.groups import wait_until
 from swarm.procs.ports import REDIS_DEFAULT_PORT
 
@@ -37,6 +37,29 @@ def test_free_port_is_bindable_and_never_the_machine_s_redis() -> None:
         assert port != REDIS_DEFAULT_PORT
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
             s.bind(("127.0.0.1", port))
+
+
+def test_free_port_never_hands_out_a_port_twice_even_when_the_kernel_offers_it_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    offered = iter([41001, 41001, 41002, 41001, 41003])
+
+    class OneSocket:
+        def __enter__(self) -> OneSocket:
+            return self
+
+        def __exit__(self, *_: object) -> None:
+            return None
+
+        def bind(self, _address: object) -> None:
+            return None
+
+        def getsockname(self) -> tuple[str, int]:
+            return ("127.0.0.1", next(offered))
+
+    monkeypatch.setattr(socket, "socket", lambda *_: OneSocket())
+    monkeypatch.setattr(ports, "_HANDED_OUT", set())
+    assert [free_port(), free_port(), free_port()] == [41001, 41002, 41003]
 
 
 def test_wait_for_log_then_terminate_with_sigterm(tmp_path: Path) -> None:
