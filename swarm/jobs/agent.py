@@ -92,6 +92,8 @@ class AgentRun:
     used: list[str] = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)
     messages: list[Message] = field(default_factory=list)
+    sent: list[Message] = field(default_factory=list)
+    """The messages the last step was given: the conversation its answer answers."""
     _seen: Counter[str] = field(default_factory=Counter)
 
     def run(self, messages: list[Message]) -> CallResult:
@@ -104,7 +106,8 @@ class AgentRun:
             stop = self._limit_reached(deadline, last)
             if stop is not None:
                 return stop
-            last = self.call(f"{self.slot}:step:{k}", list(self.messages), schemas)
+            self.sent = list(self.messages)
+            last = self.call(f"{self.slot}:step:{k}", self.sent, schemas)
             self.steps += int(
                 last.answer is not None or last.attempts > 0
             )  # a refused call is none
@@ -219,23 +222,37 @@ def _short(call: ToolCall) -> str:
     return text if len(text) <= USED_CHARS else text[: USED_CHARS - 4] + "...)"
 
 
+@dataclass(frozen=True)
+class AgentOutcome:
+    """What a node's loop ended with."""
+
+    result: CallResult
+    """The last step's result, or the error that stopped the loop."""
+    fields: dict[str, Any]
+    """The envelope's fields: steps, tool_calls, tool_errors, tool_calls_invalid, tools_used."""
+    sent: list[Message]
+    """The conversation the last answer answers (tool calls and results included): a
+    fix-up of that answer (a schema retry) continues it rather than the first prompt."""
+
+
 def run_agent(
     rt: Runtime, spec: JobSpec, node_id: str, slot: str, messages: list[Message], call: StepCall
-) -> tuple[CallResult, dict[str, Any]]:
-    """Run a node's loop with the job's toolset: its last result and the envelope fields
-    (steps, tool_calls, tool_errors, tool_calls_invalid, tools_used)."""
+) -> AgentOutcome:
+    """Run a node's loop with the job's toolset."""
     assert spec.tools is not None
     try:
         tools = load_toolset(spec.tools, ToolContext(spec, node_id, rt.store))
     except Exception as exc:  # a worker without the toolset: one clear error on the node
         why = f"toolset {spec.tools!r} cannot be loaded on this worker: {exc}"
-        return CallResult(None, Usage(), 0, 0, ErrorKind.TOOLS_UNAVAILABLE, why), {}
+        failed = CallResult(None, Usage(), 0, 0, ErrorKind.TOOLS_UNAVAILABLE, why)
+        return AgentOutcome(failed, {}, messages)
     agent = AgentRun(rt.store, spec.job_id, node_id, slot, tools, AgentLimits.of(rt.settings), call)
     result = agent.run(messages)
-    return result, {
+    fields = {
         "steps": agent.steps,
         "tool_calls": agent.tool_calls,
         "tool_errors": agent.tool_errors,
         "tool_calls_invalid": agent.invalid,
         "tools_used": tuple(agent.used),
     }
+    return AgentOutcome(result, fields, agent.sent or messages)

@@ -214,10 +214,13 @@ class _ModelRun:
             tally.add(outcome)
             return outcome
 
-        outcome, counts = run_agent(self.rt, self.spec, self.node_id, slot, messages, step)
+        ran = run_agent(self.rt, self.spec, self.node_id, slot, messages, step)
+        outcome = ran.result
         if outcome.ok and self.task.output_schema is not None:
-            outcome = self.validated(outcome, messages, slot, tally)
-        return self.build(outcome, tally, truncation).model_copy(update=counts)
+            # The fix-up continues the agent's conversation: the model sees what its tools
+            # returned when it answers again (without tools: JSON mode, one more step).
+            outcome = self.validated(outcome, ran.sent, slot, tally)
+        return self.build(outcome, tally, truncation).model_copy(update=ran.fields)
 
     def fit(
         self, text: str, instruction: str, tally: _Tally, scale: float | None = None

@@ -7,6 +7,7 @@ repeats (the hedge) the usual latency, or the ``latency_ms`` marker's; the simul
 
 from __future__ import annotations
 
+import sys
 import time
 from pathlib import Path
 
@@ -18,7 +19,13 @@ from swarm.records import InputItem
 
 pytestmark = pytest.mark.integration
 
-HEDGE_ENV = {"SWARM_HEDGE_AFTER_S": "2.0", "SWARM_HEDGE_MAX_RATIO": "0.2"}
+UNIT = Path(__file__).resolve().parents[1] / "unit"
+sys.path[:0] = [str(UNIT)]  # the unit tests' toolset (agent_tools), for the producer's check
+HEDGE_ENV = {
+    "SWARM_HEDGE_AFTER_S": "2.0",
+    "SWARM_HEDGE_MAX_RATIO": "0.2",
+    "PYTHONPATH": str(UNIT),  # ... and for the worker's agent nodes
+}
 """Hedge after 2.0 s (40 times the usual 50 ms, so a loaded CI machine does not hedge a
 normal node); at most 20% of a job's nodes (10 nodes: 2
 hedges; 1 node: 1)."""
@@ -80,6 +87,31 @@ def test_a_hedge_is_cancelled_when_the_first_answer_wins(stack: Stack) -> None:
     stats = settled(stack, timeout_s=10)  # the hedge is gone long before its 20 s
     assert stats["inflight"] == 0
     assert (stats["requests"], stats["cancelled"], stats["completed"]) == (3, 1, 2)
+    assert_ledger_is_what_the_gateway_served(stack, handle.id)
+
+
+def test_an_agent_step_is_hedged_like_any_call(stack: Stack) -> None:
+    # One agent node of two steps; each step's first request straggles 4 s (the marker
+    # is in the user message both steps carry). The cap allows one hedge for a 1-node job:
+    # step 0 is rescued by it, step 1 waits for its straggler. The tool runs once.
+    stack.reset_stats()
+    item = InputItem(ref="a", text="look [[sim:tool_steps=1]] [[sim:straggle_ms=4000]]")
+    handle = stack.client().submit(
+        [item], "Look it up", tools="agent_tools", aggregate_instruction="Merge."
+    )
+    report = handle.wait(timeout=90)
+
+    assert report["status"] == "succeeded", report.get("error")
+    node = report["nodes"][0]
+    assert (node["steps"], node["tool_calls"], node["tool_errors"]) == (2, 1, 0)
+    assert (report["hedges_sent"], report["hedges_won"]) == (1, 1)
+    transcript = stack.client().store.transcript(handle.id, node["node_id"])
+    assert transcript is not None
+    assert [m["role"] for m in transcript.messages].count("tool") == 1
+    stats = settled(stack)
+    # 2 steps + 1 hedge + the aggregation reached the gateway; the rescued original was
+    # cancelled, so the ledger holds the 3 answers the gateway completed.
+    assert (stats["requests"], stats["cancelled"], stats["completed"]) == (4, 1, 3)
     assert_ledger_is_what_the_gateway_served(stack, handle.id)
 
 

@@ -181,3 +181,25 @@ def test_the_node_timeout_is_a_deadline_over_the_loop(fast_settings: Settings) -
     # Each step's tool times out after 0.2 s, so the deadline ends the loop long before
     # its 8 steps; how many steps fit depends on the machine.
     assert env.tool_errors == env.tool_calls == len(gw.requests) < 8
+
+
+def test_a_schema_fix_up_continues_the_agent_conversation(make_runtime: MakeRuntime) -> None:
+    rt, gw = make_runtime(
+        steps(
+            tool_call_answer(("add", '{"a": 2}')),
+            completion("the sum is three"),  # not the JSON the job asks for
+            completion('{"sum": 3}'),
+        )
+    )
+    schema = {"type": "object", "required": ["sum"], "properties": {"sum": {"type": "integer"}}}
+    spec = job_spec(1, tools="agent_tools", output_schema=schema)
+    rt.store.create_job(spec, ["input 0"])
+    env = run_node(rt, "j1", "n00")
+    assert env.ok and json.loads(env.content) == {"sum": 3}
+    assert (env.steps, env.tool_calls) == (2, 1)
+    fix = gw.requests[2]
+    roles = [m["role"] for m in fix["messages"]]
+    assert roles == ["system", "user", "assistant", "tool", "assistant", "user"]
+    assert fix["messages"][3]["content"] == "3"  # the tool's result is in what the fix-up sees
+    assert fix["messages"][4]["content"] == "the sum is three"
+    assert fix["response_format"] == {"type": "json_object"} and "tools" not in fix
