@@ -53,7 +53,8 @@ def mismatch(own: str, workers: set[str]) -> str | None:
     theirs = ", ".join(sorted(workers))
     return (
         f"the workers call {theirs}, not this producer's SWARM_BASE_URL {own} (the "
-        "workers' own SWARM_BASE_URL and key decide where calls go)"
+        "workers' own SWARM_BASE_URL and key decide where calls go; the same gateway under "
+        "another name, such as a compose service seen from the host, is fine)"
     )
 
 
