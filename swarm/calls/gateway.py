@@ -7,12 +7,14 @@ because Celery's threads pool ignores task time limits.
 
 from __future__ import annotations
 
+import json
+import weakref
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import httpx2
 import openai
-from openai.types.chat import ChatCompletion
 
 from swarm.calls.request import Answer, CallRequest
 from swarm.calls.retry_policy import BadResponseError
@@ -53,66 +55,127 @@ def backend_clients(
     return clients
 
 
+@dataclass(frozen=True)
+class _Wire:
+    """What every request of one client sends besides its body: URL and headers."""
+
+    url: str
+    headers: dict[str, str]
+
+
+_wires: weakref.WeakKeyDictionary[openai.OpenAI, _Wire] = weakref.WeakKeyDictionary()
+
+
+def _wire(client: openai.OpenAI) -> _Wire:
+    """The client's chat completions URL and headers (its defaults and auth), built once."""
+    wire = _wires.get(client)
+    if wire is None:
+        headers = {**client.default_headers, **client.auth_headers}
+        wire = _Wire(
+            url=str(client.base_url).rstrip("/") + "/chat/completions",
+            headers={name: value for name, value in headers.items() if isinstance(value, str)},
+        )
+        _wires[client] = wire
+    return wire
+
+
 def send(client: openai.OpenAI, request: CallRequest) -> Answer:
     """One chat completion; raises openai errors or BadResponseError.
 
-    Sent with the SDK's documented low-level ``client.post`` (same auth, timeouts, error
-    types and typed ``ChatCompletion``) rather than ``chat.completions.create``, whose
-    TypedDict transform of plain string messages cost about 0.8 ms of CPU per call, a
-    third of the SDK's share at hundreds of calls per second (measured).
+    Sent on the openai client's own HTTP client (its pool, timeouts, base URL and
+    headers) with the SDK's error types, but without the SDK's per-request option
+    models, header merging and typed response: those cost about half of the 0.56 ms of
+    CPU a call took through ``client.post`` (measured against the simulator). The body
+    is parsed as JSON once (``answer_from_json``).
     """
-    completion = client.post("/chat/completions", body=request.body(), cast_to=ChatCompletion)
-    return answer_of(completion)
+    wire = _wire(client)
+    http = client._client
+    content = json.dumps(request.body(), ensure_ascii=False).encode()
+    sent = http.build_request(
+        "POST", wire.url, content=content, headers=wire.headers, timeout=client.timeout
+    )
+    try:
+        response = http.send(sent)
+    except httpx2.TimeoutException as exc:
+        raise openai.APITimeoutError(request=sent) from exc
+    except Exception as exc:  # as the SDK does: any transport failure is a connection error
+        raise openai.APIConnectionError(request=sent) from exc
+    if response.status_code >= 400:
+        raise client._make_status_error_from_response(response)
+    return parse_answer(response.content)
 
 
-def answer_of(completion: Any) -> Answer:
-    """The usable answer in a chat completion; BadResponseError (with any billed usage)
-    when it has none."""
-    if not hasattr(completion, "choices"):
+def parse_answer(content: bytes) -> Answer:
+    """The answer in a 2xx response body; BadResponseError when it is not JSON or has no
+    usable answer."""
+    try:
+        completion = json.loads(content)
+    except ValueError:
+        raise BadResponseError(f"not a chat completion: {content[:80]!r}") from None
+    return answer_from_json(completion)
+
+
+def answer_from_json(completion: Any) -> Answer:
+    """The usable answer in a chat completion (parsed JSON); BadResponseError (with any
+    billed usage) when it has none."""
+    if not isinstance(completion, dict) or "choices" not in completion:
         raise BadResponseError(f"not a chat completion: {str(completion)[:80]!r}")
-    billed = _usage_of(completion) if getattr(completion, "usage", None) else None
-    if not completion.choices:
+    usage = completion.get("usage")
+    usage = usage if isinstance(usage, dict) else None
+    billed = _usage_of(usage) if usage else None
+    choices = completion["choices"]
+    if not isinstance(choices, list) or not choices:
         raise BadResponseError("answer has no choices", billed)
-    choice = completion.choices[0]
-    content = choice.message.content if choice.message else None
-    calls = _tool_calls_of(choice.message)
-    if content is None and not calls:
+    choice = choices[0] if isinstance(choices[0], dict) else {}
+    message = choice.get("message")
+    message = message if isinstance(message, dict) else {}
+    content = message.get("content")
+    calls = _tool_calls_of(message)
+    if not isinstance(content, str) and not calls:
         raise BadResponseError("answer has no message content", billed)
+    finish = choice.get("finish_reason")
     return Answer(
-        content=content or "",
-        usage=_usage_of(completion),
-        finish_reason=choice.finish_reason,
-        usage_missing=getattr(completion, "usage", None) is None,
+        content=content if isinstance(content, str) else "",
+        usage=_usage_of(usage),
+        finish_reason=finish if isinstance(finish, str) else None,
+        usage_missing=usage is None,
         tool_calls=calls,
     )
 
 
-def _tool_calls_of(message: Any) -> tuple[ToolCall, ...]:
+def _tool_calls_of(message: dict[str, Any]) -> tuple[ToolCall, ...]:
     """The function calls of an assistant message (arguments kept as sent, even when they
     are not JSON: the agent loop answers those with the parse error)."""
     calls = []
-    for index, call in enumerate(getattr(message, "tool_calls", None) or ()):
-        function = getattr(call, "function", None)
-        if function is None:
+    for index, call in enumerate(message.get("tool_calls") or ()):
+        function = call.get("function") if isinstance(call, dict) else None
+        if not isinstance(function, dict):
             continue
         calls.append(
             ToolCall(
-                id=getattr(call, "id", None) or f"call_{index}",
-                name=getattr(function, "name", None) or "",
-                arguments=getattr(function, "arguments", None) or "",
+                id=_text(call.get("id")) or f"call_{index}",
+                name=_text(function.get("name")),
+                arguments=_text(function.get("arguments")),
             )
         )
     return tuple(calls)
 
 
-def _usage_of(completion: Any) -> Usage:
-    usage = getattr(completion, "usage", None)
-    if usage is None:
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _usage_of(usage: dict[str, Any] | None) -> Usage:
+    if not usage:
         return Usage()
-    details = getattr(usage, "prompt_tokens_details", None)
-    cached = getattr(details, "cached_tokens", None) or 0
+    details = usage.get("prompt_tokens_details")
+    cached = details.get("cached_tokens") if isinstance(details, dict) else None
     return Usage(
-        prompt_tokens=usage.prompt_tokens or 0,
-        completion_tokens=usage.completion_tokens or 0,
-        cached_tokens=cached,
+        prompt_tokens=_count(usage.get("prompt_tokens")),
+        completion_tokens=_count(usage.get("completion_tokens")),
+        cached_tokens=_count(cached),
     )
+
+
+def _count(value: Any) -> int:
+    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0

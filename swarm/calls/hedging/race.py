@@ -31,11 +31,10 @@ from typing import Any
 
 import httpx2
 import openai
-from openai.types.chat import ChatCompletion
 
 from swarm.calls.admission.base import Permit
 from swarm.calls.admission.gate import Gate
-from swarm.calls.gateway import answer_of
+from swarm.calls.gateway import parse_answer
 from swarm.calls.hedging.policy import HedgePolicy
 from swarm.calls.hedging.sketch import LatencySketch
 from swarm.calls.request import Answer
@@ -146,9 +145,9 @@ class Hedger:
 
     async def _request(self, leg: _Leg, body: dict[str, Any]) -> None:
         assert self._client is not None
-        completion = await self._client.post("/chat/completions", body=body, cast_to=ChatCompletion)
+        response = await self._client.post("/chat/completions", body=body, cast_to=httpx2.Response)
         try:
-            leg.answer = answer_of(completion)
+            leg.answer = parse_answer(response.content)
         except BadResponseError as exc:
             leg.billed = exc.usage
             raise

@@ -1,13 +1,17 @@
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import httpx2
+import openai
+import pytest
 from doubles import MockGateway, completion
 
 from swarm.calls.gateway import send
 from swarm.calls.request import CallRequest
 from swarm.calls.retries import call_with_retries
+from swarm.calls.retry_policy import BadResponseError
 from swarm.catalog import load_catalog
 from swarm.records import ErrorKind, Usage
 from swarm.settings import Settings
@@ -108,3 +112,46 @@ def test_missing_usage_counts_as_zero_and_length_is_kept(fast_settings: Settings
 
     result = run(MockGateway(handler), fast_settings)
     assert result.usage == Usage() and result.answer.finish_reason == "length"
+
+
+def test_the_request_carries_the_clients_key_and_the_body_as_json() -> None:
+    seen: list[httpx2.Request] = []
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        seen.append(request)
+        return completion("ok")
+
+    http = httpx2.Client(transport=httpx2.MockTransport(handler))
+    client = openai.OpenAI(base_url="http://gw/v1/", api_key="k-1", max_retries=0, http_client=http)
+    answer = send(client, CallRequest.of("j", "n0", SPEC, MSGS, 64))
+    assert answer.content == "ok"
+    (request,) = seen
+    assert str(request.url) == "http://gw/v1/chat/completions"
+    assert request.headers["authorization"] == "Bearer k-1"
+    assert request.headers["content-type"] == "application/json"
+    assert json.loads(request.content)["messages"] == MSGS
+
+
+def test_timeouts_and_status_errors_keep_the_sdks_types() -> None:
+    def timeout(request: httpx2.Request) -> httpx2.Response:
+        raise httpx2.ReadTimeout("slow", request=request)
+
+    request = CallRequest.of("j", "n0", SPEC, MSGS, 64)
+    http = httpx2.Client(transport=httpx2.MockTransport(timeout))
+    client = openai.OpenAI(base_url="http://gw/v1", api_key="k", max_retries=0, http_client=http)
+    with pytest.raises(openai.APITimeoutError):
+        send(client, request)
+    limited = MockGateway(lambda body, n: httpx2.Response(429, headers={"Retry-After": "2"}))
+    with pytest.raises(openai.RateLimitError) as caught:
+        send(limited.client(), request)
+    assert caught.value.response.headers["retry-after"] == "2"
+
+
+@pytest.mark.parametrize(
+    "body",
+    [b"[1, 2]", b'{"choices": "none"}', b'{"choices": [{"message": {"content": 7}}]}', b"{"],
+)
+def test_json_that_is_no_chat_completion_is_a_bad_response(body: bytes) -> None:
+    gw = MockGateway(lambda _, n: httpx2.Response(200, content=body))
+    with pytest.raises(BadResponseError):
+        send(gw.client(), CallRequest.of("j", "n0", SPEC, MSGS, 64))
