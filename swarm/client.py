@@ -26,6 +26,7 @@ from swarm.errors import (
     JobNotFinishedError,
     JobTimeoutError,
 )
+from swarm.jobs.defaults import DEFAULT_AGGREGATE, DEFAULT_INSTRUCTION, DEFAULT_PLANNED_AGGREGATE
 from swarm.jobs.estimate import estimate_job
 from swarm.jobs.fanout import header_signatures, nodes_per_task
 from swarm.jobs.queueing import AGGREGATE_TASK, PLAN_TASK, make_celery
@@ -37,18 +38,9 @@ from swarm.store import JobStore, Progress, RedisJobStore, gateways
 from swarm.tokens import estimate_tokens
 from swarm.tools.toolsets import load_toolset
 
-DEFAULT_INSTRUCTION = "Review this input. List concrete problems and risks, most severe first."
-DEFAULT_PLANNED_AGGREGATE = (
-    "Answer the question from the sub-agents' results: a structured survey in Markdown, "
-    "each claim followed by the documents it comes from in brackets."
-)
 PLAN_KIND = "plan"
 WAIT_CHUNK_S = 60.0
 """SwarmHandle.wait without a timeout waits in chunks of this long."""
-DEFAULT_AGGREGATE = (
-    "Merge the sub-agents' results into one report: the most important findings first, "
-    "each with the inputs it concerns; note disagreements."
-)
 
 
 class SwarmHandle:
@@ -99,11 +91,7 @@ class SwarmClient:
     def from_settings(cls, settings: Settings) -> SwarmClient:
         """A client for the broker and job store named by ``settings`` (not embedded)."""
         catalog = load_catalog(settings.config)
-        url = settings.backend_url()
-        if url is None:
-            raise BrokerUnavailableError("SWARM_BROKER_URL is not set (embedded mode has no store)")
-        store = RedisJobStore.from_url(url, settings.result_expires_s)
-        store.check()
+        store = RedisJobStore.from_settings(settings)
         return cls(settings, catalog, store, make_celery(settings, catalog))
 
     def gateway_mismatch(self, base_url: str) -> str | None:

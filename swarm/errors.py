@@ -21,8 +21,6 @@ Each class's docstring says when it is raised. Messages are one line, meant for 
 
 from __future__ import annotations
 
-import redis
-
 
 class SwarmError(Exception):
     """Root of all swarm errors."""
@@ -101,12 +99,3 @@ class RetryLater(SwarmError):
         """Attempts that call made so far, earlier runs included (set by the call loop)."""
         self.started_at: float | None = None
         """When that call's first run started (epoch seconds; set by the call loop)."""
-
-
-STORE_OUTAGES: tuple[type[Exception], ...] = (
-    redis.exceptions.ConnectionError,  # refused, reset, closed; BusyLoadingError after a restart
-    redis.exceptions.TimeoutError,
-)
-"""Redis (job store, admission, result backend, broker) unreachable. Not a node's failure:
-the gateway call loop lets them through (a billed answer that could not be recorded must
-not become an error envelope) and the task adapters run the task again later."""

@@ -25,10 +25,10 @@ from celery.app.task import Context
 from celery.exceptions import Ignore
 
 from swarm.calls.runtime import Runtime
-from swarm.errors import STORE_OUTAGES
 from swarm.jobs.queueing import AGGREGATE_TASK, SUBAGENT_TASK, SUBAGENTS_TASK
 from swarm.jobs.takeover import resend_signature, sweep, sweep_every_s
 from swarm.store.leases import Lease, task_lease
+from swarm.store.outages import STORE_OUTAGES
 from workers import process
 
 log = logging.getLogger(__name__)

@@ -15,13 +15,14 @@ from celery import Celery, Task
 
 from swarm.calls.request import pack_progress, unpack_progress
 from swarm.client import SwarmClient
-from swarm.errors import STORE_OUTAGES, RetryLater
+from swarm.errors import RetryLater
 from swarm.jobs.aggregation import run_aggregation
 from swarm.jobs.batch import progress_of, run_nodes
 from swarm.jobs.planner import run_plan
 from swarm.jobs.queueing import AGGREGATE_TASK, PLAN_TASK, SUBAGENT_TASK, SUBAGENTS_TASK, WATCH_TASK
 from swarm.jobs.subagent import run_node
 from swarm.jobs.watchdog import Action, Seen, check_every_s, check_job, stall_s
+from swarm.store.outages import STORE_OUTAGES
 from workers import intake, leases, process
 
 log = logging.getLogger(__name__)

@@ -21,8 +21,9 @@ from swarm.calls.retry_policy import (
     is_retryable,
     retry_after_of,
 )
-from swarm.errors import STORE_OUTAGES, RetryLater
+from swarm.errors import RetryLater
 from swarm.records import ErrorKind, Usage
+from swarm.store.outages import STORE_OUTAGES
 
 log = logging.getLogger(__name__)
 

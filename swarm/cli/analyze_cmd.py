@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-from rich.console import Console
 
-from swarm.cli.execute import execute, job_options, one_line_errors
-from swarm.client import SwarmClient, SwarmHandle
-from swarm.settings import load_settings
-from swarm.sources.documents import read_documents
+from swarm.cli.decorators import job_options, one_line_errors
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from swarm.client import SwarmClient, SwarmHandle
 
 
 def survey_markdown(report: dict[str, Any]) -> str:
@@ -58,6 +59,10 @@ def analyze_command(
     strict: bool,
 ) -> None:
     """Answer QUERY over DOCUMENTS (txt, md; pdf with pypdf installed)."""
+    from swarm.cli.execute import execute
+    from swarm.settings import load_settings
+    from swarm.sources.documents import read_documents
+
     items = read_documents(list(documents))
 
     def submit(client: SwarmClient) -> SwarmHandle:

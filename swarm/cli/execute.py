@@ -1,16 +1,14 @@
 """Running a job from the CLI: embedded or through the broker, then waiting and printing.
 
-Shared by `run`, `demo`, `review`, `analyze` and `resume`. Every SwarmError becomes one line
-on stderr and exit status 2; a job that ends failed, cancelled or over budget exits 1.
+Shared by `run`, `demo`, `review`, `analyze` and `resume`, which import it in their bodies:
+it loads Celery and the OpenAI client. A job that ends failed, cancelled or over budget exits 1.
 """
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 from contextlib import ExitStack
-from functools import wraps
-from typing import Any, ParamSpec, TypeVar
+from typing import Any
 
 import click
 from rich.console import Console
@@ -18,65 +16,16 @@ from rich.console import Console
 from swarm.calls.gateway import make_client
 from swarm.catalog import load_catalog
 from swarm.cli.preflight import NO_KEY, check_gateway
-from swarm.cli.render import follow, print_json, print_report
+from swarm.cli.render import Render, finish, follow, print_report
 from swarm.client import SwarmClient, SwarmHandle
-from swarm.errors import ConfigError, SwarmError
-from swarm.jobs.report import COMPLETED
+from swarm.errors import ConfigError
 from swarm.records import InputItem
 from swarm.settings import Settings
-
-P = ParamSpec("P")
-R = TypeVar("R")
-Render = Callable[[dict[str, Any], Console], None]
-
-
-JOB_OPTIONS = (
-    click.option("--json", "as_json", is_flag=True, help="Print the report as JSON."),
-    click.option("--no-wait", is_flag=True, help="Print the job id and return."),
-    click.option("--simulate", is_flag=True, help="Embedded mode: use the built-in simulator."),
-    click.option("--budget-usd", type=float, help="Cap on the job's cost in USD (see README)."),
-    click.option(
-        "--strict", is_flag=True, help="Refuse when the workers call another gateway than this."
-    ),
-)
-"""The options every job-submitting command has (run, review, analyze)."""
-
-
-def job_options(fn: Callable[P, R]) -> Callable[P, R]:
-    """``fn`` with JOB_OPTIONS (parameters as_json, no_wait, simulate, budget_usd, strict)."""
-    for option in reversed(JOB_OPTIONS):
-        fn = option(fn)
-    return fn
-
-
-def one_line_errors(fn: Callable[P, R]) -> Callable[P, R]:
-    """Turn SwarmError into `swarm: <message>` on stderr and exit status 2."""
-
-    @wraps(fn)
-    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-        try:
-            return fn(*args, **kwargs)
-        except SwarmError as exc:
-            click.echo(f"swarm: {exc}", err=True)
-            sys.exit(2)
-
-    return wrapper
 
 
 def stderr_console() -> Console | None:
     console = Console(stderr=True)
     return console if console.is_terminal else None
-
-
-def finish(report: dict[str, Any], as_json: bool, render: Render = print_report) -> None:
-    """Print the report (JSON or rendered) and exit 1 unless the job completed."""
-    if as_json:
-        print_json(report)
-    else:
-        render(report, Console())
-    if report["status"] not in COMPLETED:
-        click.echo(f"swarm: job ended {report['status']}: {report.get('error') or ''}", err=True)
-        sys.exit(1)
 
 
 Submit = Callable[[SwarmClient], Any]

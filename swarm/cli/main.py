@@ -2,35 +2,32 @@
 
 Every SwarmError becomes one line on stderr and exit status 2; a job that ends failed,
 cancelled or over budget exits 1; a completed job (succeeded or partial) exits 0.
+
+Modules import light: `swarm --help` loads every command module, so each command imports
+what it runs (Celery, the OpenAI client, the simulator, the job store) in its body
+(tests/unit/cli/test_start_imports.py keeps it so).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-from rich.console import Console
 
-from swarm.catalog import load_catalog
-from swarm.cli.demo_inputs import DEMO_AGGREGATE, DEMO_INSTRUCTION, demo_inputs
-from swarm.cli.execute import (
-    broker_client,
-    execute,
-    finish,
-    job_options,
-    one_line_errors,
-    run_embedded,
-    stderr_console,
-    submitter,
-)
-from swarm.cli.inputs import read_inputs, read_schema
-from swarm.cli.render import follow, print_json, print_progress, render_for
-from swarm.cli.transcript_view import print_transcript
-from swarm.client import DEFAULT_AGGREGATE, DEFAULT_INSTRUCTION, SwarmClient
-from swarm.cost.budget import check_budget
+from swarm.cli.analyze_cmd import analyze_command
+from swarm.cli.bench_cmd import bench_group
+from swarm.cli.cost_cmd import cost_command
+from swarm.cli.decorators import job_options, one_line_errors
+from swarm.cli.probe_cmd import probe_command
+from swarm.cli.review_cmd import review_command
+from swarm.cli.sim_cmd import sim_command
+from swarm.cli.stack_cmd import stack_group
 from swarm.errors import ConfigError, InputError
-from swarm.settings import Settings, load_settings
+from swarm.jobs.defaults import DEFAULT_AGGREGATE, DEFAULT_INSTRUCTION
+
+if TYPE_CHECKING:
+    from swarm.client import SwarmClient
 
 
 @click.group()
@@ -82,6 +79,12 @@ def run(
     output_schema: Path | None,
 ) -> None:
     """One sub-agent per INPUT file (- reads one input per line from stdin), then aggregate."""
+    from swarm.catalog import load_catalog
+    from swarm.cli.execute import execute, submitter
+    from swarm.cli.inputs import read_inputs, read_schema
+    from swarm.cost.budget import check_budget
+    from swarm.settings import load_settings
+
     settings = load_settings()
     check_budget(budget_usd)
     check_timeout(timeout_s)
@@ -121,6 +124,11 @@ def run(
 @one_line_errors
 def demo(n_inputs: int, as_json: bool) -> None:
     """A whole swarm on this machine: no Redis, no key, simulated gateway."""
+    from swarm.cli.demo_inputs import DEMO_AGGREGATE, DEMO_INSTRUCTION, demo_inputs
+    from swarm.cli.execute import run_embedded
+    from swarm.cli.render import finish
+    from swarm.settings import load_settings
+
     settings = load_settings(broker_url=None, worker_concurrency=min(n_inputs, 100))
     items = demo_inputs(n_inputs)
 
@@ -146,27 +154,20 @@ def demo(n_inputs: int, as_json: bool) -> None:
 def status(job_id: str | None, as_json: bool, models: bool, node_id: str | None) -> None:
     """Progress of a job, or its final report; without JOB_ID (or with --models), the
     shared per-model admission counters; with --node, one agent node's transcript."""
+    from swarm.settings import load_settings
+
     settings = load_settings()
     if settings.embedded:
         raise ConfigError("`swarm status` needs SWARM_BROKER_URL (the job store is in Redis)")
     if models or job_id is None:
-        _models_status(settings, as_json)
+        from swarm.cli.models_view import show_models
+
+        show_models(settings, as_json)
         if job_id is None:
             return
-    client = SwarmClient.from_settings(settings)
-    handle = client.attach(job_id)
-    if node_id is not None:
-        print_transcript(client.store, job_id, node_id, as_json)
-        return
-    report = handle.report()
-    if report is not None:
-        finish(report, as_json, render_for(report))
-        return
-    progress = handle.progress()
-    if as_json:
-        print_json({"job_id": job_id, "status": "running", **progress.model_dump(mode="json")})
-    else:
-        print_progress(progress, job_id, Console())
+    from swarm.cli.status_view import show_job
+
+    show_job(settings, job_id, node_id, as_json)
 
 
 @main.command()
@@ -180,6 +181,10 @@ def resume(
     job_id: str, budget_usd: float | None, as_json: bool, no_wait: bool, timeout_s: float | None
 ) -> None:
     """Run again the nodes of an ended job that did not succeed, then aggregate again."""
+    from swarm.cli.execute import broker_client, stderr_console
+    from swarm.cli.render import finish, follow
+    from swarm.settings import load_settings
+
     settings = load_settings()
     check_timeout(timeout_s)
     if settings.embedded:
@@ -197,74 +202,16 @@ def check_timeout(timeout_s: float | None) -> None:
         raise InputError(f"--timeout must be a positive number of seconds, not {timeout_s:g}")
 
 
-def _add_cost() -> None:
-    from swarm.cli.cost_cmd import cost_command
-
-    # Wrapped here: cost_cmd cannot import this module (`python -m swarm.cli.main` runs it
-    # as __main__, so importing it back would build a second CLI).
-    if cost_command.callback is not None:
-        cost_command.callback = one_line_errors(cost_command.callback)
-    main.add_command(cost_command)
-
-
-_add_cost()
-
-
-def _models_status(settings: Settings, as_json: bool) -> None:
-    from swarm.cli.models_view import model_counters, print_models
-
-    counters = model_counters(settings, load_catalog(settings.config))
-    if as_json:
-        print_json({"models": counters})
-    else:
-        print_models(counters, Console())
-
-
-def _add_review_and_analyze() -> None:
-    from swarm.cli.analyze_cmd import analyze_command
-    from swarm.cli.review_cmd import review_command
-
-    main.add_command(review_command)
-    main.add_command(analyze_command)
-
-
-_add_review_and_analyze()
-
-
-def _add_sim() -> None:
-    from swarm.cli.sim_cmd import sim_command
-
-    main.add_command(sim_command)
-
-
-_add_sim()
-
-
-def _add_stack() -> None:
-    from swarm.cli.stack_cmd import stack_group
-
-    main.add_command(stack_group)
-
-
-_add_stack()
-
-
-def _add_bench() -> None:
-    from swarm.cli.bench_cmd import bench_group
-
-    main.add_command(bench_group)
-
-
-_add_bench()
+for command in (
+    cost_command,
+    review_command,
+    analyze_command,
+    sim_command,
+    stack_group,
+    bench_group,
+    probe_command,
+):
+    main.add_command(command)
 
 if __name__ == "__main__":
     main()
-
-
-def _add_probe() -> None:
-    from swarm.cli.probe_cmd import probe_command
-
-    main.add_command(probe_command)
-
-
-_add_probe()

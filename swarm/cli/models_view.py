@@ -10,7 +10,8 @@ from rich.table import Table
 
 from swarm.calls.admission import AdmissionPolicy
 from swarm.calls.admission.redis import RedisAdmission
-from swarm.catalog import Catalog
+from swarm.catalog import Catalog, load_catalog
+from swarm.cli.render import print_json
 from swarm.errors import BrokerUnavailableError, ConfigError
 from swarm.settings import Settings
 
@@ -54,3 +55,12 @@ def print_models(counters: dict[str, dict[str, Any]], console: Console) -> None:
         cells = [f"{row[c]:.2f}" if isinstance(row[c], float) else str(row[c]) for c in COLUMNS]
         table.add_row(name, *cells)
     console.print(table)
+
+
+def show_models(settings: Settings, as_json: bool) -> None:
+    """`swarm status --models`: the counters as a table, or as JSON."""
+    counters = model_counters(settings, load_catalog(settings.config))
+    if as_json:
+        print_json({"models": counters})
+    else:
+        print_models(counters, Console())

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
 import click
 
-from swarm.calls.probe import ProbeResult, is_local
-from swarm.cli.execute import one_line_errors
+from swarm.cli.decorators import one_line_errors
 from swarm.errors import ConfigError
+
+if TYPE_CHECKING:
+    from swarm.calls.probe import ProbeResult
 
 KINDS = ("default", "extract", "summarize", "code", "review", "reason", "plan", "aggregate")
 DEFAULT_WINDOW = 4096
@@ -22,6 +25,8 @@ def catalog_name(model_id: str) -> str:
 
 def catalog_snippet(result: ProbeResult) -> str:
     """Catalog TOML for the probed backend: one model, every kind routed to it."""
+    from swarm.calls.probe import is_local
+
     local = is_local(result.base_url)
     window = result.context_window or DEFAULT_WINDOW
     name = catalog_name(result.model)

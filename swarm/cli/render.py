@@ -6,15 +6,22 @@ import json
 import sys
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+import click
 from rich.console import Console
 from rich.panel import Panel
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from swarm.client import SwarmHandle
-from swarm.store import Progress as JobProgress
+from swarm.jobs.report import COMPLETED
+
+if TYPE_CHECKING:
+    from swarm.client import SwarmHandle
+    from swarm.store import Progress as JobProgress
+
+Render = Callable[[dict[str, Any], Console], None]
+"""How a finished job's report is shown on a terminal."""
 
 
 def progress_line(p: JobProgress) -> str:
@@ -140,3 +147,14 @@ def print_review(report: dict[str, Any], console: Console) -> None:
     from swarm.jobs.review import review_markdown
 
     console.print(review_markdown(report), markup=False, highlight=False, soft_wrap=True)
+
+
+def finish(report: dict[str, Any], as_json: bool, render: Render = print_report) -> None:
+    """Print the report (JSON or rendered) and exit 1 unless the job completed."""
+    if as_json:
+        print_json(report)
+    else:
+        render(report, Console())
+    if report["status"] not in COMPLETED:
+        click.echo(f"swarm: job ended {report['status']}: {report.get('error') or ''}", err=True)
+        sys.exit(1)

@@ -3,21 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
-from swarm.cli.execute import execute, job_options, one_line_errors
-from swarm.cli.render import print_review
-from swarm.client import SwarmClient, SwarmHandle
+from swarm.cli.decorators import job_options, one_line_errors
 from swarm.errors import InputError
-from swarm.jobs.review import (
-    REVIEW_AGGREGATE,
-    REVIEW_INSTRUCTION,
-    REVIEW_KIND,
-    REVIEW_SCHEMA,
-)
-from swarm.settings import load_settings
-from swarm.sources.git import commit_inputs
+
+if TYPE_CHECKING:
+    from swarm.client import SwarmClient, SwarmHandle
 
 
 @click.command("review")
@@ -45,6 +39,12 @@ def review_command(
     strict: bool,
 ) -> None:
     """Review commits of a git repository (default: the last 10)."""
+    from swarm.cli.execute import execute
+    from swarm.cli.render import print_review
+    from swarm.jobs.review import REVIEW_AGGREGATE, REVIEW_INSTRUCTION, REVIEW_KIND, REVIEW_SCHEMA
+    from swarm.settings import load_settings
+    from swarm.sources.git import commit_inputs
+
     if last is not None and rev_range is not None:
         raise InputError("give --last or --range, not both")
     items = commit_inputs(repo, last=last or (None if rev_range else 10), rev_range=rev_range)

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-from pydantic import ValidationError
 
-from swarm.sim import SimConfig, serve
+if TYPE_CHECKING:
+    from pydantic import ValidationError
+
+    from swarm.sim import SimConfig
 
 _LIMIT = click.IntRange(min=1)
 
@@ -20,6 +22,8 @@ def _one_line(error: ValidationError) -> str:
     fields = [str(part) for part in first["loc"]]
     if fields:
         return f"{_option(fields[0])}: {message}"
+    from swarm.sim.config import SimConfig
+
     for name in sorted(SimConfig.model_fields, key=len, reverse=True):
         message = message.replace(name, _option(name))
     return message
@@ -31,11 +35,22 @@ def _option(field: str) -> str:
 
 def build_config(options: dict[str, Any]) -> SimConfig:
     """SimConfig from CLI options (None = default); raises click.UsageError when invalid."""
+    from pydantic import ValidationError
+
+    from swarm.sim.config import SimConfig
+
     given = {name: value for name, value in options.items() if value is not None}
     try:
         return SimConfig(**given)
     except ValidationError as exc:
         raise click.UsageError(_one_line(exc)) from None
+
+
+def serve(config: SimConfig, host: str, port: int) -> None:
+    """Serve the simulator in the foreground (aiohttp is imported only here)."""
+    from swarm.sim import serve as serve_sim
+
+    serve_sim(config, host=host, port=port)
 
 
 @click.command(name="sim")

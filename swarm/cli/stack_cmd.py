@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
-from rich.console import Console
-from rich.table import Table
 
 from swarm.errors import ConfigError, SwarmError
-from swarm.stack import DEFAULT_RUN_DIR, DEFAULT_TIMEOUT_S, ProcessState, down, stack_up, status
+from swarm.stack import DEFAULT_RUN_DIR, DEFAULT_TIMEOUT_S
+
+if TYPE_CHECKING:
+    from swarm.stack.state import ProcessState
 
 _DIR = click.option(
     "--dir",
@@ -87,6 +89,8 @@ def up_command(
     as_json: bool,
 ) -> None:
     """Start redis, Flower and the workers (and the simulator) from the compose file."""
+    from swarm.stack.launch import stack_up
+
     if not compose_file.is_file():
         raise ConfigError(f"no compose file {compose_file} (use -f)")
     state = stack_up(
@@ -107,6 +111,8 @@ def up_command(
 @_DIR
 def down_command(run_dir: Path) -> None:
     """Stop exactly the processes `up` started (workers first)."""
+    from swarm.stack.runner import down
+
     stopped = down(run_dir)
     click.echo(f"stopped {len(stopped)} process(es)" if stopped else "nothing was running")
 
@@ -116,6 +122,8 @@ def down_command(run_dir: Path) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
 def status_command(run_dir: Path, as_json: bool) -> None:
     """What the stack runs: pid, state, ports and log of each process."""
+    from swarm.stack.runner import status
+
     rows = status(run_dir)
     if not rows and not as_json:
         click.echo(f"no stack in {run_dir}")
@@ -124,6 +132,9 @@ def status_command(run_dir: Path, as_json: bool) -> None:
 
 
 def _show(rows: list[tuple[ProcessState, bool]], as_json: bool) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
     if as_json:
         data = [{**p.model_dump(mode="json"), "running": running} for p, running in rows]
         click.echo(json.dumps(data, indent=2))

@@ -13,13 +13,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from swarm.catalog import Catalog
+from swarm.cost.assumptions import DAYS_PER_MONTH, DEFAULT_SWARMS_PER_DAY
 from swarm.cost.pricing import cost_usd
 from swarm.errors import InputError
 from swarm.records import Frozen, Usage
-
-DAYS_PER_MONTH = 30
-"""A month in the projections (100 swarms a day: 3,000 a month)."""
-DEFAULT_SWARMS_PER_DAY = 100
 
 
 class CostRow(Frozen):

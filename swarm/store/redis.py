@@ -35,7 +35,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import redis
 
@@ -70,6 +70,9 @@ from swarm.store.script_args import (
     UnclaimArgs,
 )
 from swarm.store.scripts import Scripts
+
+if TYPE_CHECKING:
+    from swarm.settings import Settings
 
 _LEDGER_FIELDS = ("calls", "prompt_tokens", "completion_tokens", "cached_tokens")
 MAX_CONNECTIONS = 1024
@@ -114,6 +117,17 @@ class RedisJobStore(JobStore):
             max_connections=MAX_CONNECTIONS,
         )
         return cls(client, ttl_s)
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> RedisJobStore:
+        """The job store on the result backend ``settings`` name, once it answers PING;
+        BrokerUnavailableError when no broker is set (embedded mode has no store)."""
+        url = settings.backend_url()
+        if url is None:
+            raise BrokerUnavailableError("SWARM_BROKER_URL is not set (embedded mode has no store)")
+        store = cls.from_url(url, settings.result_expires_s)
+        store.check()
+        return store
 
     @property
     def redis(self) -> redis.Redis:
