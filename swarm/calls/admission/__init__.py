@@ -9,6 +9,10 @@
     gate      around one attempt: wait in the task, or RetryLater back to the queue
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from swarm.calls.admission.base import (
     AdmissionController,
     Decision,
@@ -20,7 +24,9 @@ from swarm.calls.admission.base import (
     Verdict,
 )
 from swarm.calls.admission.limits import AdmissionPolicy
-from swarm.calls.admission.memory import MemoryAdmission
+
+if TYPE_CHECKING:
+    from swarm.calls.admission.memory import MemoryAdmission
 
 __all__ = [
     "AdmissionController",
@@ -34,3 +40,13 @@ __all__ = [
     "Unlimited",
     "Verdict",
 ]
+
+
+def __getattr__(name: str) -> object:
+    """MemoryAdmission on first use (PEP 562): its 429 feedback imports the OpenAI client,
+    which `swarm status` (the Redis counters) does not need."""
+    if name != "MemoryAdmission":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from swarm.calls.admission.memory import MemoryAdmission
+
+    return MemoryAdmission

@@ -1,7 +1,8 @@
 """What the CLI loads to start. `swarm --help` loads every command module, so those import
 light: no Celery, no OpenAI client, no aiohttp, no simulator (together most of a second
-before any command ran), and for help not even pydantic, redis or rich. `swarm status JOB`
-and `swarm cost` load the job store and pydantic, still none of the heavy four.
+before any command ran), and for help not even pydantic, redis or rich. `swarm status` (a
+job, or the per-model counters) and `swarm cost` load the job store and pydantic, still none
+of the heavy four.
 
 Each case runs in a fresh interpreter and lists sys.modules afterwards; nothing is timed.
 """
@@ -67,6 +68,16 @@ RedisJobStore.from_settings = classmethod(lambda cls, settings: store)
 """The job store `swarm status job1` and `swarm cost job1` read, in memory (the Redis one is
 integration-tested; what matters here is which modules the commands' code loads)."""
 
+COUNTERS_WITHOUT_REDIS = """
+from swarm.calls.admission.base import ModelCounters
+from swarm.calls.admission.redis import RedisAdmission
+class Counters:
+    def counters(self, spec):
+        return ModelCounters(admitted=3)
+RedisAdmission.from_url = classmethod(lambda cls, url, gateway, policy: Counters())
+"""
+"""The per-model counters bare `swarm status` reads, without a Redis (as above)."""
+
 
 def loaded(code: str, **env: str) -> list[str]:
     """The modules loaded after running ``code`` in a fresh interpreter."""
@@ -116,6 +127,15 @@ def test_status_of_a_job_loads_no_celery_openai_or_simulator(args: list[str]) ->
     modules = loaded(code, SWARM_BROKER_URL="redis://127.0.0.1:1/0")
     assert among(modules, HEAVY) == []
     assert "swarm.cli.status_view" in modules  # the job's report was shown
+
+
+@pytest.mark.parametrize("args", [["status"], ["status", "--models", "--json"]])
+def test_status_counters_load_no_celery_openai_or_simulator(args: list[str]) -> None:
+    code = COUNTERS_WITHOUT_REDIS + RUN_CLI.format(args=args)
+    environ = {"SWARM_BROKER_URL": "redis://127.0.0.1:1/0", "SWARM_BASE_URL": "http://gw/v1"}
+    modules = loaded(code, **environ)
+    assert among(modules, HEAVY) == []
+    assert "swarm.cli.models_view" in modules
 
 
 def test_cost_of_a_job_loads_no_celery_openai_or_simulator() -> None:
