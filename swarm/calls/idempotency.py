@@ -12,7 +12,8 @@ Each call of a job (a sub-agent node, the aggregation) has an idempotency key: j
 4. wraps the call so each billed response is recorded the moment it arrives, before
    anything else can fail: the ledger line, the spent budget and the answer are written by
    one atomic store call, counted once by the response's call id;
-5. on exit, releases the reservation and the claim.
+5. on exit, releases the reservation and the claim (a claim held as a lease ends with the
+   stored answer, in the same round trip).
 
 In a worker the claim is a lease (swarm.store.leases) of ``lease_s``, renewed by the
 process's heartbeat while the call runs: a run that was killed or frozen holding it blocks
@@ -58,6 +59,8 @@ class CallGuard:
     _lease: Lease | None = field(default=None, init=False)
     _reserved: bool = field(default=False, init=False)
     _attempts: int = field(default=0, init=False)
+    _answered: bool = field(default=False, init=False)
+    """An answer was recorded under the claim's lease (which released the claim)."""
     _started: float = field(default_factory=time.perf_counter, init=False)
 
     @property
@@ -92,7 +95,8 @@ class CallGuard:
             self.rt.leases.drop(self._lease)
         if self._reserved:
             self.rt.store.release(self.job_id, self._reservation_id)
-        self.rt.store.unclaim(self.job_id, self.request.slot, self.owner)
+        if not self._answered:  # storing the answer under the claim released it already
+            self.rt.store.unclaim(self.job_id, self.request.slot, self.owner)
 
     @property
     def _reservation_id(self) -> str:
@@ -155,3 +159,4 @@ class CallGuard:
             answer=stored,
         )
         self.rt.store.record_call(self.job_id, billed, fence=self._lease)
+        self._answered = self._answered or (stored is not None and self._lease is not None)

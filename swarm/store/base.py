@@ -167,7 +167,8 @@ class JobStore(ABC):
     def record_call(self, job_id: str, call: BilledCall, fence: Lease | None = None) -> bool:
         """Atomically count a billed call once by its id (ledger and spent budget) and store
         its answer under its key unless one is stored or the run lost ``fence`` (its claim);
-        True when counted by this call."""
+        a run that stores its answer under ``fence`` is done with the slot and the claim is
+        released with it. True when counted by this call."""
 
     @abstractmethod
     def answer(self, job_id: str, key: str) -> StoredAnswer | None:

@@ -147,6 +147,8 @@ class MemoryJobStore(JobStore):
             fenced = fence is not None and not self._holds(job, fence)
             if call.answer_key is not None and call.answer is not None and not fenced:
                 job.answers.setdefault(call.answer_key, call.answer)
+                if fence is not None:  # the slot is done: its claim ends with the answer
+                    job.leases.pop(fence.name, None)
             if call.call_id in job.billed:
                 return False
             job.billed.add(call.call_id)

@@ -51,6 +51,20 @@ def test_a_fenced_call_is_billed_but_its_answer_is_not_stored(store: JobStore) -
     assert store.answer("job", "k") is not None
 
 
+def test_an_answer_stored_under_its_claim_releases_the_claim(store: JobStore) -> None:  # noqa: F811
+    store.create_job(spec(), ["a", "b", "c"])
+    assert store.claim("job", "n0", "me", 5)
+    mine = claim_lease("job", "n0", "me")
+    no_answer = billed("c1", "k").model_copy(update={"answer_key": None, "answer": None})
+    assert store.record_call("job", no_answer, fence=mine)  # billed, nothing stored
+    assert not store.claim("job", "n0", "other", 5)  # still held
+    assert store.record_call("job", billed("c2", "k"), fence=mine)
+    assert store.answer("job", "k") is not None
+    assert store.claim("job", "n0", "other", 5)  # the slot is done: the claim went with it
+    store.unclaim("job", "n0", "me")  # what a run without a lease does: no effect now
+    assert not store.claim("job", "n0", "third", 5)
+
+
 def test_a_lapsed_task_lease_has_one_winner(store: JobStore) -> None:  # noqa: F811
     store.create_job(spec(), ["a", "b", "c"])
     kept, lapsing, released = (task_lease("job", t) for t in ("t1", "t2", "t3"))

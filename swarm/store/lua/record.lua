@@ -2,7 +2,9 @@
 -- Counting and storing happen in one script, so the ledger, the spent budget and the
 -- stored answer never disagree, and a repeated call id (a retried write) counts once. A
 -- run that lost its claim (fenced: another run took the call over) still counts what the
--- gateway billed it, but does not store its answer.
+-- gateway billed it, but does not store its answer. A run that stores its answer under its
+-- claim (fence) is done with the slot: the claim is released here, in the same round trip
+-- (a later run finds the answer).
 --
 -- KEYS[1] billed: set of call ids
 -- KEYS[2] ledger: hash "<model>|<field>" -> int
@@ -32,6 +34,9 @@ end
 local fenced = ARGV[10] ~= '' and redis.call('GET', KEYS[5]) ~= ARGV[10]
 if ARGV[7] ~= '' and not fenced then
   redis.call('HSETNX', KEYS[4], ARGV[7], ARGV[8])
+  if ARGV[10] ~= '' then
+    redis.call('DEL', KEYS[5])
+  end
 end
 for i = 1, 4 do
   if redis.call('EXISTS', KEYS[i]) == 1 then

@@ -21,7 +21,9 @@ from swarm.jobs.aggregation import run_aggregation
 from swarm.jobs.prompts import subagent_messages
 from swarm.jobs.subagent import run_node
 from swarm.records import ErrorKind, JobSpec, NodeEnvelope
+from swarm.settings import Settings
 from swarm.store import MemoryJobStore
+from swarm.store.heartbeat import LeaseKeeper
 
 MakeRuntime = Callable[..., tuple[Runtime, MockGateway]]
 BIG = "x" * 20_000  # 5,000 prompt tokens: a node costs more than the aggregation's bound
@@ -165,3 +167,29 @@ def test_the_aggregation_runs_on_what_is_left(make_runtime: MakeRuntime) -> None
     assert report["status"] == "budget_exceeded" and report["final"].startswith("answer 5")
     assert len(gw.requests) == 5 and report["succeeded"] == 4
     assert report["cost_usd"] <= spec.budget_usd
+
+
+class CountingUnclaims(MemoryJobStore):
+    unclaims = 0
+
+    def unclaim(self, job_id: str, slot: str, owner: str) -> None:
+        self.unclaims += 1
+        super().unclaim(job_id, slot, owner)
+
+
+@pytest.mark.parametrize(("status", "unclaims"), [(200, 0), (400, 1)])
+def test_a_claim_held_as_a_lease_ends_with_the_stored_answer(
+    fast_settings: Settings, status: int, unclaims: int
+) -> None:
+    store = CountingUnclaims()
+    answer = completion("ok") if status == 200 else httpx2.Response(status, json={"error": {}})
+    gw = MockGateway(lambda body, n: answer)
+    keeper = LeaseKeeper(store, lease_s=30)
+    rt = Runtime(fast_settings, load_catalog(), store, gw.client(), leases=keeper)
+    spec = new_job(rt, 1)
+    envelope = run_node(rt, spec.job_id, "n0")
+    assert envelope.ok is (status == 200)
+    assert store.unclaims == unclaims  # an answer released the claim in its own write
+    assert store.claim(spec.job_id, "n0", "next run", 5)  # either way the slot is free
+    assert keeper.held() == []
+    keeper.stop()
