@@ -10,12 +10,13 @@ from __future__ import annotations
 import json
 import weakref
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import httpx2
 import openai
 
+from swarm.calls.admission.feedback import used_up_reset_s
 from swarm.calls.request import Answer, CallRequest
 from swarm.calls.retry_policy import BadResponseError
 from swarm.catalog import Catalog
@@ -102,17 +103,25 @@ def send(client: openai.OpenAI, request: CallRequest) -> Answer:
         raise openai.APIConnectionError(request=sent) from exc
     if response.status_code >= 400:
         raise client._make_status_error_from_response(response)
-    return parse_answer(response.content)
+    return parse_answer(response.content, response.headers)
 
 
-def parse_answer(content: bytes) -> Answer:
-    """The answer in a 2xx response body; BadResponseError when it is not JSON or has no
-    usable answer."""
+def parse_answer(content: bytes, headers: Mapping[str, str] | None = None) -> Answer:
+    """The answer in a 2xx response (body and headers); BadResponseError when the body is
+    not JSON or has no usable answer."""
     try:
         completion = json.loads(content)
     except ValueError:
         raise BadResponseError(f"not a chat completion: {content[:80]!r}") from None
-    return answer_from_json(completion)
+    answer = answer_from_json(completion)
+    if headers is not None and any(name in headers for name in _REMAINING):
+        answer = replace(answer, limit_reset_s=used_up_reset_s(headers))
+    return answer
+
+
+_REMAINING = ("x-ratelimit-remaining-requests", "x-ratelimit-remaining-tokens")
+"""Headers that say what is left of the tenant's limits (``in`` on httpx headers ignores
+case)."""
 
 
 def answer_from_json(completion: Any) -> Answer:

@@ -146,6 +146,10 @@ class Answer:
     """True when the answer had no usage field (its tokens are unknown, counted as 0)."""
     tool_calls: tuple[ToolCall, ...] = ()
     """Tools the model asked to call (then ``content`` may be empty)."""
+    limit_reset_s: float | None = None
+    """Set when the answer's x-ratelimit-remaining-* headers say a limit of the tenant is
+    used up: seconds until its reset (0.0 when not given). Admission then holds every
+    caller of the model until then."""
 
 
 @dataclass(frozen=True)

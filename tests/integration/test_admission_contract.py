@@ -276,3 +276,45 @@ def test_the_retry_budget_is_spent_only_when_nearly_every_request_fails(h: Harne
     ]
     spent = [v.budget_spent for v in verdicts]
     assert not any(spent[:19]) and all(spent[21:])  # from about 20 requests, none answered
+
+
+def test_an_answer_saying_a_limit_is_used_up_holds_every_client_until_its_reset(
+    h: Harness,
+) -> None:
+    one, two = h.controller(), h.controller()
+    model = spec()
+    (permit,) = take(h, one, model, "job-1", 1)
+    verdict = one.finish(model, permit, Outcome(used_tokens=5, retry_after_s=0.5, exhausted=True))
+    assert verdict.paused
+    paused = two.acquire(model, "job-2", 1)
+    assert paused.reason is Refusal.PAUSED and paused.retry_after_s == h.approx(0.5)
+    counters = two.counters(model)
+    assert counters.rate_limited == 0 and counters.factor == 1.0 and counters.pauses == 1
+    h.advance(0.5)
+    assert two.acquire(model, "job-2", 1).permit is not None
+
+
+def test_a_call_admitted_at_the_configured_limit_says_so(h: Harness) -> None:
+    ctl = h.controller()
+    window = spec(rpm=3).model_copy(update={"limit_window": "sliding"})
+    assert [p.at_limit for p in take(h, ctl, window, "a", 3)] == [False, False, True]
+    bucket = spec(rps=5).model_copy(update={"name": "bucket-model"})  # one per 275 ms
+    first = ctl.acquire(bucket, "a", 1, reserve_s=1.0).permit
+    booked = ctl.acquire(bucket, "a", 1, reserve_s=1.0).permit
+    assert first is not None and not first.at_limit
+    assert booked is not None and booked.at_limit  # it had to wait for its slot
+    h.advance(1.0)
+    later = ctl.acquire(bucket, "a", 1).permit
+    assert later is not None and not later.at_limit  # slower than the limit allows
+    assert not any(p.at_limit for p in take(h, ctl, spec(), "a", 3))  # far below its limit
+
+
+def test_the_retry_budget_is_per_job(h: Harness) -> None:
+    ctl, model = h.controller(), spec()
+    verdicts = [
+        ctl.finish(model, permit, Outcome(used_tokens=0, failed=True))
+        for permit in take(h, ctl, model, "failing", 25)
+    ]
+    assert verdicts[-1].budget_spent
+    (other,) = take(h, ctl, model, "healthy", 1)
+    assert not ctl.finish(model, other, Outcome(used_tokens=0, failed=True)).budget_spent

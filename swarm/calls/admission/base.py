@@ -30,6 +30,11 @@ class Refusal(StrEnum):
     TPM = "tpm"
 
 
+RATE_REFUSALS = frozenset({Refusal.RPM, Refusal.RPS, Refusal.TPM})
+"""Refusals by a rate limit: a caller may book a slot past them, and a call that waited
+for one is admitted at that limit (Permit.at_limit)."""
+
+
 @dataclass(frozen=True)
 class Permit:
     """Leave to call the gateway once; give it back with ``finish``."""
@@ -42,6 +47,10 @@ class Permit:
     """Job the call belongs to (fair share and per-job 429 counts)."""
     tokens_reserved: int
     """Tokens charged to the TPM limit at acquire (prompt estimate + completion estimate)."""
+    at_limit: bool = False
+    """Admitted at a configured limit: the call filled a window limit, or waited for its
+    slot of a rate limit (booked, or refused and asked again). A 429 on it is evidence
+    that the tenant is at its limit (see Outcome.exhausted)."""
 
 
 @dataclass(frozen=True)
@@ -75,7 +84,9 @@ class Outcome:
     retry_after_s: float | None = None
     """The gateway's retry time for a 429 (Retry-After or x-ratelimit reset), if known."""
     exhausted: bool = False
-    """The 429 said the tenant's limit is used up (an x-ratelimit-remaining-* header at 0)."""
+    """Evidence that the tenant's limit is used up: an x-ratelimit-remaining-* header at 0
+    (on a 429 or on an answer), or a 429 on a call admitted at the configured limit
+    (Permit.at_limit). Every caller pauses for ``retry_after_s``; the rate is not cut."""
     failed: bool = False
     """The attempt got no usable answer (any error): counts against the retry budget."""
     sent: bool = True

@@ -89,6 +89,22 @@ def pause_after_429_s(headers: Mapping[str, str], now: float) -> float | None:
     return min(max(resets), MAX_RETRY_AFTER_S) if resets else None
 
 
+def used_up_reset_s(headers: Mapping[str, str]) -> float | None:
+    """When an x-ratelimit-remaining-* header says a limit is used up (0 left): seconds
+    until its reset (the later one when both are, capped like Retry-After; 0.0 when no
+    reset is given). None when no limit is used up (or the gateway sends no such header)."""
+    info = parse_ratelimit_headers(headers)
+    resets = [
+        reset or 0.0
+        for remaining, reset in (
+            (info.remaining_requests, info.reset_requests_s),
+            (info.remaining_tokens, info.reset_tokens_s),
+        )
+        if remaining == 0
+    ]
+    return min(max(resets), MAX_RETRY_AFTER_S) if resets else None
+
+
 def pause_of(exc: BaseException, now: float) -> float | None:
     """The pause a gateway's 429 error asks for (see pause_after_429_s)."""
     if isinstance(exc, openai.APIStatusError):

@@ -15,8 +15,15 @@ import random
 import time
 import uuid
 from collections.abc import Callable
+from dataclasses import replace
 
-from swarm.calls.admission.base import AdmissionController, Decision, Outcome, Permit
+from swarm.calls.admission.base import (
+    RATE_REFUSALS,
+    AdmissionController,
+    Decision,
+    Outcome,
+    Permit,
+)
 from swarm.calls.admission.feedback import exhausted_of, pause_of
 from swarm.calls.request import Answer
 from swarm.calls.retry_policy import classify
@@ -50,17 +57,32 @@ def wait_or_requeue(
     return retry_after_s
 
 
-def outcome_of_error(exc: BaseException, now: float) -> Outcome:
-    """A failed attempt refunds its tokens; a 429 is feedback (see Outcome.rate_limited)."""
+def outcome_of_error(exc: BaseException, now: float, *, at_limit: bool = False) -> Outcome:
+    """A failed attempt refunds its tokens; a 429 is feedback (see Outcome.rate_limited),
+    and evidence of the tenant's limit when the gateway says a limit is used up or the call
+    was admitted at the configured limit (``at_limit``, Permit.at_limit)."""
     if classify(exc) is ErrorKind.RATE_LIMITED:
         return Outcome(
             used_tokens=0,
             rate_limited=True,
             retry_after_s=pause_of(exc, now),
-            exhausted=exhausted_of(exc),
+            exhausted=exhausted_of(exc) or at_limit,
             failed=True,
         )
     return Outcome(used_tokens=0, failed=True)
+
+
+def outcome_of_answer(answer: Answer | None) -> Outcome:
+    """An answered attempt charges its tokens (None: a request given back unsent); an
+    answer whose headers say a limit is used up holds every caller until its reset."""
+    if answer is None:
+        return Outcome(used_tokens=0, sent=False)
+    reset_s = answer.limit_reset_s
+    return Outcome(
+        used_tokens=answer.usage.total_tokens or None,
+        exhausted=reset_s is not None,
+        retry_after_s=reset_s or None,
+    )
 
 
 class Gate:
@@ -96,14 +118,17 @@ class Gate:
     def acquire(self) -> Permit:
         """Block until admitted, or raise RetryLater (see module docstring)."""
         lease_id = uuid.uuid4().hex
+        waited_for_rate = False
         while True:
             decision = self.controller.acquire(
                 self.spec, self.job_id, self.tokens, lease_id, self.reserve_s
             )
-            if decision.permit is not None:
-                if decision.start_in_s <= 0 or self._still_open(decision.permit, decision):
-                    return decision.permit
+            if (permit := decision.permit) is not None:
+                if decision.start_in_s <= 0 or self._still_open(permit, decision):
+                    # a call that waited for a rate limit's slot comes at that limit's rate
+                    return replace(permit, at_limit=True) if waited_for_rate else permit
                 continue
+            waited_for_rate |= decision.reason in RATE_REFUSALS
             delay = wait_or_requeue(
                 decision.retry_after_s,
                 str(decision.reason),
@@ -157,12 +182,13 @@ class Gate:
         model; with ``requeue`` a long pause raises RetryLater now rather than after a
         backoff); neither refunds the reservation (a cancelled request)."""
         if error is None:
-            used = (answer.usage.total_tokens or None) if answer is not None else 0
-            outcome = Outcome(used_tokens=used, sent=answer is not None)
-            verdict = self.controller.finish(self.spec, permit, outcome)
+            verdict = self.controller.finish(self.spec, permit, outcome_of_answer(answer))
             self.budget_spent = verdict.budget_spent
+            if verdict.paused:
+                log.debug("admission: %s says a limit is used up: every caller waits %.2f s",
+                          self.spec.name, answer.limit_reset_s if answer else 0.0)  # fmt: skip
             return
-        outcome = outcome_of_error(error, time.time())
+        outcome = outcome_of_error(error, time.time(), at_limit=permit.at_limit)
         verdict = self.controller.finish(self.spec, permit, outcome)
         self.budget_spent = verdict.budget_spent
         if verdict.budget_spent:

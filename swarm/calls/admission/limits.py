@@ -149,6 +149,12 @@ def window_wait_ms(times_ms: list[float], now_ms: float, limit: Limit, slack_ms:
     return max(inside[len(inside) - allowed] + span - now_ms, 0.0)
 
 
+def window_fills(times_ms: list[float], now_ms: float, limit: Limit, slack_ms: float) -> bool:
+    """Whether one more call now fills a window limit (it is the window's N-th)."""
+    span = window_span_ms(limit, slack_ms)
+    return sum(1 for t in times_ms if t > now_ms - span) + 1 >= limit.limit
+
+
 def refund_tat(tat_ms: float, now_ms: float, delta_units: float, t_ms: float) -> float:
     """TAT after charging ``delta_units`` more (debt) or fewer (refund, never below now)."""
     if delta_units >= 0:

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from swarm.calls.admission.base import (
+    RATE_REFUSALS,
     AdmissionController,
     Decision,
     ModelCounters,
@@ -39,6 +40,7 @@ from swarm.calls.admission.limits import (
     refund_tat,
     release_mean_ms,
     slot_poll_ms,
+    window_fills,
     window_span_ms,
     window_wait_ms,
 )
@@ -46,8 +48,10 @@ from swarm.catalog import ModelSpec
 
 log = logging.getLogger(__name__)
 
-RATE_REFUSALS = frozenset({Refusal.RPM, Refusal.RPS, Refusal.TPM})
-"""Refusals a caller may book a slot past (the others have no known time)."""
+JOB_RECENT_MAX = 1000
+"""Jobs with retry-budget counts kept before the ones idle for JOB_RECENT_KEEP time
+constants are forgotten (finish.lua lets their Redis hash expire then)."""
+JOB_RECENT_KEEP = 20
 
 
 @dataclass
@@ -76,6 +80,9 @@ class _ModelState:
     recent_failed: float = 0.0
     """Requests without a usable answer lately (decaying the same way)."""
     recent_at: float = 0.0
+    job_recent: dict[str, tuple[float, float, float]] = field(default_factory=dict)
+    """Per job: its recent requests and failed ones on the model (decaying), and when
+    they were last counted: its retry budget."""
     admitted: int = 0
     refused: int = 0
     rate_limited: int = 0
@@ -135,7 +142,7 @@ class MemoryAdmission(AdmissionController):
             now, st = self._clock_ms(), self._state(spec.name)
             st.purge(now)
             self._recover(st, now)
-            refusals, new_tats = self._check(spec, st, job_id, tokens, now)
+            refusals, new_tats, at_limit = self._check(spec, st, job_id, tokens, now)
             wait_ms, reason = max(refusals, key=lambda r: r[0], default=(0.0, None))
             start_ms = 0.0
             if all(why in RATE_REFUSALS for _, why in refusals):  # only rates: may book
@@ -153,7 +160,7 @@ class MemoryAdmission(AdmissionController):
             self._log(spec, st, now, now + start_ms)
             st.leases[lease_id] = (now + start_ms + self.policy.lease_s * 1000, job_id)
             st.admitted += 1
-            permit = Permit(spec.name, lease_id, job_id, tokens)
+            permit = Permit(spec.name, lease_id, job_id, tokens, at_limit=at_limit or start_ms > 0)
             return Decision(permit, start_in_s=start_ms / 1000.0)
 
     def _recover(self, st: _ModelState, now: float) -> None:
@@ -163,8 +170,9 @@ class MemoryAdmission(AdmissionController):
 
     def _check(
         self, spec: ModelSpec, st: _ModelState, job_id: str, tokens: int, now: float
-    ) -> tuple[list[tuple[float, Refusal]], dict[str, float]]:
-        """Every refusal (wait ms, reason), and the TATs to store when there is none."""
+    ) -> tuple[list[tuple[float, Refusal]], dict[str, float], bool]:
+        """Every refusal (wait ms, reason), the TATs to store when there is none, and
+        whether an admission now fills a window limit (see Permit.at_limit)."""
         new_tats: dict[str, float] = {}
         poll_ms = slot_poll_ms(
             self.policy.poll_s * 1000,
@@ -180,8 +188,10 @@ class MemoryAdmission(AdmissionController):
         if self._over_share(spec, st, job_id):
             out.append((poll_ms, Refusal.FAIR_SHARE))
         slack_ms = self.policy.window_slack_s * 1000
+        at_limit = False
         for limit in model_limits(spec, self.policy):
             if limit.windowed:
+                at_limit |= window_fills(st.log, now, limit, slack_ms)
                 if (wait := window_wait_ms(st.log, now, limit, slack_ms)) > 0:
                     out.append((wait, Refusal(limit.name)))
                 continue
@@ -192,7 +202,7 @@ class MemoryAdmission(AdmissionController):
             )
             if wait_ms > 0:
                 out.append((wait_ms, Refusal(limit.name)))
-        return out, new_tats
+        return out, new_tats, at_limit
 
     def _log(self, spec: ModelSpec, st: _ModelState, now: float, at: float) -> None:
         """Log an admission at ``at`` for the model's window limits, forgetting old ones."""
@@ -229,23 +239,45 @@ class MemoryAdmission(AdmissionController):
                 t_ms = interval_ms(tpm, st.factor, self.policy.window_slack_s * 1000)
                 st.tats["tpm"] = refund_tat(st.tats.get("tpm", 0.0), now, delta, t_ms)
             if outcome.sent:
-                self._count_recent(st, outcome, now)
-            paused = outcome.rate_limited and self._feedback(spec, st, permit.job_id, outcome, now)
+                self._count_recent(st, permit.job_id, outcome, now)
+            if outcome.rate_limited:
+                paused = self._feedback(spec, st, permit.job_id, outcome, now)
+            else:
+                paused = outcome.exhausted and outcome.sent and self._hold(spec, st, outcome, now)
+            job_requests, job_failed, _ = st.job_recent.get(permit.job_id, (0.0, 0.0, 0.0))
             spent = budget_spent(
-                st.recent_failed,
-                st.recent_requests,
+                job_failed,
+                job_requests,
                 self.policy.budget_min_requests,
                 self.policy.budget_accept_share,
             )
             return Verdict(paused=paused, budget_spent=spent)
 
-    def _count_recent(self, st: _ModelState, outcome: Outcome, now: float) -> None:
+    def _hold(self, spec: ModelSpec, st: _ModelState, outcome: Outcome, now: float) -> bool:
+        """An answer said a limit is used up: every caller waits for its reset."""
+        pause_s = outcome.retry_after_s or self.policy.default_pause_s
+        log.debug("admission: %s has a limit used up, every caller waits %.2f s", spec.name,
+                  pause_s)  # fmt: skip
+        st.pauses += 1
+        st.pause_until = max(st.pause_until, now + pause_s * 1000)
+        return True
+
+    def _count_recent(self, st: _ModelState, job_id: str, outcome: Outcome, now: float) -> None:
         window_ms = self.policy.dense_window_s * 1000
         elapsed = now - st.recent_at
         st.recent_requests = decayed(st.recent_requests, elapsed, window_ms) + 1
         st.recent_429 = decayed(st.recent_429, elapsed, window_ms) + int(outcome.rate_limited)
         st.recent_failed = decayed(st.recent_failed, elapsed, window_ms) + int(outcome.failed)
         st.recent_at = now
+        if len(st.job_recent) > JOB_RECENT_MAX:  # forget jobs whose counts decayed away
+            horizon = now - JOB_RECENT_KEEP * window_ms
+            st.job_recent = {j: v for j, v in st.job_recent.items() if v[2] > horizon}
+        requests, failed, at = st.job_recent.get(job_id, (0.0, 0.0, now))
+        st.job_recent[job_id] = (
+            decayed(requests, now - at, window_ms) + 1,
+            decayed(failed, now - at, window_ms) + int(outcome.failed),
+            now,
+        )
 
     def _feedback(
         self, spec: ModelSpec, st: _ModelState, job_id: str, outcome: Outcome, now: float

@@ -110,7 +110,9 @@ class RedisAdmission(AdmissionController):
         admitted, wait_ms, reason, _inflight, _factor = self._scripts.run(args)
         if int(admitted):
             start_in_s = float(wait_ms) / 1000.0
-            return Decision(Permit(spec.name, lease_id, job_id, tokens), start_in_s=start_in_s)
+            at_limit = _text(reason) in ("at_limit", "reserved")
+            permit = Permit(spec.name, lease_id, job_id, tokens, at_limit=at_limit)
+            return Decision(permit, start_in_s=start_in_s)
         return Decision(None, float(wait_ms) / 1000.0, Refusal(_text(reason)))
 
     def finish(self, spec: ModelSpec, permit: Permit, outcome: Outcome) -> Verdict:
@@ -119,8 +121,8 @@ class RedisAdmission(AdmissionController):
         delta = 0 if outcome.used_tokens is None else outcome.used_tokens - permit.tokens_reserved
         pause_s = outcome.retry_after_s or policy.default_pause_s
         tpm = next(lim for lim in model_limits(spec, policy) if lim.name == "tpm")
-        state, leases, owners, jobs, job429 = self._keys(
-            spec.name, "state", "leases", "owners", "jobs", "job429"
+        state, leases, owners, jobs, job429, budget = self._keys(
+            spec.name, "state", "leases", "owners", "jobs", "job429", f"budget:{permit.job_id}"
         )
         args = FinishArgs(
             state=state,
@@ -128,6 +130,7 @@ class RedisAdmission(AdmissionController):
             owners=owners,
             jobs=jobs,
             job_429=job429,
+            job_budget=budget,
             lease_id=permit.lease_id,
             job_id=permit.job_id,
             token_delta=delta,

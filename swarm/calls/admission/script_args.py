@@ -49,12 +49,13 @@ class FinishArgs(_AdmissionScript):
     """Release a lease, reconcile its tokens, apply 429 feedback."""
 
     SCRIPT: ClassVar[str] = "finish"
-    KEYS: ClassVar[int] = 5
+    KEYS: ClassVar[int] = 6
     state: str
     leases: str
     owners: str
     jobs: str
     job_429: str
+    job_budget: str
     lease_id: str
     job_id: str
     token_delta: int

@@ -147,7 +147,7 @@ class Hedger:
         assert self._client is not None
         response = await self._client.post("/chat/completions", body=body, cast_to=httpx2.Response)
         try:
-            leg.answer = parse_answer(response.content)
+            leg.answer = parse_answer(response.content, response.headers)
         except BadResponseError as exc:
             leg.billed = exc.usage
             raise

@@ -155,3 +155,24 @@ def test_json_that_is_no_chat_completion_is_a_bad_response(body: bytes) -> None:
     gw = MockGateway(lambda _, n: httpx2.Response(200, content=body))
     with pytest.raises(BadResponseError):
         send(gw.client(), CallRequest.of("j", "n0", SPEC, MSGS, 64))
+
+
+@pytest.mark.parametrize(
+    ("headers", "reset_s"),
+    [
+        ({}, None),
+        ({"x-ratelimit-remaining-requests": "4", "x-ratelimit-reset-requests": "2s"}, None),
+        ({"x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "2s"}, 2.0),
+        ({"X-RateLimit-Remaining-Tokens": "0", "X-RateLimit-Reset-Tokens": "1m30s"}, 60.0),
+        ({"x-ratelimit-remaining-tokens": "0"}, 0.0),
+    ],
+)
+def test_an_answer_carries_a_used_up_limit_and_its_reset(
+    headers: dict[str, str], reset_s: float | None
+) -> None:
+    def handler(body: dict[str, Any], n: int) -> httpx2.Response:
+        ok = completion("ok")
+        return httpx2.Response(200, content=ok.content, headers=headers)
+
+    answer = send(MockGateway(handler).client(), CallRequest.of("j", "n0", SPEC, MSGS, 64))
+    assert answer.content == "ok" and answer.limit_reset_s == reset_s

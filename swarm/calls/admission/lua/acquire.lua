@@ -32,7 +32,9 @@
 -- ARGV[12..] limits: one group of 5 per rate limit: name, limit, window ms, burst,
 --       windowed 0/1 (the limit named "tpm" costs tokens, others 1)
 -- Returns {admitted 0/1, wait ms (string), reason, inflight, factor (string)}; admitted
--- with a wait > 0 (reason "reserved") means: call after that wait.
+-- with a wait > 0 (reason "reserved") means: call after that wait; admitted now with
+-- reason "at_limit": the call filled a window limit (a booked call waited for a limit's
+-- slot): a 429 on either is the tenant's limit.
 
 local state, leases, owners, jobs, waiters, waiting_jobs, log =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
@@ -110,12 +112,14 @@ end
 
 -- A window limit: N x factor admissions in the (slack-widened) window, from the log.
 local log_span = 0
+local at_limit = false
 local function window_limit(name, limit, window_ms)
   local span = window_ms + 2 * math.max(slack_ms, window_ms * 0.01)
   log_span = math.max(log_span, span)
   local allowed = limit
   local from = '(' .. string.format('%.3f', now - span)
   local count = redis.call('ZCOUNT', log, from, '+inf')
+  if count + 1 >= allowed then at_limit = true end
   if count >= allowed then
     local nth = redis.call('ZRANGEBYSCORE', log, from, '+inf', 'WITHSCORES', 'LIMIT',
       count - allowed, 1)
@@ -184,5 +188,8 @@ redis.call('ZREM', waiters, lease_id)
 redis.call('HINCRBY', state, 'admitted', 1)
 if start_ms > 0 then
   return {1, string.format('%.3f', start_ms), 'reserved', inflight + 1, factor_s}
+end
+if at_limit then
+  return {1, '0', 'at_limit', inflight + 1, factor_s}
 end
 return {1, '0', 'ok', inflight + 1, factor_s}

@@ -6,13 +6,18 @@
 -- the model's recent requests (counts decaying with time constant dense_ms; at least
 -- dense_min 429s and at least dense_share of the requests). Otherwise only its own call
 -- backs off (the caller's retry honours its Retry-After). Only dense 429s cut the rate
--- factor: an exhausted limit alone pauses until the gateway's reset and no more.
+-- factor: an exhausted limit alone pauses until the gateway's reset and no more. An
+-- answer (not a 429) whose headers say a limit is used up (exhausted) pauses every caller
+-- until the reset as well; it is no 429.
+-- The retry budget is per job and model: decaying counts of the job's requests and failed
+-- ones on this model (KEYS[6], expiring once the counts have decayed away).
 --
 -- KEYS[1] state: hash
 -- KEYS[2] leases: zset
 -- KEYS[3] owners: hash
 -- KEYS[4] jobs: hash
 -- KEYS[5] job_429: hash job -> 429s
+-- KEYS[6] job_budget: hash of the job's recent requests and failures on the model
 -- ARGV[1] lease_id
 -- ARGV[2] job_id
 -- ARGV[3] token_delta: reported - reserved; -reserved refunds
@@ -26,7 +31,8 @@
 -- ARGV[11] cooldown_ms: between two decreases
 -- ARGV[12] counts_ttl_s: of the per-job counts
 -- ARGV[13] sent: 0/1 (0: a permit given back unused, not a request)
--- ARGV[14] exhausted: 0/1 (an x-ratelimit-remaining-* header at 0)
+-- ARGV[14] exhausted: 0/1 (a limit used up: an x-ratelimit-remaining-* header at 0, or a 429
+--           on a call admitted at the configured limit)
 -- ARGV[15] dense_ms: time constant of the recent counts
 -- ARGV[16] dense_min: fewest recent 429s that are dense
 -- ARGV[17] dense_share: share of recent requests answered 429 that is dense
@@ -34,9 +40,10 @@
 -- ARGV[19] budget_min: recent requests before the retry budget can be spent
 -- ARGV[20] budget_share: below this share of recent requests answered, retries stop
 -- Returns {1 when the lease was released here (else 0), 1 when every caller paused,
--- 1 when the model's retry budget is spent}.
+-- 1 when the job's retry budget on the model is spent}.
 
 local state, leases, owners, jobs, job_429 = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local job_budget = KEYS[6]
 local lease_id, job, delta = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local tpm, burst, slack_ms = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 local rate_limited, pause_ms = ARGV[7] == '1', tonumber(ARGV[8])
@@ -94,8 +101,21 @@ if sent then
     'recent_429', string.format('%.4f', recent_429),
     'recent_failed', string.format('%.4f', recent_failed), 'recent_at', string.format('%.3f', now))
 end
+-- The same counts for the job alone: its retry budget on this model.
+local job_req = tonumber(redis.call('HGET', job_budget, 'req') or '0')
+local job_failed = tonumber(redis.call('HGET', job_budget, 'failed') or '0')
+if sent then
+  local since = tonumber(redis.call('HGET', job_budget, 'at') or '0')
+  local keep = math.exp(-math.max(now - since, 0) / dense_ms)
+  job_req = job_req * keep + 1
+  job_failed = job_failed * keep
+  if failed then job_failed = job_failed + 1 end
+  redis.call('HSET', job_budget, 'req', string.format('%.4f', job_req),
+    'failed', string.format('%.4f', job_failed), 'at', string.format('%.3f', now))
+  redis.call('PEXPIRE', job_budget, math.ceil(dense_ms * 20))
+end
 local spent = 0
-if recent_req >= budget_min and recent_req - recent_failed < budget_share * recent_req then
+if job_req >= budget_min and job_req - job_failed < budget_share * job_req then
   spent = 1
 end
 
@@ -118,6 +138,13 @@ if rate_limited then
       redis.call('HSET', state, 'factor', string.format('%.6f', factor),
         'factor_at', string.format('%.3f', now), 'decreased_at', string.format('%.3f', now))
     end
+  end
+elseif exhausted and sent then
+  paused = 1
+  redis.call('HINCRBY', state, 'pauses', 1)
+  local pause_until = tonumber(redis.call('HGET', state, 'pause_until') or '0')
+  if now + pause_ms > pause_until then
+    redis.call('HSET', state, 'pause_until', string.format('%.3f', now + pause_ms))
   end
 end
 return {released, paused, spent}

@@ -115,3 +115,45 @@ def test_a_429_while_waiting_for_a_booked_slot_pauses_the_booked_call_too() -> N
         gate.acquire()
     assert info.value.reason == "paused" and 8.0 < info.value.delay_s <= 9.0
     assert ctl.counters(model).inflight == 0  # the booked lease was given back
+
+
+def test_a_429_pauses_every_caller_when_its_call_was_admitted_at_the_limit() -> None:
+    window = {"rpm": 2, "limit_window": "sliding"}
+    model = load_catalog().model("kimi-k2.5").model_copy(update=window)
+    ctl = MemoryAdmission(AdmissionPolicy())
+    gate = Gate(ctl, model, "job", 10, max_wait_s=2.0, max_countdown_s=60.0,
+                may_requeue=False, sleep=lambda s: None)  # fmt: skip
+
+    def limited() -> Answer:
+        raise status_error(429, {"Retry-After": "3"})
+
+    with pytest.raises(openai.RateLimitError):  # the first of 2 in the window: isolated
+        gate.call(limited)
+    assert ctl.pause_left_s(model) == 0.0
+    with pytest.raises(openai.RateLimitError):  # it filled the window: the tenant's limit
+        gate.call(limited)
+    assert 2.0 < ctl.pause_left_s(model) <= 3.0
+    assert ctl.counters(model).factor == 1.0  # the spacing was right: no rate cut
+
+
+def test_an_answer_saying_a_limit_is_used_up_holds_every_caller_until_its_reset() -> None:
+    model = load_catalog().model("kimi-k2.5")
+    ctl = MemoryAdmission(AdmissionPolicy())
+    gate = Gate(ctl, model, "job", 10, max_wait_s=2.0, max_countdown_s=60.0,
+                may_requeue=True, sleep=lambda s: None)  # fmt: skip
+    usage = Usage(prompt_tokens=3, completion_tokens=4)
+    assert gate.call(lambda: Answer("ok", usage, "stop", limit_reset_s=None)).content == "ok"
+    assert ctl.pause_left_s(model) == 0.0
+    gate.call(lambda: Answer("ok", usage, "stop", limit_reset_s=7.0))
+    assert 6.0 < ctl.pause_left_s(model) <= 7.0
+    counters = ctl.counters(model)
+    assert counters.rate_limited == 0 and counters.factor == 1.0
+
+
+def test_a_call_that_waited_for_a_rate_limits_slot_is_at_the_limit() -> None:
+    model = load_catalog().model("kimi-k2.5").model_copy(update={"rps": 5})
+    ctl = MemoryAdmission(AdmissionPolicy())
+    gate = Gate(ctl, model, "job", 10, max_wait_s=2.0, max_countdown_s=60.0,
+                may_requeue=False, sleep=lambda s: None)  # fmt: skip
+    assert not gate.acquire().at_limit  # the bucket had room
+    assert gate.acquire().at_limit  # refused for rps (no reserve), then admitted
