@@ -12,6 +12,7 @@ from dataclasses import asdict
 from typing import Any
 
 from celery import Celery, Task
+from celery.exceptions import Ignore
 
 from swarm.calls.request import pack_progress, unpack_progress
 from swarm.client import SwarmClient
@@ -145,11 +146,16 @@ def watch(self: Task, job_id: str, seen: dict[str, Any] | None = None) -> dict[s
 
 def again_later(task: Task, exc: Exception) -> Exception:
     """Redis is down: send ``task`` again in STORE_RETRY_S (never end it failed: a failed
-    chord member stops the aggregation). If the broker is down too, the retry cannot be
-    sent, the ack neither, and the broker redelivers the task after the visibility timeout."""
+    chord member stops the aggregation), and end this run ``Ignore``d, acked with no state
+    stored (Celery's Retry would store a RETRY state in the result backend, that same
+    unreachable Redis, and a run whose state cannot be stored never ends in the threads
+    pool: its message stays unacked, holding a prefetch slot for good). If the broker is
+    down too, the retry cannot be sent (Reject), the ack neither, and the broker
+    redelivers the task after the visibility timeout."""
     log.warning("swarm: Redis unreachable (%s); task %s runs again", exc, task.request.id)
-    retry: Exception = task.retry(countdown=STORE_RETRY_S, exc=exc, throw=False)
-    return retry
+    task.retry(countdown=STORE_RETRY_S, exc=exc, throw=False)
+    ignored: Exception = Ignore()
+    return ignored
 
 
 def register(app: Celery) -> None:

@@ -66,7 +66,6 @@ from swarm.store.script_args import (
     RenewArgs,
     ReopenArgs,
     ReserveArgs,
-    TakeArgs,
     UnclaimArgs,
 )
 from swarm.store.scripts import Scripts
@@ -337,13 +336,20 @@ class RedisJobStore(JobStore):
         self._scripts.run(UnclaimArgs(_key(job_id, f"claim:{slot}"), owner))
 
     def take_task_lease(self, lease: Lease, ttl_s: float, signature: str) -> None:
+        """One round trip, in this order: the signature, the lapse index, the lease. Whatever
+        prefix of it Redis ran before a connection broke is safe: an indexed member whose
+        lease was never set is a lapse (the key is the truth) that a sweeper sends again
+        with its signature; a signature alone is a message this worker could not lease
+        (the broker redelivers it). The latest delivery of a message wins the lease."""
         task_id = lease.name.partition(":")[2]
-        key, resend = _key(lease.job_id, lease.name), _key(lease.job_id, "resend")
+        resend = _key(lease.job_id, "resend")
         ttl_ms = _ms(ttl_s)
-        self._scripts.run(
-            TakeArgs(key, resend, lease.token, ttl_ms, task_id, signature, self._ttl_s)
-        )
-        self._scripts.run(IndexArgs(LEASE_INDEX, ttl_ms, "add", (lease.member,)))
+        pipe = self._r.pipeline(transaction=False)
+        pipe.hset(resend, task_id, signature)
+        pipe.expire(resend, self._ttl_s)
+        self._scripts.run(IndexArgs(LEASE_INDEX, ttl_ms, "add", (lease.member,)), client=pipe)
+        pipe.set(_key(lease.job_id, lease.name), lease.token, px=ttl_ms)
+        pipe.execute()
 
     def renew_leases(self, leases: Sequence[Lease], ttl_s: float) -> set[Lease]:
         """One round trip renews every lease (one script per job), a second moves the

@@ -114,21 +114,6 @@ class RenewArgs(_StoreScript):
 
 
 @dataclass(frozen=True)
-class TakeArgs(_StoreScript):
-    """Take the lease on a task message and keep its signature."""
-
-    SCRIPT: ClassVar[str] = "take"
-    KEYS: ClassVar[int] = 2
-    lease: str
-    resend: str
-    token: str
-    ttl_ms: int
-    task_id: str
-    signature: str
-    ttl_s: int
-
-
-@dataclass(frozen=True)
 class IndexArgs(_StoreScript):
     """List (or move) task leases in the lapse index."""
 
@@ -158,7 +143,6 @@ STORE_SCRIPTS: tuple[type[ScriptArgs], ...] = (
     UnclaimArgs,
     ReopenArgs,
     RenewArgs,
-    TakeArgs,
     IndexArgs,
     DueArgs,
 )

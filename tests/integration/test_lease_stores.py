@@ -4,14 +4,18 @@ its Lua scripts run there)."""
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import pytest
+import redis
+from redis.client import Pipeline
 from test_job_stores import env, spec, store  # noqa: F401  (the parametrized fixture)
 
 from swarm.records import Usage
-from swarm.store import JobStore
+from swarm.store import JobStore, RedisJobStore
 from swarm.store.billing import BilledCall, StoredAnswer
 from swarm.store.leases import claim_lease, task_lease
+from swarm.store.redis import LEASE_INDEX
 
 pytestmark = pytest.mark.integration
 SIGNATURE = '{"task": "swarm.subagent", "args": ["job", "n0"]}'
@@ -86,3 +90,34 @@ def test_a_lapsed_task_lease_has_one_winner(store: JobStore) -> None:  # noqa: F
     assert store.take_lapse(lapsing.member) == SIGNATURE
     assert store.lapsed_tasks(10) == []
     assert store.renew_leases([lapsing], 0.4) == {lapsing}  # its holder is fenced off
+
+
+@pytest.mark.parametrize("ran", range(5))
+def test_a_lease_cut_short_by_a_lost_connection_is_swept_or_was_never_listed(
+    redis_url: str, ran: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Redis ran only the first ``ran`` commands of take_task_lease's round trip (the
+    worker's connection broke): the message is either not listed (this worker could not
+    lease it: the broker redelivers it) or listed with its signature, and then a sweeper
+    sends it again once the lease time is over, leased or not."""
+    client = redis.Redis.from_url(redis_url, decode_responses=True)
+    jobs = RedisJobStore(client, ttl_s=60)
+    jobs.create_job(spec(), ["a", "b", "c"])
+    execute = Pipeline.execute
+
+    def cut_short(pipe: Pipeline, raise_on_error: bool = True) -> list[Any]:
+        pipe.command_stack = pipe.command_stack[:ran]
+        return execute(pipe, raise_on_error)
+
+    monkeypatch.setattr(Pipeline, "execute", cut_short)
+    jobs.take_task_lease(task_lease("job", "t1"), 0.3, SIGNATURE)
+    monkeypatch.undo()
+    try:
+        listed = client.zrange(LEASE_INDEX, 0, -1)
+        if not listed:
+            return  # nothing listed: no lease either, the message is the broker's
+        time.sleep(0.4)
+        assert jobs.lapsed_tasks(10) == listed
+        assert jobs.take_lapse(listed[0]) == SIGNATURE
+    finally:
+        client.close()

@@ -7,10 +7,12 @@ Real redis-server (job store; and broker for ``redis``), a RabbitMQ vhost of its
 for ``amqp``), the simulator answering every call in 1 s, and three `celery -A workers
 worker` processes (threads pool, 4 threads each). The same faults on both brokers: SIGKILL,
 SIGSTOP/SIGCONT and SIGTERM; a worker cut off from Redis (tests/integration/proxy.py) on the
-Redis broker, where the cut takes its broker too (behind RabbitMQ, such a worker's runs
-that tried to send themselves again during the cut stay active there for good: Celery
-could not store their retry state; the job is taken over all the same). The Redis restart
-is in test_redis_faults.py. Every wait is a condition polled until it holds.
+Redis broker, where the cut takes its broker too. Behind RabbitMQ a worker cut off from Redis
+still takes messages and sends each back with a countdown; the job is taken over all the
+same (report 10-16 s after the cut), but some of those re-sent copies stayed scheduled on
+the cut worker after the heal, and in one run of five a node's re-sent run found its lease
+taken and the job had no report: not a test for the suite until that is understood. The
+Redis restart is in test_redis_faults.py. Every wait is a condition polled until it holds.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import redis
 from faults import FaultStack, aggregate_runs, fault_stack, inputs, nodes_of, task_lines, wait_until
 
 from swarm.client import SwarmClient
+from workers.leases import LEASED_TASKS
 
 pytestmark = pytest.mark.integration
 
@@ -90,8 +93,9 @@ def leased(fs: FaultStack, worker: procs.Proc, job_id: str) -> bool:
 
 
 def idle(client: SwarmClient, worker: procs.Proc, job_id: str) -> bool:
-    """True when the worker answers Celery's inspection and runs, holds or schedules no task
-    of the job any more (its runs ended: stored, ignored, rejected or sent again)."""
+    """True when the worker answers Celery's inspection and runs, holds or schedules no
+    sub-agent or aggregation task of the job any more (its runs ended: stored, ignored,
+    rejected or sent again; the job's watch chain may wait there for its next check)."""
     ready = re.search(r"\] (\S+@\S+) ready\.", worker.log_text())
     assert ready is not None, worker.log_tail()
     name = ready.group(1)
@@ -101,7 +105,9 @@ def idle(client: SwarmClient, worker: procs.Proc, job_id: str) -> bool:
         if not listing or name not in listing:
             return False  # no answer yet (still reconnecting)
         tasks += [t.get("request", t) for t in listing[name]]
-    return not any(str(t.get("id", "")).startswith(job_id) for t in tasks)
+    return not any(
+        str(t.get("id", "")).startswith(job_id) and t.get("name") in LEASED_TASKS for t in tasks
+    )
 
 
 def test_a_killed_worker_costs_seconds(fs: FaultStack) -> None:
