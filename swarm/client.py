@@ -30,6 +30,7 @@ from swarm.jobs.defaults import DEFAULT_AGGREGATE, DEFAULT_INSTRUCTION, DEFAULT_
 from swarm.jobs.estimate import estimate_job
 from swarm.jobs.fanout import header_signatures, nodes_per_task
 from swarm.jobs.queueing import AGGREGATE_TASK, PLAN_TASK, make_celery
+from swarm.jobs.report import with_late_billing
 from swarm.jobs.taskrepr import NO_KWARGS, aggregate_argsrepr
 from swarm.jobs.watchdog import send_watch
 from swarm.records import InputItem, JobSpec, NodeTask
@@ -46,17 +47,24 @@ WAIT_CHUNK_S = 60.0
 class SwarmHandle:
     """A submitted job, by id; cheap to create, safe to hold in any process."""
 
-    def __init__(self, job_id: str, store: JobStore) -> None:
+    def __init__(self, job_id: str, store: JobStore, catalog: Catalog | None = None) -> None:
         self.id = job_id
         self._store = store
+        self._catalog = catalog
 
     def progress(self) -> Progress:
         """Nodes total, done, failed and in flight (per model too)."""
         return self._store.progress(self.id)
 
     def report(self) -> dict[str, Any] | None:
-        """The final report, or None while the job runs."""
-        return self._store.report(self.id)
+        """The final report, or None while the job runs. Its billing includes calls the
+        ledger recorded after it was written (``late_calls``; needs the catalog)."""
+        return self._settled(self._store.report(self.id))
+
+    def _settled(self, report: dict[str, Any] | None) -> dict[str, Any] | None:
+        if report is None or self._catalog is None:
+            return report
+        return with_late_billing(report, self._store.ledger(self.id), self._catalog)
 
     def wait(self, timeout: float | None = None, poll_s: float = 0.05) -> dict[str, Any]:
         """Block until the report exists; JobTimeoutError after ``timeout`` seconds.
@@ -66,7 +74,7 @@ class SwarmHandle:
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             left_s = WAIT_CHUNK_S if deadline is None else deadline - time.monotonic()
-            report = self._store.wait_report(self.id, max(left_s, 0.0), poll_s)
+            report = self._settled(self._store.wait_report(self.id, max(left_s, 0.0), poll_s))
             if report is not None:
                 return report
             if deadline is not None and time.monotonic() >= deadline:
@@ -105,7 +113,7 @@ class SwarmClient:
     def attach(self, job_id: str) -> SwarmHandle:
         """A handle on an existing job; JobNotFoundError when unknown."""
         self.store.spec(job_id)
-        return SwarmHandle(job_id, self.store)
+        return SwarmHandle(job_id, self.store, self.catalog)
 
     def submit(
         self,
@@ -187,7 +195,7 @@ class SwarmClient:
             self.fan_out(spec, [len(i.text) for i in items])
         except (redis.RedisError, kombu.exceptions.OperationalError) as exc:
             raise BrokerUnavailableError(f"cannot reach the broker: {exc}") from None
-        return SwarmHandle(spec.job_id, self.store)
+        return SwarmHandle(spec.job_id, self.store, self.catalog)
 
     def plan(
         self,
@@ -235,7 +243,7 @@ class SwarmClient:
             ).apply_async()
         except (redis.RedisError, kombu.exceptions.OperationalError) as exc:
             raise BrokerUnavailableError(f"cannot reach the broker: {exc}") from None
-        return SwarmHandle(spec.job_id, self.store)
+        return SwarmHandle(spec.job_id, self.store, self.catalog)
 
     def _route(self, model: str | None, kind: str) -> tuple[ModelSpec, ModelSpec]:
         """The sub-agents' model (named, or routed by kind) and the aggregation's."""
@@ -262,7 +270,7 @@ class SwarmClient:
             self.fan_out(spec, only=todo, suffix=f"-r{number}")
         except (redis.RedisError, kombu.exceptions.OperationalError) as exc:
             raise BrokerUnavailableError(f"cannot reach the broker: {exc}") from None
-        return SwarmHandle(job_id, self.store)
+        return SwarmHandle(job_id, self.store, self.catalog)
 
     def fan_out(
         self,

@@ -15,6 +15,7 @@ from swarm.catalog import load_catalog
 from swarm.cli.render import print_json
 from swarm.cost.projections import CostRow, CostTable, cost_table
 from swarm.errors import ConfigError, InputError, JobNotFinishedError
+from swarm.jobs.report import with_late_billing
 from swarm.settings import Settings, load_settings
 from swarm.store import RedisJobStore
 
@@ -39,7 +40,7 @@ def load_report(source: str, settings: Settings) -> dict[str, Any]:
     report = store.report(source)
     if report is None:
         raise JobNotFinishedError(f"job {source} has not ended yet (no report to price)")
-    return report
+    return with_late_billing(report, store.ledger(source), load_catalog(settings.config))
 
 
 def _money(value: float, places: int) -> str:

@@ -8,6 +8,7 @@ from rich.console import Console
 from swarm.catalog import load_catalog
 from swarm.cli.render import finish, print_json, print_progress, render_for
 from swarm.cli.transcript_view import print_transcript
+from swarm.jobs.report import with_late_billing
 from swarm.settings import Settings
 from swarm.store import RedisJobStore
 
@@ -15,7 +16,7 @@ from swarm.store import RedisJobStore
 def show_job(settings: Settings, job_id: str, node_id: str | None, as_json: bool) -> None:
     """Print the job's report (exit 1 unless it completed), its progress, or a node's
     transcript; JobNotFoundError when the store does not know the job."""
-    load_catalog(settings.config)  # a bad catalog is one line here as in every command
+    catalog = load_catalog(settings.config)  # a bad catalog is one line here as everywhere
     store = RedisJobStore.from_settings(settings)
     store.spec(job_id)
     if node_id is not None:
@@ -23,6 +24,7 @@ def show_job(settings: Settings, job_id: str, node_id: str | None, as_json: bool
         return
     report = store.report(job_id)
     if report is not None:
+        report = with_late_billing(report, store.ledger(job_id), catalog)
         finish(report, as_json, render_for(report))
         return
     progress = store.progress(job_id)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field
 
@@ -66,6 +66,10 @@ class Report(Frozen):
     """Duplicate requests sent for calls that ran past the hedge delay (swarm.calls.hedging)."""
     hedges_won: int = 0
     """Hedges whose answer came first (the original request was cancelled)."""
+    late_calls: int = 0
+    """Calls the gateway billed that the ledger recorded after this report was written (a
+    run fenced off while frozen or cut off records what it was billed once it wakes);
+    usage, cost and the models' lines include them (see ``with_late_billing``)."""
 
 
 def decide_status(
@@ -196,3 +200,36 @@ def build_report(
         hedges_sent=hedges.sent if hedges else 0,
         hedges_won=hedges.won if hedges else 0,
     )
+
+
+def with_late_billing(
+    report: dict[str, Any], ledger: dict[str, LedgerLine], catalog: Catalog
+) -> dict[str, Any]:
+    """``report`` (as stored) with its billing read again from the ledger when the ledger
+    counts more calls than the report: a worker frozen or cut off while the gateway answered
+    it wakes after the run that took over wrote the report, and the ledger records what the
+    gateway billed it (once, by call id). The models' calls, tokens and cost, the usage and
+    the cost become the ledger's, ``late_calls`` says how many calls came after; nodes,
+    status and everything else stay as written."""
+    written = sum(int(line.get("calls", 0)) for line in report.get("models", {}).values())
+    billed = sum(line.calls for line in ledger.values())
+    if billed <= written:
+        return report
+    models = dict(report.get("models", {}))
+    fresh = model_lines(catalog, ledger)
+    for name, line in fresh.items():
+        kept = models.get(name, {})
+        update = line.model_dump(mode="json", include=_BILLING_FIELDS)
+        models[name] = {**line.model_dump(mode="json"), **kept, **update}
+    usage = sum((line.usage for line in ledger.values()), Usage())
+    return {
+        **report,
+        "models": models,
+        "usage": usage.model_dump(mode="json"),
+        "cost_usd": round(sum(float(m["cost_usd"]) for m in models.values()), 6),
+        "late_calls": int(report.get("late_calls", 0)) + billed - written,
+    }
+
+
+_BILLING_FIELDS = {"calls", "prompt_tokens", "completion_tokens", "cached_tokens", "cost_usd"}
+"""A model line's fields that come from the ledger."""
