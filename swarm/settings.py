@@ -84,7 +84,8 @@ class Settings(BaseSettings):
     slot: waiters go in arrival order and ask Redis once, not at every free slot."""
     admission_lease_s: float | None = Field(default=None, gt=0)
     """In-flight lease lifetime: a killed worker's permit returns after this; must exceed
-    node_timeout_s. None = node_timeout_s + 15 s."""
+    node_timeout_s. None = lease_s in a worker (its heartbeat renews the permits it holds),
+    node_timeout_s + 15 s without a heartbeat (the embedded mode)."""
     admission_window_slack_s: float = Field(default=0.1, ge=0)
     """Tolerated shift between admission and arrival at the gateway (rate margin)."""
     admission_max_countdown_s: float = Field(default=60.0, gt=0)

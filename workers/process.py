@@ -112,13 +112,14 @@ def from_settings(settings: Settings) -> Runtime:
     key = settings.usable_key() or "no-key"
     catalog = load_catalog(settings.config)
     _publish_gateway(store_url, settings.base_url)
-    admission = _admission(settings, catalog, store_url, settings.base_url)
     store = RedisJobStore.from_url(store_url, settings.result_expires_s)
+    leases = LeaseKeeper(store, settings.lease_s)
+    admission = _admission(settings, catalog, store_url, settings.base_url, leases)
     return Runtime(
         settings=settings,
         catalog=catalog,
         store=store,
-        leases=LeaseKeeper(store, settings.lease_s),
+        leases=leases,
         client=make_client(settings, settings.base_url, key),
         # Prometheus metrics only when this process serves them (SWARM_METRICS_PORT).
         listener=SwarmMetrics(catalog, admission) if settings.metrics_port else CallListener(),
@@ -146,11 +147,13 @@ def _hedger(settings: Settings, redis_url: str, gateway: str, key: str) -> Hedge
 
 
 def _admission(
-    settings: Settings, catalog: Catalog, redis_url: str, gateway: str
+    settings: Settings, catalog: Catalog, redis_url: str, gateway: str, leases: LeaseKeeper
 ) -> AdmissionController:
     """Per-model and per-backend admission shared through the job store's Redis, keyed on
-    the gateway URL."""
+    the gateway URL; the process's heartbeat renews the permits it holds."""
     if not settings.admission:
         return Unlimited()
-    models = RedisAdmission.from_url(redis_url, gateway, AdmissionPolicy.from_settings(settings))
+    policy = AdmissionPolicy.from_settings(settings, renewed=True)
+    models = RedisAdmission.from_url(redis_url, gateway, policy)
+    leases.also(models.keep_held)
     return BackendAdmission(models, catalog, RedisAdaptive(models.client, models.adaptive_key))

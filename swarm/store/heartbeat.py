@@ -6,12 +6,14 @@ script per job, pipelined, then one index update). A lease the renewal finds los
 lapsed while the process was frozen or cut off from Redis, and another run took it) is
 dropped and marked lost; the run holding it is fenced off by the store's scripts anyway.
 A beat that fails (Redis unreachable) is logged at DEBUG and the next one tries again.
+Each beat also runs the renewals registered with ``also`` (a worker's admission permits).
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 
 from swarm.store.base import JobStore
 from swarm.store.leases import Lease
@@ -33,16 +35,24 @@ class LeaseKeeper:
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
+        self._also: list[Callable[[], object]] = []
 
     def hold(self, lease: Lease) -> None:
         """Renew ``lease`` from now on (starts the thread on first use)."""
         with self._lock:
             self._held[lease] = None
-            if self._thread is None:
-                self._thread = threading.Thread(
-                    target=self._run, name="swarm-heartbeat", daemon=True
-                )
-                self._thread.start()
+            self._start()
+
+    def also(self, renew: Callable[[], object]) -> None:
+        """Run ``renew`` at every beat too (starts the thread)."""
+        with self._lock:
+            self._also.append(renew)
+            self._start()
+
+    def _start(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="swarm-heartbeat", daemon=True)
+            self._thread.start()
 
     def drop(self, lease: Lease) -> None:
         """Stop renewing ``lease`` (its holder released it)."""
@@ -80,7 +90,9 @@ class LeaseKeeper:
 
     def _run(self) -> None:
         while not self._stop.wait(self.beat_s):
-            try:
-                self.beat()
-            except Exception as exc:  # Redis down: the next beat tries again
-                log.debug("swarm heartbeat failed (%s); retrying in %.1f s", exc, self.beat_s)
+            for renew in [self.beat, *self._also]:
+                try:
+                    renew()
+                except Exception as exc:  # Redis down: the next beat tries again
+                    log.debug("swarm heartbeat: %s failed (%s); again in %.1f s",
+                              getattr(renew, "__name__", renew), exc, self.beat_s)  # fmt: skip

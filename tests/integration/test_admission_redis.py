@@ -59,3 +59,28 @@ def test_inflight_waiters_poll_slower_when_many_wait_on_redis(client: redis.Redi
     assert hints[0] == pytest.approx(0.05)
     assert hints[5] == pytest.approx(max(0.05, min(1.0, 5 * gap_ms / 2000)), abs=1e-3)
     assert hints[59] == pytest.approx(1.0)
+
+
+def test_a_renewed_permit_outlives_its_lease_and_comes_back_once_renewals_stop(
+    client: redis.Redis,
+) -> None:
+    """A worker's heartbeat renews its permits (keep_held): a call longer than the lease
+    keeps its permit; a killed worker's permit comes back a lease after its last renewal."""
+    ctl, model = controller(client, lease_s=1.0), spec(max_inflight=1)
+    held = ctl.acquire(model, "j", 1).permit
+    assert held is not None
+    for _ in range(4):  # 2 s of a call in flight, renewed every third of a lease
+        time.sleep(1 / 3)
+        assert ctl.keep_held() == 1
+        time.sleep(1 / 3)
+        assert ctl.keep_held() == 1
+        assert ctl.acquire(model, "j", 1).permit is None  # still held: at the limit
+    # The worker died: no renewal; the permit is purged by the next acquire after its lease.
+    deadline = time.monotonic() + 10
+    while (other := ctl.acquire(model, "j", 1).permit) is None:
+        assert time.monotonic() < deadline, "the dead worker's permit never came back"
+        time.sleep(0.05)
+    ctl.finish(model, other, Outcome(used_tokens=1))
+    ctl.finish(model, held, Outcome(used_tokens=1))  # it woke up: nothing to give back
+    assert ctl.keep_held() == 0
+    assert ctl.counters(model).inflight == 0

@@ -55,3 +55,21 @@ def test_the_thread_renews_past_the_lease_lifetime() -> None:
     while store.lapsed_tasks(10) != [lease.member]:
         assert time.monotonic() < deadline
         time.sleep(0.05)
+
+
+def test_the_thread_also_runs_other_renewals_even_when_one_fails() -> None:
+    keeper = LeaseKeeper(MemoryJobStore(), lease_s=1.0)  # a beat every third of a second
+    runs: list[str] = []
+
+    def broken() -> None:
+        runs.append("broken")
+        raise ConnectionError("Redis down")
+
+    keeper.also(broken)
+    keeper.also(lambda: runs.append("permits"))
+    deadline = time.monotonic() + 10
+    while runs.count("permits") < 2:
+        assert time.monotonic() < deadline, runs
+        time.sleep(0.02)
+    keeper.stop()
+    assert runs.count("broken") >= 2

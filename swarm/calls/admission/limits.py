@@ -71,11 +71,14 @@ class AdmissionPolicy:
     """Bucket size of the token limit as a share of TPM."""
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> AdmissionPolicy:
-        """The policy named by SWARM_ADMISSION_* settings."""
+    def from_settings(cls, settings: Settings, *, renewed: bool = False) -> AdmissionPolicy:
+        """The policy named by SWARM_ADMISSION_* settings. ``renewed``: a heartbeat renews
+        the permits (a worker), so unless SWARM_ADMISSION_LEASE_S says otherwise they live
+        SWARM_LEASE_S, not the longest call."""
+        default_s = settings.lease_s if renewed else settings.node_timeout_s + LEASE_MARGIN_S
         return cls(
             max_wait_s=settings.admission_max_wait_s,
-            lease_s=settings.admission_lease_s or settings.node_timeout_s + LEASE_MARGIN_S,
+            lease_s=settings.admission_lease_s or default_s,
             window_slack_s=settings.admission_window_slack_s,
             max_countdown_s=settings.admission_max_countdown_s,
         )

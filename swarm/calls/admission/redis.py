@@ -11,6 +11,7 @@ shared pause (see ../shared notes on rate limits), hence the scripts.
 from __future__ import annotations
 
 import logging
+import threading
 import uuid
 from typing import Any
 
@@ -30,6 +31,7 @@ from swarm.calls.admission.script_args import (
     ADMISSION_SCRIPTS,
     AcquireArgs,
     FinishArgs,
+    KeepArgs,
     PauseArgs,
     StatsArgs,
 )
@@ -50,6 +52,9 @@ class RedisAdmission(AdmissionController):
         self.gateway = gateway
         self.policy = policy
         self._scripts = Scripts(client, *ADMISSION_SCRIPTS)
+        self._held: dict[tuple[str, str], None] = {}
+        """(leases key, lease id) of the permits this process holds, for ``keep_held``."""
+        self._lock = threading.Lock()
 
     @classmethod
     def from_url(cls, url: str, gateway: str, policy: AdmissionPolicy) -> RedisAdmission:
@@ -112,6 +117,8 @@ class RedisAdmission(AdmissionController):
             start_in_s = float(wait_ms) / 1000.0
             at_limit = _text(reason) in ("at_limit", "reserved")
             permit = Permit(spec.name, lease_id, job_id, tokens, at_limit=at_limit)
+            with self._lock:
+                self._held[(leases, lease_id)] = None
             return Decision(permit, start_in_s=start_in_s)
         return Decision(None, float(wait_ms) / 1000.0, Refusal(_text(reason)))
 
@@ -152,12 +159,32 @@ class RedisAdmission(AdmissionController):
             budget_min=policy.budget_min_requests,
             budget_share=policy.budget_accept_share,
         )
+        with self._lock:
+            self._held.pop((leases, permit.lease_id), None)
         _released, paused, spent = self._scripts.run(args)
         if outcome.rate_limited:
             log.debug("admission: 429 on %s: %s", spec.name,
                       "at its limit, every caller pauses" if int(paused)
                       else "isolated, only its call backs off")  # fmt: skip
         return Verdict(paused=bool(int(paused)), budget_spent=bool(int(spent)))
+
+    def keep_held(self) -> int:
+        """Renew the in-flight lease of every permit this process holds, for ``lease_s``
+        from now (one script per model, pipelined); how many were renewed. A worker's
+        heartbeat calls it every third of a lease, so a permit lives only a few seconds past
+        its worker (killed, frozen, cut off), whatever the longest call."""
+        with self._lock:
+            held = list(self._held)
+        if not held:
+            return 0
+        by_key: dict[str, list[str]] = {}
+        for key, lease_id in held:
+            by_key.setdefault(key, []).append(lease_id)
+        lease_ms = int(self.policy.lease_s * 1000)
+        pipe = self.client.pipeline(transaction=False)
+        for key, ids in by_key.items():
+            self._scripts.run(KeepArgs(key, lease_ms, tuple(ids)), client=pipe)
+        return sum(int(n) for n in pipe.execute())
 
     def counters(self, spec: ModelSpec) -> ModelCounters:
         """The model's counters as every worker sees them."""

@@ -98,4 +98,21 @@ class StatsArgs(_AdmissionScript):
     waiters: str
 
 
-ADMISSION_SCRIPTS: tuple[type[ScriptArgs], ...] = (AcquireArgs, FinishArgs, PauseArgs, StatsArgs)
+@dataclass(frozen=True)
+class KeepArgs(_AdmissionScript):
+    """Renew the in-flight leases a worker process holds on one model."""
+
+    SCRIPT: ClassVar[str] = "keep"
+    KEYS: ClassVar[int] = 1
+    leases: str
+    lease_ms: int
+    lease_ids: tuple[str, ...]
+
+
+ADMISSION_SCRIPTS: tuple[type[ScriptArgs], ...] = (
+    AcquireArgs,
+    FinishArgs,
+    PauseArgs,
+    StatsArgs,
+    KeepArgs,
+)
