@@ -11,6 +11,7 @@ import openai
 from swarm.calls.admission.base import AdmissionController, Unlimited
 from swarm.calls.context_window import LearnedWindows
 from swarm.calls.listeners import CallListener
+from swarm.calls.pacing import Pacing
 from swarm.catalog import Catalog
 from swarm.settings import Settings
 from swarm.store.base import JobStore
@@ -43,6 +44,8 @@ class Runtime:
 
     windows: LearnedWindows = field(default_factory=LearnedWindows)
     """Context windows the gateway stated in context-length errors, per model."""
+    pacing: Pacing = field(default_factory=Pacing)
+    """Each model's measured speed: completion budgets that fit the node timeout."""
 
     def client_for(self, backend: str) -> openai.OpenAI:
         """The client that calls the models of ``backend``."""

@@ -8,9 +8,10 @@ to the call. The order they run in is declared once, in swarm.calls.pipeline.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 
 from swarm.calls.admission.gate import Gate
@@ -24,6 +25,8 @@ from swarm.calls.retry_policy import classify
 from swarm.calls.runtime import Runtime
 from swarm.errors import RetryLater
 from swarm.records import ErrorKind, Usage
+
+log = logging.getLogger(__name__)
 
 Attempt = Callable[[CallRequest], Answer]
 """The rest of the path from a step on: sends the request, returns the answer."""
@@ -121,12 +124,42 @@ def admitting(ctx: CallContext) -> Step:
 
 def transport(rt: Runtime) -> Attempt:
     """The end of the path: the HTTP request through the openai client of the model's
-    backend (the process's client unless the backend has a base URL of its own)."""
+    backend (the process's client unless the backend has a base URL of its own), its
+    completion budget fitted to the node timeout (swarm.calls.pacing), and its latency
+    and usage fed back to the model's pace."""
+    deadline_s = rt.settings.node_timeout_s
 
     def http(request: CallRequest) -> Answer:
-        return send(rt.client_for(request.model.backend), request)
+        sent = paced(rt, request)
+        model = request.model.name
+        started = time.perf_counter()
+        try:
+            answer = send(rt.client_for(request.model.backend), sent)
+        except Exception as exc:
+            if classify(exc) is ErrorKind.TIMEOUT:
+                rt.pacing.timed_out(model, sent.max_tokens)
+            raise
+        if not answer.usage_missing:
+            usage = answer.usage
+            rt.pacing.answered(model, usage.prompt_tokens - usage.cached_tokens,
+                               usage.completion_tokens, time.perf_counter() - started,
+                               deadline_s)  # fmt: skip
+        return answer
 
     return http
+
+
+def paced(rt: Runtime, request: CallRequest) -> CallRequest:
+    """The request as sent: its max_tokens capped to what the model generates within the
+    node timeout (the key and admission keep the caller's; swarm.calls.pacing)."""
+    model = request.model.name
+    prompt = int(request.prompt_tokens * rt.windows.scale(model))
+    budget = rt.pacing.budget(model, prompt, request.max_tokens, rt.settings.node_timeout_s)
+    if budget >= request.max_tokens:
+        return request
+    log.debug("pacing: %s asks %d tokens, not %d (fits the %.0f s timeout)", model, budget,
+              request.max_tokens, rt.settings.node_timeout_s)  # fmt: skip
+    return replace(request, max_tokens=budget)
 
 
 def hedged_call(ctx: CallContext, cap: int) -> HedgedCall:
@@ -141,7 +174,7 @@ def hedged_call(ctx: CallContext, cap: int) -> HedgedCall:
     return HedgedCall(
         job_id=job_id,
         model=guard.request.model.name,
-        body=guard.request.body(),
+        body=paced(rt, guard.request).body(),
         gate=ctx.gate,
         bill=bill,
         on_hedge_won=partial(rt.store.hedge_won, job_id),

@@ -3,24 +3,20 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
-from importlib import resources
-from pathlib import Path
 
 import pytest
 import redis
 
 from swarm.calls.admission import AdmissionPolicy, Outcome, Refusal
 from swarm.calls.admission.adaptive import RedisAdaptive
-from swarm.calls.admission.backend import BackendAdmission
+from swarm.calls.admission.backend import BackendAdmission, adaptive_cap
 from swarm.calls.admission.redis import RedisAdmission
 from swarm.catalog import Catalog, load_catalog
 
 pytestmark = pytest.mark.integration
 
 GATEWAY = "http://gw.test/v1"
-PACKAGED = resources.files("swarm.data").joinpath("catalog.toml")
 
 
 @pytest.fixture
@@ -36,32 +32,23 @@ def controller(client: redis.Redis, catalog: Catalog) -> BackendAdmission:
     return BackendAdmission(models, catalog, RedisAdaptive(client, models.adaptive_key))
 
 
-def adaptive_catalog(folder: Path) -> Catalog:
-    """The packaged catalog with one adaptive backend for all its models (a local server)."""
-    path = folder / "catalog.toml"
-    path.write_text(PACKAGED.read_text() + "\n[backends.default]\n")
-    return load_catalog(path)
-
-
 def test_the_adaptive_limit_is_shared_and_holds_every_model_of_the_backend(
-    client: redis.Redis, tmp_path: Path
+    client: redis.Redis,
 ) -> None:
-    catalog = adaptive_catalog(tmp_path)
+    catalog = load_catalog()  # one adaptive backend for all its models
     one, two = controller(client, catalog), controller(client, catalog)
     kimi, flash = catalog.model("kimi-k2.5"), catalog.model("gemini-2.5-flash")
+    backend = catalog.backends["default"]
+    cap = adaptive_cap(catalog, backend)
+    assert one.backend_spec(backend).max_inflight == cap  # a new backend starts at its cap
     first = one.acquire(kimi, "j1", 10)
     assert first.permit is not None
-    refused = two.acquire(flash, "j1", 10)  # a new backend starts at one call in flight
+    one.finish(kimi, first.permit, Outcome(used_tokens=0, failed=True, timed_out=True))
+    state = RedisAdaptive(client, one.inner.adaptive_key).state("default", cap)  # type: ignore[attr-defined]
+    assert state.samples == 1 and state.inflight_limit == 1  # a loss at one in flight
+    held = two.acquire(flash, "j1", 10, reserve_s=1.0)  # the other client reads it
+    assert held.permit is not None, held
+    refused = two.acquire(kimi, "j1", 10, reserve_s=1.0)
     assert refused.permit is None and refused.reason is Refusal.INFLIGHT
-    one.finish(kimi, first.permit, Outcome(used_tokens=20))
-    state = RedisAdaptive(client, one.inner.adaptive_key).state("default")  # type: ignore[attr-defined]
-    assert state.samples == 1 and state.baseline_ms is not None and state.lone == 1
-    backend = catalog.backends["default"]
-    for _ in range(3):  # answered calls at the baseline grow the limit for every client
-        decision = two.acquire(flash, "j1", 10, reserve_s=1.0)  # booked past rpm spacing
-        assert decision.permit is not None, decision
-        time.sleep(decision.start_in_s)
-        permit = decision.permit
-        two.finish(flash, permit, Outcome(used_tokens=20))
-    assert RedisAdaptive(client, one.inner.adaptive_key).state("default").inflight_limit >= 2  # type: ignore[attr-defined]
+    two.finish(flash, held.permit, Outcome(used_tokens=20))
     assert one.backend_counters(backend).inflight == 0

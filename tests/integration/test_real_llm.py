@@ -12,6 +12,7 @@ review test skips, or fails under CI=true.
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import subprocess
 import sys
@@ -54,9 +55,31 @@ def locate_model() -> Path:
     )
 
 
+class Llama:
+    """A llama-cpp-python server on a free port, counting what it computes."""
+
+    def __init__(self, base_url: str, usage_log: Path) -> None:
+        self.base_url = base_url
+        self.usage_log = usage_log
+
+    def counted(self) -> list[dict[str, int]]:
+        """Usage of every completion the server computed so far (its own counts)."""
+        if not self.usage_log.exists():
+            return []
+        return [json.loads(line) for line in self.usage_log.read_text().splitlines()]
+
+
+def server_usage(computed: list[dict[str, int]]) -> dict[str, int]:
+    """The server's counts summed, in the report's ``usage`` shape."""
+    return {
+        "prompt_tokens": sum(c["prompt_tokens"] for c in computed),
+        "completion_tokens": sum(c["completion_tokens"] for c in computed),
+    }
+
+
 @pytest.fixture(scope="module")
-def llama(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A llama-cpp-python server on a free port; its base URL."""
+def llama(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Llama]:
+    """A llama-cpp-python server on a free port (one thread: the machine is shared)."""
     if importlib.util.find_spec("llama_cpp") is None or importlib.util.find_spec("uvicorn") is None:
         pytest.fail(
             "real_llm: llama-cpp-python is not installed: pip install 'llama-cpp-python[server]'",
@@ -65,9 +88,13 @@ def llama(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     model = locate_model()
     logs = tmp_path_factory.mktemp("llama-logs")
     port = procs.free_port()
-    argv = [sys.executable, "-m", "llama_cpp.server", "--model", model, "--host", "127.0.0.1",
-            "--port", str(port), "--n_ctx", str(N_CTX), "--chat_format", "chatml"]  # fmt: skip
-    server = procs.Proc(argv, logs / f"llama-{port}.log", name=f"llama-{port}")
+    counting = Path(__file__).with_name("llama_counting.py")
+    argv = [sys.executable, str(counting), "--model", model, "--host", "127.0.0.1",
+            "--port", str(port), "--n_ctx", str(N_CTX), "--chat_format", "chatml",
+            "--n_threads", "1", "--n_threads_batch", "1"]  # fmt: skip
+    usage_log = logs / "usage.jsonl"
+    server = procs.Proc(argv, logs / f"llama-{port}.log", name=f"llama-{port}",
+                        env={"LLAMA_USAGE_LOG": str(usage_log)})  # fmt: skip
     base_url = f"http://127.0.0.1:{port}/v1"
     deadline = time.monotonic() + 180
     while procs.http_status(f"{base_url}/models") != 200:
@@ -76,18 +103,18 @@ def llama(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             pytest.fail(f"llama server did not start:\n{server.log_tail()}", pytrace=False)
         time.sleep(0.5)
     try:
-        yield base_url
+        yield Llama(base_url, usage_log)
     finally:
         server.terminate()
 
 
 @pytest.fixture
 def workers(
-    llama: str, redis_url: str, tmp_path: Path
+    llama: Llama, redis_url: str, tmp_path: Path
 ) -> Iterator[tuple[dict[str, str], list[procs.Proc]]]:
     """Two workers with the packaged catalog; the environment names only Redis and the
     server (no key: the server has none)."""
-    env = {"SWARM_BROKER_URL": redis_url, "SWARM_BASE_URL": llama, "SWARM_API_KEY": ""}
+    env = {"SWARM_BROKER_URL": redis_url, "SWARM_BASE_URL": llama.base_url, "SWARM_API_KEY": ""}
     started = [procs.start_celery_worker(env, None, 16, f"w{i}@%h", tmp_path) for i in (1, 2)]
     try:
         yield env, started
@@ -104,9 +131,10 @@ def files(n: int) -> list[InputItem]:
 
 
 def test_twenty_files_through_redis_and_two_workers(
-    workers: tuple[dict[str, str], list[procs.Proc]],
+    llama: Llama, workers: tuple[dict[str, str], list[procs.Proc]]
 ) -> None:
     env, _ = workers
+    before = len(llama.counted())
     settings = Settings(broker_url=env["SWARM_BROKER_URL"], base_url=env["SWARM_BASE_URL"])
     client = SwarmClient.from_settings(settings)
     started = time.monotonic()
@@ -114,11 +142,16 @@ def test_twenty_files_through_redis_and_two_workers(
     report = handle.wait(timeout=JOB_TIMEOUT_S)
     wall = time.monotonic() - started
     kinds = report.get("failures_by_kind")
+    computed = llama.counted()[before:]
     print(f"\nreal_llm 20 files: {report['status']} {report['succeeded']}/{report['total']} "
-          f"in {wall:.0f} s, usage {report['usage']}, failures {kinds}")  # fmt: skip
+          f"in {wall:.0f} s, attempts {sum(n['attempts'] for n in report['nodes'])}, "
+          f"usage {report['usage']}, failures {kinds}; the server computed {len(computed)} "
+          f"completions: {server_usage(computed)}")  # fmt: skip
     assert report["succeeded"] == 20, kinds
     assert all(node["error_kind"] != "timeout" for node in report["nodes"])
     assert report["final"]
+    usage = report["usage"]
+    assert server_usage(computed) == {k: usage[k] for k in ("prompt_tokens", "completion_tokens")}
 
 
 def sdist_repo(tmp_path: Path) -> Path:
@@ -145,26 +178,33 @@ def sdist_repo(tmp_path: Path) -> Path:
 
 
 def test_review_of_three_sdists_shows_a_review_for_every_commit(
-    workers: tuple[dict[str, str], list[procs.Proc]], tmp_path: Path
+    llama: Llama, workers: tuple[dict[str, str], list[procs.Proc]], tmp_path: Path
 ) -> None:
     env, _ = workers
     repo = sdist_repo(tmp_path)
+    before = len(llama.counted())
+    started = time.monotonic()
     result = CliRunner().invoke(
         main, ["review", str(repo), "--last", "2", "--json"], env=env, catch_exceptions=False
     )
-    import json
-
     report = json.loads(result.stdout)
-    print(f"\nreal_llm review: {report['status']} {report['succeeded']}/{report['total']}, "
-          f"usage {report['usage']}, failures {report.get('failures_by_kind')}, "
-          f"truncated {report.get('inputs_truncated')}")  # fmt: skip
+    computed = llama.counted()[before:]
+    print(f"\nreal_llm review: {report['status']} {report['succeeded']}/{report['total']} "
+          f"in {time.monotonic() - started:.0f} s, usage {report['usage']}, failures "
+          f"{report.get('failures_by_kind')}, truncated {report.get('inputs_truncated')}; "
+          f"the server computed {len(computed)} completions: {server_usage(computed)}")  # fmt: skip
+    for node in report["nodes"]:
+        print(f"  {node['input_ref']}: {node['status']} {node['error_kind'] or ''} "
+              f"attempts {node['attempts']} usage {node['usage']}")  # fmt: skip
     assert all(node["error_kind"] != "context_overflow" for node in report["nodes"])
     for node in report["nodes"]:
         assert node["status"] == "ok" or (node["error_kind"] == "bad_output" and node["content"])
+    usage = report["usage"]
+    assert server_usage(computed) == {k: usage[k] for k in ("prompt_tokens", "completion_tokens")}
 
 
-def test_probe_shows_one_or_two_in_flight_and_the_window(llama: str) -> None:
-    result = CliRunner().invoke(main, ["probe", llama], env={"SWARM_API_KEY": ""})
+def test_probe_shows_one_or_two_in_flight_and_the_window(llama: Llama) -> None:
+    result = CliRunner().invoke(main, ["probe", llama.base_url], env={"SWARM_API_KEY": ""})
     print("\n" + result.output)
     assert result.exit_code == 0, result.output
     inflight = next(line for line in result.output.splitlines() if line.startswith("in flight:"))

@@ -1,13 +1,27 @@
 """Adaptive in-flight limits: a backend's concurrency found from latency.
 
-In the spirit of TCP Vegas and Netflix's concurrency-limits gradient: ``baseline`` is the
-latency of calls that ran alone on the backend (no queueing possible), ``recent`` the
-latency of every call. Their ratio says how much of a call's time is spent queued behind
-others: a server that computes one request at a time answers k calls in flight in about k
-times its baseline, a hosted gateway in about its baseline whatever k is. The limit moves
-towards ``limit * gradient + headroom``: more in flight while latency stays at the baseline
-(throughput still rises), fewer when latency grows with in-flight. A one-slot server settles
-between 1 and 2 in flight; a parallel one grows to the models' own limits.
+In the spirit of TCP Vegas and Netflix's concurrency-limits gradient, with the gradient
+measured directly: how a call's latency grows with the calls in flight when it was
+admitted. A backend starts at its configured limit (the cap: its models' own limits
+together), so a hosted gateway keeps the limits the catalog gives it from the first call.
+Each answered call adds a point (calls in flight k, latency L) to an exponentially
+weighted least-squares line ``L = a + b k``:
+
+- a server that computes one request at a time answers k calls in k times its service
+  time: the line goes through the origin (``b`` about the latency of a lone call, ``a + b``)
+  and k explains L (high r squared). That is queueing: the limit moves to the knee, where
+  latency exceeds a lone call's by ``queue_headroom`` (``1 + headroom x (a + b) / b``), so
+  a one-slot server settles between 1 and 2 in flight within a few answers, shrinking
+  from what is in use rather than from an unused cap;
+- a hosted gateway answers in about the same time whatever k is: a flat line, or one k
+  does not explain (answer lengths vary far more than queueing adds), so its limit never
+  moves; nor does a slope smaller than ``serial_share`` of a lone call per extra call (the
+  client's own CPU on a fast simulator);
+- otherwise (no slope, or calls that all had the same k) each answered call that had the
+  limit in use probes one more in flight (TCP's additive increase).
+
+A call that timed out is a loss (as in TCP): the limit in use halves. Servers with a few
+slots fit the line less well (it sees the knee only from above); set their max_inflight.
 
 The state is shared by every worker through Redis (one hash per backend, updated with an
 optimistic transaction) or kept in process (embedded mode, tests). The arithmetic is pure.
@@ -21,7 +35,7 @@ import threading
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 
 import redis
 
@@ -34,80 +48,149 @@ class AdaptiveParams:
 
     max_limit: int = 256
     """The limit never grows above this (the backend's models' own limits still apply)."""
-    smoothing: float = 0.2
-    """Share of a lower target taken per observed call."""
-    growth: float = 0.5
-    """Share of a higher target taken per observed call (a job's start is not held back
-    long: without queueing the limit grows by half per answered call)."""
-    baseline_weight: float = 0.5
-    """EWMA weight of the newest lone call in the baseline latency (lone calls are rare
-    once the limit grows, and the first ones pay for opening connections)."""
-    recent_weight: float = 0.2
-    """EWMA weight of the newest call in the recent latency."""
-    min_gradient: float = 0.5
-    """The limit falls at most by half per step (a burst of slow calls is not a collapse)."""
-    queueing_gradient: float = 0.9
-    """Below this gradient calls are queueing: ``queue_headroom`` (hold at the knee); at or above
-    it the target is twice the limit (each call grows it by ``growth``, slow start)."""
-    min_lone: int = 2
-    """Lone calls needed before the limit moves (the first ones pay for new connections)."""
+    decay: float = 0.8
+    """Weight left to the earlier calls' points per new call (about the last five count:
+    an outlier, such as a call whose connection was new, is soon forgotten)."""
+    min_weight: float = 2.4
+    """Points (decayed) needed before the line says anything (three calls)."""
+    min_spread: float = 0.1
+    """Variance of k below which the calls all had the same k (no slope to see)."""
+    min_r2: float = 0.3
+    """Share of the latency's variance k must explain to count as queueing."""
+    serial_share: float = 0.3
+    """Queueing needs a slope of at least this share of a lone call's latency per extra
+    call in flight (a one-slot server's slope is a whole lone call)."""
     queue_headroom: float = 0.5
-    """Calls let queue at the server while it queues: a one-slot server settles between 1
-    and 2 in flight (limit = headroom + baseline / service time)."""
-    tolerance_ms: float = 25.0
-    """Latency above the baseline by less than this is noise, not queueing."""
+    """Latency over a lone call's allowed at the knee, in lone calls: a one-slot server
+    settles at 1.5 (between 1 and 2 in flight)."""
+    shrink: float = 0.5
+    """Share of a lower target taken per call."""
+    growth: float = 0.5
+    """Share of a higher target taken per call: half a call more in flight per answered call that
+    had the limit in use (the limit only grows again after it came down)."""
+    loss_backoff: float = 0.5
+    """A call that timed out multiplies the limit in use by this (TCP's loss response)."""
 
 
 @dataclass(frozen=True)
 class AdaptiveState:
-    """A backend's adaptive limit and the latencies it is derived from."""
+    """A backend's adaptive limit and the weighted sums of its (k, latency) points."""
 
     limit: float = 1.0
-    """Calls in flight allowed (rounded when applied; starts at 1 to learn the baseline)."""
-    baseline_ms: float | None = None
-    """EWMA latency of calls that had the backend to themselves."""
-    recent_ms: float | None = None
-    """EWMA latency of every call."""
+    """Calls in flight allowed (rounded when applied; a backend not seen yet starts at its
+    cap, see ``AdaptiveState.start``)."""
     samples: int = 0
     """Calls observed."""
-    lone: int = 0
-    """Calls observed that had the backend to themselves (the baseline's samples)."""
+    w: float = 0.0
+    """Sum of the points' weights."""
+    k: float = 0.0
+    """Weighted sum of k (calls in flight over a call's life, itself included)."""
+    ms: float = 0.0
+    """Weighted sum of latencies (ms)."""
+    kk: float = 0.0
+    """Weighted sum of k squared."""
+    kms: float = 0.0
+    """Weighted sum of k x latency."""
+    msms: float = 0.0
+    """Weighted sum of latency squared."""
+
+    @classmethod
+    def start(cls, limit: int) -> AdaptiveState:
+        """A backend not observed yet: its configured limit, nothing learned."""
+        return cls(limit=float(limit))
 
     @property
     def inflight_limit(self) -> int:
         """The limit as a number of leases."""
         return max(1, math.floor(self.limit + 0.5))
 
+    @property
+    def load(self) -> float:
+        """Mean calls in flight of the recent points (0 before any)."""
+        return self.k / self.w if self.w > 0 else 0.0
 
-def _ewma(mean: float | None, value: float, weight: float) -> float:
-    return value if mean is None else mean * (1.0 - weight) + value * weight
+
+@dataclass(frozen=True)
+class Line:
+    """The fitted ``latency = a + b k`` and how well k explains latency."""
+
+    a: float
+    b: float
+    r2: float
+    spread: float
+    """Variance of k among the points."""
+
+    @property
+    def lone_ms(self) -> float:
+        """Latency of a call alone on the backend."""
+        return self.a + self.b
+
+
+def fit(state: AdaptiveState) -> Line | None:
+    """The weighted least-squares line through the state's points (None: too few)."""
+    if state.w <= 0:
+        return None
+    mk, mms = state.k / state.w, state.ms / state.w
+    var_k = max(0.0, state.kk / state.w - mk * mk)
+    var_ms = max(0.0, state.msms / state.w - mms * mms)
+    cov = state.kms / state.w - mk * mms
+    if var_k <= 0:
+        return Line(mms, 0.0, 0.0, 0.0)
+    b = cov / var_k
+    r2 = cov * cov / (var_k * var_ms) if var_ms > 0 else 0.0
+    return Line(mms - b * mk, b, r2, var_k)
+
+
+def _add(state: AdaptiveState, k: float, ms: float, decay: float) -> AdaptiveState:
+    return replace(
+        state,
+        samples=state.samples + 1,
+        w=state.w * decay + 1.0,
+        k=state.k * decay + k,
+        ms=state.ms * decay + ms,
+        kk=state.kk * decay + k * k,
+        kms=state.kms * decay + k * ms,
+        msms=state.msms * decay + ms * ms,
+    )
+
+
+def target_of(state: AdaptiveState, line: Line, params: AdaptiveParams) -> float:
+    """Where the limit heads given the line through the recent points."""
+    lone = line.lone_ms
+    queueing = line.b > 0 and line.r2 >= params.min_r2 and line.b >= params.serial_share * lone
+    if queueing and line.spread >= params.min_spread:
+        return 1.0 + params.queue_headroom * max(lone, 0.0) / line.b
+    return state.limit + 1.0  # no sign of queueing: probe one more
 
 
 def observe(
-    state: AdaptiveState, latency_ms: float, inflight: int, params: AdaptiveParams
+    state: AdaptiveState,
+    latency_ms: float,
+    inflight: float,
+    params: AdaptiveParams,
+    timed_out: bool = False,
 ) -> AdaptiveState:
-    """The state after one call that took ``latency_ms`` and was admitted with ``inflight``
-    calls on the backend (itself included). A call made with the limit mostly unused says
-    nothing about more in flight: the limit does not grow on it."""
-    latency_ms = max(latency_ms, 0.001)
-    alone = inflight <= 1
-    baseline = (
-        _ewma(state.baseline_ms, latency_ms, params.baseline_weight) if alone else state.baseline_ms
-    )
-    recent = _ewma(state.recent_ms, latency_ms, params.recent_weight)
-    state = replace(state, baseline_ms=baseline, recent_ms=recent, samples=state.samples + 1,
-                    lone=state.lone + alone)  # fmt: skip
-    if baseline is None or state.lone < params.min_lone:
+    """The state after one call that had ``inflight`` calls on the backend (itself
+    included; the mean of its admission's and its end's) and was answered in
+    ``latency_ms``, or ``timed_out``. A call made with the
+    limit mostly unused says nothing about more in flight: the limit does not grow on it."""
+    k = max(1.0, float(inflight))
+    in_use = min(state.limit, max(state.load, k))
+    if timed_out:
+        limit = max(1.0, in_use * params.loss_backoff)
+        return replace(state, limit=min(state.limit, limit), samples=state.samples + 1)
+    state = _add(state, k, max(latency_ms, 0.001), params.decay)
+    line = fit(state)
+    if line is None or state.w < params.min_weight:
         return state
-    queued_ms = recent - baseline
-    ratio = baseline / recent if queued_ms > params.tolerance_ms else 1.0
-    gradient = min(1.0, max(params.min_gradient, ratio))
-    headroom = params.queue_headroom if gradient < params.queueing_gradient else state.limit
-    target = state.limit * gradient + headroom
-    step = params.growth if target > state.limit else params.smoothing
-    limit = state.limit * (1.0 - step) + target * step
-    if inflight < state.limit / 2.0:
-        limit = min(limit, state.limit)
+    target = target_of(state, line, params)
+    if target < state.limit:
+        start = min(state.limit, max(in_use, target))
+        limit = start * (1.0 - params.shrink) + target * params.shrink
+    elif k >= state.limit / 2.0:
+        limit = state.limit * (1.0 - params.growth) + target * params.growth
+    else:
+        limit = state.limit
     return replace(state, limit=min(float(params.max_limit), max(1.0, limit)))
 
 
@@ -115,12 +198,21 @@ class AdaptiveLimits(ABC):
     """Adaptive limits of backends, read before admission and fed after each call."""
 
     @abstractmethod
-    def state(self, backend: str) -> AdaptiveState:
-        """The backend's current state (may be a fraction of a second old)."""
+    def state(self, backend: str, max_limit: int) -> AdaptiveState:
+        """The backend's current state (may be a fraction of a second old); a backend not
+        observed yet starts at ``max_limit``."""
 
     @abstractmethod
-    def record(self, backend: str, latency_ms: float, inflight: int, max_limit: int) -> None:
-        """Feed one finished call, admitted with ``inflight`` calls on the backend."""
+    def record(
+        self,
+        backend: str,
+        latency_ms: float,
+        inflight: float,
+        max_limit: int,
+        timed_out: bool = False,
+    ) -> None:
+        """Feed one finished call, admitted with ``inflight`` calls on the backend:
+        answered in ``latency_ms``, or ``timed_out``."""
 
 
 class MemoryAdaptive(AdaptiveLimits):
@@ -131,23 +223,31 @@ class MemoryAdaptive(AdaptiveLimits):
         self._states: dict[str, AdaptiveState] = {}
         self._lock = threading.Lock()
 
-    def state(self, backend: str) -> AdaptiveState:
+    def state(self, backend: str, max_limit: int) -> AdaptiveState:
         """The backend's state."""
         with self._lock:
-            return self._states.get(backend, AdaptiveState())
+            return self._states.get(backend, AdaptiveState.start(max_limit))
 
-    def record(self, backend: str, latency_ms: float, inflight: int, max_limit: int) -> None:
+    def record(
+        self,
+        backend: str,
+        latency_ms: float,
+        inflight: float,
+        max_limit: int,
+        timed_out: bool = False,
+    ) -> None:
         """Apply one observation."""
         params = replace(self.params, max_limit=max_limit)
         with self._lock:
-            old = self._states.get(backend, AdaptiveState())
-            self._states[backend] = new = observe(old, latency_ms, inflight, params)
+            old = self._states.get(backend, AdaptiveState.start(max_limit))
+            new = observe(old, latency_ms, inflight, params, timed_out)
+            self._states[backend] = new
         _log_change(backend, old, new)
 
 
-FIELDS = ("limit", "baseline_ms", "recent_ms", "samples", "lone")
+FIELDS = tuple(f.name for f in fields(AdaptiveState))
 STATE_TTL_S = 7 * 86400
-"""A backend not called for this long starts again from one call in flight."""
+"""A backend not called for this long starts again from its cap."""
 READ_EVERY_S = 0.25
 """A process reads a backend's shared limit at most this often."""
 
@@ -168,25 +268,32 @@ class RedisAdaptive(AdaptiveLimits):
         self.clock = clock
         self._cache: dict[str, tuple[float, AdaptiveState]] = {}
 
-    def state(self, backend: str) -> AdaptiveState:
+    def state(self, backend: str, max_limit: int) -> AdaptiveState:
         """The shared state, cached for READ_EVERY_S."""
         cached = self._cache.get(backend)
         now = self.clock()
         if cached is not None and now - cached[0] < READ_EVERY_S:
             return cached[1]
-        state = _decode(self.client.hmget(self.key_of(backend), FIELDS))
+        state = _decode(self.client.hmget(self.key_of(backend), FIELDS), max_limit)
         self._cache[backend] = (now, state)
         return state
 
-    def record(self, backend: str, latency_ms: float, inflight: int, max_limit: int) -> None:
+    def record(
+        self,
+        backend: str,
+        latency_ms: float,
+        inflight: float,
+        max_limit: int,
+        timed_out: bool = False,
+    ) -> None:
         """Apply one observation atomically (WATCH/MULTI, retried on a concurrent write)."""
         key = self.key_of(backend)
         params = replace(self.params, max_limit=max_limit)
         changed: list[AdaptiveState] = []
 
         def update(pipe: redis.client.Pipeline) -> None:
-            old = _decode(pipe.hmget(key, FIELDS))
-            new = observe(old, latency_ms, inflight, params)
+            old = _decode(pipe.hmget(key, FIELDS), max_limit)
+            new = observe(old, latency_ms, inflight, params, timed_out)
             pipe.multi()
             pipe.hset(key, mapping={name: value for name, value in _encode(new).items()})
             pipe.expire(key, STATE_TTL_S)
@@ -198,35 +305,24 @@ class RedisAdaptive(AdaptiveLimits):
             _log_change(backend, changed[0], changed[1])
 
 
-def _decode(values: list[bytes | str | None]) -> AdaptiveState:
-    limit, baseline, recent, samples, lone = (
-        None if v is None else float(v.decode() if isinstance(v, bytes) else v) for v in values
-    )
-    return AdaptiveState(
-        limit=limit if limit is not None else 1.0,
-        baseline_ms=baseline,
-        recent_ms=recent,
-        samples=int(samples or 0),
-        lone=int(lone or 0),
-    )
+def _decode(values: list[bytes | str | None], max_limit: int) -> AdaptiveState:
+    """A state from the hash's FIELDS, in order (absent fields: a fresh backend's)."""
+    found = {
+        name: float(v.decode() if isinstance(v, bytes) else v)
+        for name, v in zip(FIELDS, values, strict=True)
+        if v is not None
+    }
+    samples = int(found.pop("samples", 0))
+    return replace(AdaptiveState.start(max_limit), samples=samples, **found)
 
 
 def _encode(state: AdaptiveState) -> dict[str, str]:
-    values = {
-        "limit": f"{state.limit:.6f}",
-        "samples": str(state.samples),
-        "lone": str(state.lone),
-    }
-    if state.baseline_ms is not None:
-        values["baseline_ms"] = f"{state.baseline_ms:.3f}"
-    if state.recent_ms is not None:
-        values["recent_ms"] = f"{state.recent_ms:.3f}"
-    return values
+    return {name: repr(getattr(state, name)) for name in FIELDS}
 
 
 def _log_change(backend: str, old: AdaptiveState, new: AdaptiveState) -> None:
     if old.inflight_limit != new.inflight_limit:
-        log.debug("adaptive: backend %s in flight %d -> %d (baseline %s ms, recent %.0f ms)",
-                  backend, old.inflight_limit, new.inflight_limit,
-                  "?" if new.baseline_ms is None else f"{new.baseline_ms:.0f}",
-                  new.recent_ms or 0.0)  # fmt: skip
+        line = fit(new)
+        shape = "?" if line is None else f"{line.a:.0f} + {line.b:.0f} x k ms, r2 {line.r2:.2f}"
+        log.debug("adaptive: backend %s in flight %d -> %d (latency %s)", backend,
+                  old.inflight_limit, new.inflight_limit, shape)  # fmt: skip

@@ -90,8 +90,8 @@ class BackendAdmission(AdmissionController):
         """The backend as the inner controller admits it, its adaptive limit applied."""
         limit = None
         if backend.is_adaptive:
-            limit = self.adaptive.state(backend.name).inflight_limit
-            limit = min(limit, adaptive_cap(self.catalog, backend))
+            cap = adaptive_cap(self.catalog, backend)
+            limit = min(self.adaptive.state(backend.name, cap).inflight_limit, cap)
         return backend_as_model(backend, limit)
 
     def acquire(
@@ -128,14 +128,19 @@ class BackendAdmission(AdmissionController):
         held = self._held.pop(permit.lease_id, None)
         if held is None:
             return verdict
-        released = Outcome(used_tokens=outcome.used_tokens, sent=outcome.sent)
-        self.inner.finish(held.spec, held.permit, released)
         backend = self.catalog.backend_of(spec)
         answered = outcome.sent and not outcome.failed and outcome.used_tokens != 0
-        if backend.is_adaptive and answered:
+        observed = backend.is_adaptive and (answered or outcome.timed_out)
+        # the calls in flight over the call's life: at its admission and at its end (a
+        # server does not always serve calls in the order they were admitted)
+        ending = self.inner.counters(held.spec).inflight if observed else 0
+        released = Outcome(used_tokens=outcome.used_tokens, sent=outcome.sent)
+        self.inner.finish(held.spec, held.permit, released)
+        if observed:
             latency_ms = max(0.0, self.clock() - held.started) * 1000.0
             cap = adaptive_cap(self.catalog, backend)
-            self.adaptive.record(backend.name, latency_ms, held.inflight, cap)
+            inflight = (held.inflight + max(ending, 1)) / 2.0
+            self.adaptive.record(backend.name, latency_ms, inflight, cap, outcome.timed_out)
         return verdict
 
     def counters(self, spec: ModelSpec) -> ModelCounters:

@@ -89,6 +89,8 @@ class Outcome:
     (Permit.at_limit). Every caller pauses for ``retry_after_s``; the rate is not cut."""
     failed: bool = False
     """The attempt got no usable answer (any error): counts against the retry budget."""
+    timed_out: bool = False
+    """The attempt got no answer within the node timeout (a loss for adaptive limits)."""
     sent: bool = True
     """False for a permit given back unused (a booked slot that a pause overtook): it is
     not a request in the model's recent-requests count."""

@@ -69,7 +69,7 @@ def outcome_of_error(exc: BaseException, now: float, *, at_limit: bool = False) 
             exhausted=exhausted_of(exc) or at_limit,
             failed=True,
         )
-    return Outcome(used_tokens=0, failed=True)
+    return Outcome(used_tokens=0, failed=True, timed_out=classify(exc) is ErrorKind.TIMEOUT)
 
 
 def outcome_of_answer(answer: Answer | None) -> Outcome:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 
 import httpx2
 import pytest
@@ -19,26 +20,41 @@ P = AdaptiveParams(max_limit=64)
 
 
 def settle(one_slot: bool, steps: int = 200) -> AdaptiveState:
-    """Feed calls made at the current limit: a one-slot server answers n in flight in n
-    times its service time, a parallel one in its service time."""
-    state = AdaptiveState()
+    """A job's first call alone, then calls made at the current limit from the cap on: a
+    one-slot server answers n in flight in n times its service time, a parallel one in its
+    service time."""
+    state = observe(AdaptiveState.start(P.max_limit), 100.0, 1, P)
     for _ in range(steps):
         n = state.inflight_limit
         state = observe(state, 100.0 * (n if one_slot else 1), n, P)
     return state
 
 
+def fed(points: list[tuple[int, float]], limit: float = 64.0) -> AdaptiveState:
+    """The sums of ``(k, latency)`` points at ``limit`` (no limit moves while feeding)."""
+    state = AdaptiveState(limit)
+    for k, ms in points:
+        state = replace(observe(state, ms, k, P), limit=limit)
+    return state
+
+
+SERIAL = [(1, 100.0), (2, 200.0), (3, 300.0), (4, 400.0)]
+FLAT = [(1, 300.0), (5, 100.0), (9, 250.0), (3, 120.0), (7, 200.0)]
+
+
 @pytest.mark.parametrize(
     ("state", "latency", "inflight", "limit_moves"),
     [
-        (AdaptiveState(), 100.0, 1, "still"),  # first call: its connection may be new
-        (AdaptiveState(1.0, 100.0, 100.0, 1, 1), 100.0, 1, "up"),  # second lone call: grow
-        (AdaptiveState(4.0, 100.0, 100.0, 9, 3), 100.0, 4, "up"),  # latency flat: grow
-        (AdaptiveState(4.0, 100.0, 100.0, 9, 3), 100.0, 1, "still"),  # limit unused: no growth
-        (AdaptiveState(4.0, 100.0, 400.0, 9, 3), 400.0, 4, "down"),  # queueing: shrink
-        (AdaptiveState(2.0, 100.0, 200.0, 9, 3), 200.0, 2, "down"),  # one slot at 2: towards 1.5
-        (AdaptiveState(1.5, 100.0, 150.0, 9, 3), 150.0, 2, "still"),  # one slot at 1.5: hold
-        (AdaptiveState(1.0, None, None, 0), 100.0, 2, "still"),  # no baseline yet
+        (AdaptiveState.start(64), 100.0, 1, "still"),  # first call: nothing to fit yet
+        (fed(SERIAL, 4.0), 500.0, 5, "down"),  # latency k times a lone call's: shrink
+        (fed(SERIAL, 1.5), 100.0, 1, "still"),  # at the knee (1.5)
+        (fed(SERIAL, 1.0), 100.0, 1, "up"),  # below the knee: towards 1.5
+        (fed(FLAT, 4.0), 150.0, 4, "up"),  # latency does not follow k: grow
+        (fed(FLAT, 4.0), 150.0, 1, "still"),  # limit unused: no growth
+        (fed(FLAT, 64.0), 900.0, 40, "still"),  # a hosted gateway at its cap stays there
+        (fed([(2, 200.0)] * 30, 2.0), 200.0, 2, "up"),  # always 2 in flight: probe a third
+        # a one-slot server sent 20 at once from the cap: down from what is in use
+        (fed([(1, 100.0), (2, 200.0)]), 1900.0, 20, "down"),
     ],
 )
 def test_one_observation_moves_the_limit(
@@ -50,18 +66,36 @@ def test_one_observation_moves_the_limit(
     assert moved == limit_moves
 
 
+def test_a_fast_simulator_slowed_by_the_clients_cpu_is_not_queueing() -> None:
+    state = fed([(k, 50.0 + 0.3 * k) for k in range(1, 100, 7)])
+    assert observe(state, 80.0, 100, P).limit == 64.0
+
+
+def test_a_timeout_halves_the_limit_in_use() -> None:
+    state = fed([(20, 30_000.0)] * 3)
+    after = observe(state, 45_000.0, 20, P, timed_out=True)
+    assert after.limit == 10.0
+    assert after.w == state.w  # a timeout is no latency point
+    assert observe(AdaptiveState(1.0), 0.0, 1, P, timed_out=True).limit == 1.0
+
+
 def test_the_limit_stays_within_one_and_the_cap() -> None:
-    low = observe(AdaptiveState(1.0, 100.0, 10_000.0, 5, 3), 10_000.0, 2, P)
+    low = observe(fed(SERIAL, 1.0), 10_000.0, 2, P)
     assert low.limit >= 1.0
-    high = AdaptiveState(64.0, 100.0, 100.0, 5, 3)
+    high = fed(FLAT, 64.0)
     assert observe(high, 100.0, 64, P).limit == 64.0
 
 
-def test_a_one_slot_server_settles_at_two_and_a_parallel_one_grows() -> None:
+def test_a_one_slot_server_settles_at_two_and_a_parallel_one_keeps_its_cap() -> None:
     one_slot = settle(one_slot=True)
     assert one_slot.inflight_limit in (1, 2)
     parallel = settle(one_slot=False)
     assert parallel.inflight_limit == 64
+    # within a few answers, not a long ramp: a job's first calls on a one-slot server
+    state = AdaptiveState.start(64)
+    for n in range(1, 8):
+        state = observe(state, 100.0 * n, n, P)
+    assert state.inflight_limit <= 4
 
 
 CATALOG = """
@@ -106,12 +140,13 @@ def test_against_a_one_slot_simulator_two_models_converge_to_one_or_two_in_fligh
     ctl = BackendAdmission(MemoryAdmission(AdmissionPolicy()), catalog, adaptive)
     backend = catalog.backends["local"]
     seen: list[int] = []
-    with start_in_thread(SimConfig(latency_ms=400, slots=1)) as sim, httpx2.Client() as http:
+    with start_in_thread(SimConfig(latency_ms=400, slots=1)) as sim:
         url = f"{sim.base_url}/chat/completions"
 
         def worker(model: str) -> None:
             spec = catalog.model(model)
-            if True:
+            with httpx2.Client() as http:  # a worker's pooled, open connection
+                http.get(f"{sim.base_url}/models")
                 for _ in range(6):
                     gate = Gate(ctl, spec, "j1", 50, max_wait_s=60, max_countdown_s=60,
                                 may_requeue=False)  # fmt: skip
@@ -127,10 +162,9 @@ def test_against_a_one_slot_simulator_two_models_converge_to_one_or_two_in_fligh
         for thread in threads:
             thread.join()
         stats = sim.stats()
-    # Four callers, two model names, one server: after the first calls the backend holds
-    # them to one or two in flight (a baseline inflated by the first connections may
-    # leave it at three for a while), never to what the four could send.
-    assert adaptive.state("local").samples == 24
+    # Four callers, two model names, one server: the backend starts at its cap (all four
+    # in flight), and after the first answers holds them to one or two in flight.
+    assert adaptive.state("local", 200).samples == 24
     assert stats["completed"] == 24
     late = sorted(seen[len(seen) // 2 :])
     assert late[len(late) // 2] <= 2

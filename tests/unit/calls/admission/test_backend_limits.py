@@ -105,4 +105,8 @@ def test_the_packaged_catalog_keeps_a_hosted_gateways_limits_from_the_first_call
     cat = load_catalog()
     backends = {cat.backend_of(spec) for spec in cat.models.values()}
     assert [b.name for b in backends] == ["default"]
-    assert not any(b.is_adaptive or b.has_limits for b in backends)
+    (default,) = backends
+    assert default.is_adaptive
+    # before any answer, the backend admits what its models' own limits admit together
+    cap = sum(spec.max_inflight for spec in cat.models.values())
+    assert controller(cat).backend_spec(default).max_inflight == cap
