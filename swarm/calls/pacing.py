@@ -38,7 +38,7 @@ from dataclasses import dataclass, replace
 
 log = logging.getLogger(__name__)
 
-DEADLINE_SHARE = 0.7
+DEADLINE_SHARE = 0.6
 """Share of the node timeout a capped answer is planned to take."""
 DECAY = 0.8
 """Weight left to earlier answers per new one (about the last five count)."""
@@ -82,9 +82,11 @@ class Pace:
         )
 
     def timed_out(self, sent_max_tokens: int) -> Pace:
-        """After a call that asked for ``sent_max_tokens`` and got no answer in time."""
-        base = min(float(sent_max_tokens), self.loss_cap or math.inf)
-        return replace(self, loss_cap=max(float(MIN_BUDGET), base * LOSS_FACTOR))
+        """After a call that asked for ``sent_max_tokens`` and got no answer in time: the
+        cap is half of what that call asked (calls sent together and timing out together
+        halve it once, as TCP halves its window once per window of losses)."""
+        halved = max(float(MIN_BUDGET), sent_max_tokens * LOSS_FACTOR)
+        return replace(self, loss_cap=min(halved, self.loss_cap or math.inf))
 
     def rates(self) -> tuple[float, float] | None:
         """Seconds per prompt token and per completion token (None: no answer yet).

@@ -244,14 +244,31 @@ class _ModelRun:
         if (known := tally.summaries.get(digest)) is not None:
             return known
         summarizer = self.rt.catalog.route(SUMMARIZE_KIND)
+        limit = min(summary_budget_tokens(budget), summarizer.max_tokens)
+        slot = f"{self.node_id}:summary:{digest}"
+        outcome = self.summary_call(summarizer, middle, limit, slot)
+        overflow = parse_overflow(outcome.error or "")
+        if outcome.error_kind is ErrorKind.CONTEXT_OVERFLOW and overflow is not None:
+            # as for the node's own call: the server stated the summariser's window
+            self.rt.windows.learn(summarizer.name, overflow.window)
+            sent = estimate_tokens(middle) + limit
+            self.rt.windows.calibrate(summarizer.name, sent, overflow.requested or 0)
+            outcome = self.summary_call(summarizer, middle, limit, f"{slot}:refit")
+        tally.add(outcome)
+        summary = outcome.answer.content if outcome.answer else ""
+        if summary:
+            tally.summaries[digest] = summary
+        return summary
+
+    def summary_call(self, summarizer: ModelSpec, middle: str, limit: int, slot: str) -> CallResult:
+        """One summarising call: the middle clipped to the summariser's (learned) window."""
         window = self.rt.windows.window(summarizer.name, summarizer.context_window)
-        room = input_budget_tokens(window, summarizer.max_tokens, 512)
+        scale = self.rt.windows.scale(summarizer.name)
+        room = input_budget_tokens(int(window / scale), limit, 512)
         messages = [
             {"role": "system", "content": SUMMARIZER_ROLE},
             {"role": "user", "content": clip_to_tokens(middle, room)},
         ]
-        limit = min(summary_budget_tokens(budget), summarizer.max_tokens)
-        slot = f"{self.node_id}:summary:{digest}"
         request = CallRequest.of(
             self.spec.job_id,
             slot,
@@ -262,12 +279,7 @@ class _ModelRun:
             may_requeue=self.may_requeue,
             progress=self.progress.get(slot, CallProgress()),
         )
-        outcome = run_call(self.rt, request)
-        tally.add(outcome)
-        summary = outcome.answer.content if outcome.answer else ""
-        if summary:
-            tally.summaries[digest] = summary
-        return summary
+        return run_call(self.rt, request)
 
     def validated(
         self, outcome: CallResult, messages: list[Message], slot: str, tally: _Tally

@@ -20,7 +20,10 @@ weighted least-squares line ``L = a + b k``:
 - otherwise (no slope, or calls that all had the same k) each answered call that had the
   limit in use probes one more in flight (TCP's additive increase).
 
-A call that timed out is a loss (as in TCP): the limit in use halves. Servers with a few
+A call that timed out is a loss (as in TCP): the limit in use halves, and grows back only
+slowly within one call of where the loss happened (a server on which two calls in flight
+time out, because reading two long prompts takes longer than the timeout, stays at one,
+probing a second now and then). Servers with a few
 slots fit the line less well (it sees the knee only from above); set their max_inflight.
 
 The state is shared by every worker through Redis (one hash per backend, updated with an
@@ -70,6 +73,9 @@ class AdaptiveParams:
     had the limit in use (the limit only grows again after it came down)."""
     loss_backoff: float = 0.5
     """A call that timed out multiplies the limit in use by this (TCP's loss response)."""
+    careful_growth: float = 0.1
+    """Share of ``growth`` left within one call of the in-flight level of the last timeout
+    (the limit creeps back towards where calls timed out instead of running into it)."""
 
 
 @dataclass(frozen=True)
@@ -93,6 +99,9 @@ class AdaptiveState:
     """Weighted sum of k x latency."""
     msms: float = 0.0
     """Weighted sum of latency squared."""
+    ceiling: float = 0.0
+    """Calls in flight when a call last timed out (0: none did); the limit grows slowly
+    near it, and it rises with a limit that crept past it."""
 
     @classmethod
     def start(cls, limit: int) -> AdaptiveState:
@@ -177,8 +186,8 @@ def observe(
     k = max(1.0, float(inflight))
     in_use = min(state.limit, max(state.load, k))
     if timed_out:
-        limit = max(1.0, in_use * params.loss_backoff)
-        return replace(state, limit=min(state.limit, limit), samples=state.samples + 1)
+        limit = min(state.limit, max(1.0, in_use * params.loss_backoff))
+        return replace(state, limit=limit, samples=state.samples + 1, ceiling=in_use)
     state = _add(state, k, max(latency_ms, 0.001), params.decay)
     line = fit(state)
     if line is None or state.w < params.min_weight:
@@ -188,10 +197,13 @@ def observe(
         start = min(state.limit, max(in_use, target))
         limit = start * (1.0 - params.shrink) + target * params.shrink
     elif k >= state.limit / 2.0:
-        limit = state.limit * (1.0 - params.growth) + target * params.growth
+        near_loss = state.ceiling > 0 and state.limit + 1.0 >= state.ceiling
+        growth = params.growth * (params.careful_growth if near_loss else 1.0)
+        limit = state.limit * (1.0 - growth) + target * growth
     else:
         limit = state.limit
-    return replace(state, limit=min(float(params.max_limit), max(1.0, limit)))
+    limit = min(float(params.max_limit), max(1.0, limit))
+    return replace(state, limit=limit, ceiling=max(state.ceiling, limit) if state.ceiling else 0.0)
 
 
 class AdaptiveLimits(ABC):

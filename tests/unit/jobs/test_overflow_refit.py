@@ -80,3 +80,29 @@ def test_a_fallback_model_reuses_the_summary_of_the_same_middle(
     summaries = [r for r in gw.requests if r["model"] == "gemini-2.5-flash"]
     assert len(summaries) == 1
     assert rt.store.ledger("j1")["gemini-2.5-flash"].calls == 1
+
+
+def test_a_summariser_that_overflows_is_refitted_to_its_stated_window(
+    make_runtime: MakeRuntime,
+) -> None:
+    def every_model_small(body: dict[str, Any], n: int) -> httpx2.Response:
+        asked = server_tokens(body)
+        if asked > WINDOW:
+            message = (
+                f"This model's maximum context length is {WINDOW} tokens. However, you "
+                f"requested {asked} tokens. Please reduce the length of the messages."
+            )
+            return httpx2.Response(400, json={"error": {"message": message, "code": None}})
+        if body["model"] == "gemini-2.5-flash":
+            return completion("the middle, summarised", prompt=asked, completion_tokens=10)
+        return completion("reviewed", prompt=asked - body["max_tokens"], completion_tokens=20)
+
+    rt, gw = make_runtime(every_model_small)
+    rt.store.create_job(job_spec(1, job_id="j1"), ["x = compute(y)\n" * 2000])  # ~30 KB
+    envelope = run_node(rt, "j1", "n00")
+    assert envelope.ok and envelope.truncation is not None
+    assert envelope.truncation.summary_chars > 0  # not "[summary unavailable]"
+    summaries = [r for r in gw.requests if r["model"] == "gemini-2.5-flash"]
+    assert len(summaries) == 2 and server_tokens(summaries[-1]) <= WINDOW
+    assert rt.windows.window("gemini-2.5-flash", 1_048_576) == WINDOW
+    assert rt.store.ledger("j1")["gemini-2.5-flash"].calls == 1  # the 400 was not billed

@@ -79,6 +79,16 @@ def test_a_timeout_halves_the_limit_in_use() -> None:
     assert observe(AdaptiveState(1.0), 0.0, 1, P, timed_out=True).limit == 1.0
 
 
+def test_after_a_timeout_the_limit_creeps_back_towards_where_it_happened() -> None:
+    state = observe(fed(FLAT, 2.0), 45_000.0, 2, P, timed_out=True)
+    assert state.limit == 1.0 and state.ceiling == 2.0
+    for _ in range(4):  # answers without queueing grow it, slowly near the loss
+        state = observe(state, 150.0, 1, P)
+    assert 1.0 < state.limit < 1.5
+    far = observe(fed(FLAT, 8.0), 45_000.0, 8, P, timed_out=True)
+    assert observe(far, 150.0, 4, P).limit >= 4.4  # far below it: at full speed
+
+
 def test_the_limit_stays_within_one_and_the_cap() -> None:
     low = observe(fed(SERIAL, 1.0), 10_000.0, 2, P)
     assert low.limit >= 1.0
