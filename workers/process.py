@@ -15,7 +15,7 @@ from swarm.calls.admission import AdmissionController, AdmissionPolicy, Unlimite
 from swarm.calls.admission.adaptive import RedisAdaptive
 from swarm.calls.admission.backend import BackendAdmission
 from swarm.calls.admission.redis import RedisAdmission
-from swarm.calls.gateway import backend_clients, make_client
+from swarm.calls.gateway import backend_clients, backend_endpoints, make_client
 from swarm.calls.hedging import HedgePolicy, Hedger, LatencySketch
 from swarm.calls.listeners import CallListener
 from swarm.calls.runtime import Runtime
@@ -124,7 +124,7 @@ def from_settings(settings: Settings) -> Runtime:
         # Prometheus metrics only when this process serves them (SWARM_METRICS_PORT).
         listener=SwarmMetrics(catalog, admission) if settings.metrics_port else CallListener(),
         admission=admission,
-        hedger=_hedger(settings, store_url, settings.base_url, key),
+        hedger=_hedger(settings, catalog, store_url, settings.base_url, key),
         backend_clients=backend_clients(settings, catalog, os.environ),
     )
 
@@ -138,12 +138,16 @@ def _publish_gateway(redis_url: str, base_url: str) -> None:
         log.warning("cannot publish the gateway: %s", exc)
 
 
-def _hedger(settings: Settings, redis_url: str, gateway: str, key: str) -> Hedger | None:
-    """Hedged calls when SWARM_HEDGE_* turn them on; the latency sketch shares Redis."""
+def _hedger(
+    settings: Settings, catalog: Catalog, redis_url: str, gateway: str, key: str
+) -> Hedger | None:
+    """Hedged calls when SWARM_HEDGE_* turn them on; the latency sketch shares Redis; a
+    backend with a base URL of its own is hedged there."""
     if not HedgePolicy.from_settings(settings).enabled:
         return None
     client = redis.Redis.from_url(redis_url, socket_timeout=5, health_check_interval=30)
-    return Hedger(settings, gateway, key, LatencySketch(client, gateway))
+    endpoints = backend_endpoints(settings, catalog, os.environ)
+    return Hedger(settings, gateway, key, LatencySketch(client, gateway), endpoints)
 
 
 def _admission(

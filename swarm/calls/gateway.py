@@ -41,19 +41,28 @@ def make_client(settings: Settings, base_url: str, api_key: str) -> openai.OpenA
     )
 
 
-def backend_clients(
+def backend_endpoints(
     settings: Settings, catalog: Catalog, environ: Mapping[str, str]
-) -> dict[str, openai.OpenAI]:
-    """A client per backend with a base URL of its own; its key is read from the variable
-    its ``api_key_env`` names (else SWARM_API_KEY). Built once at start-up, at the edge."""
+) -> dict[str, tuple[str, str]]:
+    """Base URL and key of each backend with a base URL of its own; its key is read from
+    the variable its ``api_key_env`` names (else SWARM_API_KEY)."""
     default_key = settings.usable_key() or "no-key"
-    clients = {}
+    endpoints = {}
     for backend in catalog.backends.values():
         if backend.base_url is None:
             continue
         key = environ.get(backend.api_key_env, "") if backend.api_key_env else default_key
-        clients[backend.name] = make_client(settings, backend.base_url, key or "no-key")
-    return clients
+        endpoints[backend.name] = (backend.base_url, key or "no-key")
+    return endpoints
+
+
+def backend_clients(
+    settings: Settings, catalog: Catalog, environ: Mapping[str, str]
+) -> dict[str, openai.OpenAI]:
+    """A client per backend with a base URL of its own (see ``backend_endpoints``). Built
+    once at start-up, at the edge."""
+    endpoints = backend_endpoints(settings, catalog, environ)
+    return {name: make_client(settings, url, key) for name, (url, key) in endpoints.items()}
 
 
 @dataclass(frozen=True)

@@ -179,4 +179,5 @@ def hedged_call(ctx: CallContext, cap: int) -> HedgedCall:
         bill=bill,
         on_hedge_won=partial(rt.store.hedge_won, job_id),
         take_hedge=partial(rt.store.take_hedge, job_id, cap),
+        backend=guard.request.model.backend,
     )

@@ -20,7 +20,7 @@ from celery.worker import state as worker_state
 from swarm.calls.admission import AdmissionPolicy, MemoryAdmission
 from swarm.calls.admission.adaptive import MemoryAdaptive
 from swarm.calls.admission.backend import BackendAdmission
-from swarm.calls.gateway import backend_clients, make_client
+from swarm.calls.gateway import backend_clients, backend_endpoints, make_client
 from swarm.calls.hedging import HedgePolicy, Hedger, LatencySketch
 from swarm.calls.runtime import Runtime
 from swarm.catalog import Catalog
@@ -86,12 +86,13 @@ def embedded_swarm(
     models = MemoryAdmission(AdmissionPolicy.from_settings(settings))
     admission = BackendAdmission(models, catalog, MemoryAdaptive())
     client = make_client(settings, base_url, key)
-    hedger = None
-    if HedgePolicy.from_settings(settings).enabled:  # the latency sketch stays in process
-        hedger = Hedger(settings, base_url, key, LatencySketch(None, base_url))
     # Against the built-in simulator every model is simulated, backends' own URLs too.
     simulated = base_url != settings.base_url
     clients = {} if simulated else backend_clients(settings, catalog, os.environ)
+    endpoints = {} if simulated else backend_endpoints(settings, catalog, os.environ)
+    hedger = None
+    if HedgePolicy.from_settings(settings).enabled:  # the latency sketch stays in process
+        hedger = Hedger(settings, base_url, key, LatencySketch(None, base_url), endpoints)
     runtime = Runtime(
         settings, catalog, store, client, admission=admission, hedger=hedger,
         backend_clients=clients,

@@ -1,4 +1,5 @@
-"""`swarm status --models`: the shared admission counters of every catalog model."""
+"""`swarm status --models`: the shared admission counters of every catalog model and of
+every backend with limits of its own (its in-flight limit: configured, or found from latency)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from rich.console import Console
 from rich.table import Table
 
 from swarm.calls.admission import AdmissionPolicy
+from swarm.calls.admission.adaptive import RedisAdaptive
+from swarm.calls.admission.backend import BackendAdmission
 from swarm.calls.admission.redis import RedisAdmission
 from swarm.catalog import Catalog, load_catalog
 from swarm.cli.render import print_json
@@ -28,8 +31,10 @@ COLUMNS = {
 """Counter -> column label."""
 
 
-def model_counters(settings: Settings, catalog: Catalog) -> dict[str, dict[str, Any]]:
-    """Counters per model from the deployment's Redis, keyed on its gateway (SWARM_BASE_URL)."""
+def model_counters(settings: Settings, catalog: Catalog) -> dict[str, dict[str, dict[str, Any]]]:
+    """``{"models": ..., "backends": ...}``: counters per model, and per backend with limits
+    (with its in-flight ``limit`` and whether it is ``adaptive``), from the deployment's
+    Redis, keyed on its gateway (SWARM_BASE_URL)."""
     url = settings.backend_url()
     if url is None:
         raise ConfigError("`swarm status --models` needs SWARM_BROKER_URL (counters are in Redis)")
@@ -38,29 +43,53 @@ def model_counters(settings: Settings, catalog: Catalog) -> dict[str, dict[str, 
     import redis
 
     controller = RedisAdmission.from_url(url, settings.base_url, AdmissionPolicy())
+    backends = BackendAdmission(
+        controller, catalog, RedisAdaptive(controller.client, controller.adaptive_key)
+    )
     try:
-        return {name: asdict(controller.counters(spec)) for name, spec in catalog.models.items()}
+        models = {name: asdict(controller.counters(spec)) for name, spec in catalog.models.items()}
+        shared = {}
+        for backend in catalog.backends.values():
+            if not backend.has_limits:
+                continue
+            row = asdict(backends.backend_counters(backend))
+            limit = backends.backend_spec(backend).max_inflight
+            shared[backend.name] = {**row, "limit": limit, "adaptive": backend.is_adaptive}
+        return {"models": models, "backends": shared}
     except redis.RedisError as exc:
         raise BrokerUnavailableError(f"cannot reach Redis: {exc}") from None
 
 
-def print_models(counters: dict[str, dict[str, Any]], console: Console) -> None:
+def print_models(counters: dict[str, dict[str, dict[str, Any]]], console: Console) -> None:
     """One row per model: admitted, waiting, 429s, pauses, rate factor, in flight, pause,
-    expired."""
-    table = Table(title="admission per model (all workers)")
-    table.add_column("model", no_wrap=True)
-    for label in COLUMNS.values():
+    expired; then one per backend with limits, with its in-flight limit."""
+    console.print(_table("admission per model (all workers)", "model", counters["models"]))
+    if counters["backends"]:
+        rows = {
+            name: {**row, "limit": f"{row['limit']}{' (adaptive)' if row['adaptive'] else ''}"}
+            for name, row in counters["backends"].items()
+        }
+        title = "admission per backend (all its models)"
+        console.print(_table(title, "backend", rows, {**COLUMNS, "limit": "in-flight limit"}))
+
+
+def _table(
+    title: str, key: str, rows: dict[str, dict[str, Any]], columns: dict[str, str] = COLUMNS
+) -> Table:
+    table = Table(title=title)
+    table.add_column(key, no_wrap=True)
+    for label in columns.values():
         table.add_column(label, justify="right")
-    for name, row in counters.items():
-        cells = [f"{row[c]:.2f}" if isinstance(row[c], float) else str(row[c]) for c in COLUMNS]
+    for name, row in rows.items():
+        cells = [f"{row[c]:.2f}" if isinstance(row[c], float) else str(row[c]) for c in columns]
         table.add_row(name, *cells)
-    console.print(table)
+    return table
 
 
 def show_models(settings: Settings, as_json: bool) -> None:
-    """`swarm status --models`: the counters as a table, or as JSON."""
+    """`swarm status --models`: the counters as tables, or as JSON."""
     counters = model_counters(settings, load_catalog(settings.config))
     if as_json:
-        print_json({"models": counters})
+        print_json(counters)
     else:
         print_models(counters, Console())

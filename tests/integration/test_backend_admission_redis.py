@@ -3,16 +3,20 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 
 import pytest
 import redis
+from click.testing import CliRunner
 
 from swarm.calls.admission import AdmissionPolicy, Outcome, Refusal
 from swarm.calls.admission.adaptive import RedisAdaptive
 from swarm.calls.admission.backend import BackendAdmission, adaptive_cap
 from swarm.calls.admission.redis import RedisAdmission
 from swarm.catalog import Catalog, load_catalog
+from swarm.cli.main import main
+from swarm.settings import Settings
 
 pytestmark = pytest.mark.integration
 
@@ -52,3 +56,23 @@ def test_the_adaptive_limit_is_shared_and_holds_every_model_of_the_backend(
     assert refused.permit is None and refused.reason is Refusal.INFLIGHT
     two.finish(flash, held.permit, Outcome(used_tokens=20))
     assert one.backend_counters(backend).inflight == 0
+
+
+def test_status_models_shows_the_backends_in_flight_limit(redis_url: str) -> None:
+    catalog = load_catalog()
+    store_url = Settings(broker_url=redis_url).backend_url()  # where workers keep admission
+    assert store_url is not None
+    ctl = controller(redis.Redis.from_url(store_url), catalog)
+    backend = catalog.backends["default"]
+    permit = ctl.acquire(catalog.model("kimi-k2.5"), "j1", 10).permit
+    assert permit is not None
+    env = {"SWARM_BROKER_URL": redis_url, "SWARM_BASE_URL": GATEWAY}
+    result = CliRunner().invoke(main, ["status", "--models", "--json"], env=env)
+    assert result.exit_code == 0, result.output
+    shown = json.loads(result.output)
+    assert shown["models"]["kimi-k2.5"]["inflight"] == 1
+    row = shown["backends"]["default"]
+    assert row["inflight"] == 1 and row["adaptive"] is True
+    assert row["limit"] == adaptive_cap(catalog, backend)
+    table = CliRunner().invoke(main, ["status", "--models"], env=env)
+    assert "admission per backend" in table.output and "default" in table.output

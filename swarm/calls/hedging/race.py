@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -70,6 +70,8 @@ class HedgedCall:
     """Counts a hedge that won (JobStore.hedge_won)."""
     take_hedge: Callable[[], bool]
     """Counts a hedge against the job's cap; False when the cap is reached."""
+    backend: str = ""
+    """The model's backend: its requests go to that backend's base URL when it has one."""
 
 
 @dataclass
@@ -94,16 +96,25 @@ class Hedger:
     """Per process: the event loop thread, the async openai client, the latency sketch."""
 
     def __init__(
-        self, settings: Settings, base_url: str, api_key: str, sketch: LatencySketch
+        self,
+        settings: Settings,
+        base_url: str,
+        api_key: str,
+        sketch: LatencySketch,
+        endpoints: Mapping[str, tuple[str, str]] | None = None,
     ) -> None:
         self.policy = HedgePolicy.from_settings(settings)
         self.sketch = sketch
         self._settings = settings
         self._base_url = base_url
         self._api_key = api_key
+        self._endpoints = dict(endpoints or {})
+        """Base URL and key of each backend with a base URL of its own."""
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._client: openai.AsyncOpenAI | None = None
+        self._backend_clients: dict[str, openai.AsyncOpenAI] = {}
+        """(loop thread) Clients of the backends in ``_endpoints``, made on first use."""
         self._capped: set[str] = set()
         """Jobs whose cap this process saw reached (no more tries)."""
 
@@ -113,11 +124,12 @@ class Hedger:
             if self._loop is None:
                 loop = asyncio.new_event_loop()
                 threading.Thread(target=loop.run_forever, name="hedge-loop", daemon=True).start()
-                self._client = asyncio.run_coroutine_threadsafe(self._make_client(), loop).result()
+                made = self._make_client(self._base_url, self._api_key)
+                self._client = asyncio.run_coroutine_threadsafe(made, loop).result()
                 self._loop = loop
             return self._loop
 
-    async def _make_client(self) -> openai.AsyncOpenAI:
+    async def _make_client(self, base_url: str, api_key: str) -> openai.AsyncOpenAI:
         settings = self._settings
         timeout = httpx2.Timeout(settings.node_timeout_s, connect=settings.connect_timeout_s)
         size = settings.http_pool_size
@@ -127,25 +139,34 @@ class Hedger:
             limits=httpx2.Limits(max_connections=size, max_keepalive_connections=size),
         )
         return openai.AsyncOpenAI(
-            base_url=self._base_url,
-            api_key=self._api_key,
+            base_url=base_url,
+            api_key=api_key,
             max_retries=0,
             timeout=timeout,
             http_client=http,
         )
 
-    def _launch(self, leg: _Leg, body: dict[str, Any]) -> _Leg:
-        self._start_loop().call_soon_threadsafe(self._spawn, leg, body)
+    def _launch(self, leg: _Leg, call: HedgedCall) -> _Leg:
+        self._start_loop().call_soon_threadsafe(self._spawn, leg, call.body, call.backend)
         return leg
 
-    def _spawn(self, leg: _Leg, body: dict[str, Any]) -> None:
+    def _spawn(self, leg: _Leg, body: dict[str, Any], backend: str) -> None:
         """(loop thread) Start the request; a cancel scheduled later finds its task."""
-        leg.task = asyncio.ensure_future(self._request(leg, body))
+        leg.task = asyncio.ensure_future(self._request(leg, body, backend))
         leg.task.add_done_callback(lambda task: _ended(leg, task))
 
-    async def _request(self, leg: _Leg, body: dict[str, Any]) -> None:
-        assert self._client is not None
-        response = await self._client.post("/chat/completions", body=body, cast_to=httpx2.Response)
+    async def _client_for(self, backend: str) -> openai.AsyncOpenAI:
+        """(loop thread) The client of ``backend``: its own base URL's, else the process's."""
+        if backend not in self._endpoints:
+            assert self._client is not None
+            return self._client
+        if backend not in self._backend_clients:
+            self._backend_clients[backend] = await self._make_client(*self._endpoints[backend])
+        return self._backend_clients[backend]
+
+    async def _request(self, leg: _Leg, body: dict[str, Any], backend: str) -> None:
+        client = await self._client_for(backend)
+        response = await client.post("/chat/completions", body=body, cast_to=httpx2.Response)
         try:
             leg.answer = parse_answer(response.content, response.headers)
         except BadResponseError as exc:
@@ -175,7 +196,7 @@ class Hedger:
             self.sketch.observe(call.model, time.perf_counter() - started)
             return answer
         notify = threading.Event()
-        primary = self._launch(_Leg(call.gate.acquire(), notify), call.body)
+        primary = self._launch(_Leg(call.gate.acquire(), notify), call)
         hedge = None
         if not primary.ended.wait(delay):
             hedge = self._hedge_when_admitted(call, primary)
@@ -201,7 +222,7 @@ class Hedger:
                 self._capped.clear()
             self._capped.add(call.job_id)
             return None
-        return self._launch(_Leg(permit, notify), call.body)
+        return self._launch(_Leg(permit, notify), call)
 
     def _finish(self, call: HedgedCall, primary: _Leg, hedge: _Leg | None) -> Answer:
         legs = [primary] if hedge is None else [primary, hedge]

@@ -4,10 +4,17 @@ from __future__ import annotations
 
 import dataclasses
 
-from swarm.calls.gateway import backend_clients
+from doubles import job_spec
+
+from swarm.calls.gateway import backend_clients, backend_endpoints, make_client
+from swarm.calls.hedging.race import Hedger
+from swarm.calls.hedging.sketch import LatencySketch
+from swarm.calls.pipeline import run_call
+from swarm.calls.request import CallRequest
 from swarm.calls.runtime import Runtime
 from swarm.catalog import parse_catalog
 from swarm.settings import Settings
+from swarm.sim import SimConfig, start_in_thread
 from swarm.store import MemoryJobStore
 
 CATALOG = """
@@ -62,3 +69,21 @@ def test_a_backend_with_its_own_url_is_called_with_its_own_client_and_key() -> N
     rt = dataclasses.replace(rt, backend_clients=clients)
     assert rt.client_for("local") is clients["local"]
     assert rt.client_for("hosted") is main
+
+
+def test_a_hedged_call_goes_to_its_backends_own_url() -> None:
+    with start_in_thread(SimConfig()) as main, start_in_thread(SimConfig(latency_ms=300)) as local:
+        catalog = parse_catalog(CATALOG.replace("http://127.0.0.1:8080/v1", local.base_url))
+        settings = Settings(base_url=main.base_url, api_key="k", hedge_after_s=0.05)
+        endpoints = backend_endpoints(settings, catalog, {"LOCAL_KEY": "local-key"})
+        hedger = Hedger(settings, main.base_url, "k", LatencySketch(None, main.base_url), endpoints)
+        client = make_client(settings, main.base_url, "k")
+        clients = backend_clients(settings, catalog, {})
+        rt = Runtime(settings, catalog, MemoryJobStore(), client, hedger=hedger,
+                     backend_clients=clients)  # fmt: skip
+        rt.store.create_job(job_spec(1, job_id="j1"), ["hello"])
+        request = CallRequest.of("j1", "n00", catalog.model("small"),
+                                 [{"role": "user", "content": "hi"}], 16, hedge_cap=1)  # fmt: skip
+        assert run_call(rt, request).ok
+        assert local.stats()["requests"] == 2  # the original and its hedge
+        assert main.stats()["requests"] == 0

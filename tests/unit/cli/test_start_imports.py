@@ -71,9 +71,15 @@ integration-tested; what matters here is which modules the commands' code loads)
 COUNTERS_WITHOUT_REDIS = """
 from swarm.calls.admission.base import ModelCounters
 from swarm.calls.admission.redis import RedisAdmission
+class Hashes:
+    def hmget(self, key, fields):
+        return [None] * len(fields)
 class Counters:
+    client = Hashes()
     def counters(self, spec):
         return ModelCounters(admitted=3)
+    def adaptive_key(self, backend):
+        return backend
 RedisAdmission.from_url = classmethod(lambda cls, url, gateway, policy: Counters())
 """
 """The per-model counters bare `swarm status` reads, without a Redis (as above)."""
