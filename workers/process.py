@@ -14,7 +14,9 @@ import redis
 from swarm.calls.admission import AdmissionController, AdmissionPolicy, Unlimited
 from swarm.calls.admission.adaptive import RedisAdaptive
 from swarm.calls.admission.backend import BackendAdmission
+from swarm.calls.admission.limits import key_prefix
 from swarm.calls.admission.redis import RedisAdmission
+from swarm.calls.context_window import SharedWindows
 from swarm.calls.gateway import backend_clients, backend_endpoints, make_client
 from swarm.calls.hedging import HedgePolicy, Hedger, LatencySketch
 from swarm.calls.listeners import CallListener
@@ -126,7 +128,14 @@ def from_settings(settings: Settings) -> Runtime:
         admission=admission,
         hedger=_hedger(settings, catalog, store_url, settings.base_url, key),
         backend_clients=backend_clients(settings, catalog, os.environ),
+        windows=_shared_windows(store_url, settings.base_url),
     )
+
+
+def _shared_windows(redis_url: str, gateway: str) -> SharedWindows:
+    """Context windows and token scales learned by any worker, shared through Redis."""
+    client = redis.Redis.from_url(redis_url, socket_timeout=5, health_check_interval=30)
+    return SharedWindows(client, f"{key_prefix(gateway, 'learned')}:windows")
 
 
 def _publish_gateway(redis_url: str, base_url: str) -> None:

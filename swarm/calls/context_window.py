@@ -1,15 +1,24 @@
 """Context windows learned from the gateway: a context-length 400 states the window.
 
 Servers word it differently; each pattern below is one server's wording (tests hold an
-example of each). The window found is remembered per model in the process, so the next
-fits of that model use it instead of the catalog's number.
+example of each). The window found is remembered per model (in the process, or shared by
+every worker through Redis: SharedWindows), so the next fits of that model use it instead
+of the catalog's number.
 """
 
 from __future__ import annotations
 
+import logging
+import math
 import re
 import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
+
+import redis
+
+log = logging.getLogger(__name__)
 
 WINDOW_PATTERNS = (
     # OpenAI, vLLM, llama-cpp-python: "This model's maximum context length is 4096 tokens."
@@ -96,3 +105,84 @@ class LearnedWindows:
         """The model's window: the learned one when smaller than the catalog's."""
         with self._lock:
             return min(catalog_window, self._windows.get(model, catalog_window))
+
+
+SHARED_READ_EVERY_S = 1.0
+"""A process reads the shared windows and scales at most this often."""
+SHARED_TTL_S = 7 * 86400
+"""Learned windows and scales not updated for this long are forgotten."""
+
+
+class SharedWindows(LearnedWindows):
+    """LearnedWindows shared by every worker of a deployment through Redis: one hash per
+    gateway (``window:<model>``, ``scale:<model>``), read at most once a second per
+    process. What one worker learns from an overflow or a prompt's reported tokens, the
+    others use on their next fits. Redis unreachable: the process's own values serve."""
+
+    def __init__(
+        self,
+        client: redis.Redis,
+        key: str,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        super().__init__()
+        self.client = client
+        self.key = key
+        self.clock = clock
+        self._read_at = -math.inf
+
+    def _refresh(self) -> None:
+        now = self.clock()
+        if now - self._read_at < SHARED_READ_EVERY_S:
+            return
+        self._read_at = now
+        try:
+            found = self.client.hgetall(self.key)
+        except redis.RedisError as exc:
+            log.debug("learned windows: Redis unreachable (%s), using this process's", exc)
+            return
+        with self._lock:
+            for raw, value in found.items():
+                field = raw.decode() if isinstance(raw, bytes) else str(raw)
+                kind, _, model = field.partition(":")
+                if kind == "window":
+                    self._windows[model] = int(float(value))
+                elif kind == "scale":
+                    self._scales[model] = float(value)
+
+    def _store(self, field: str, value: float) -> None:
+        try:
+            with self.client.pipeline(transaction=False) as pipe:
+                pipe.hset(self.key, field, repr(value))
+                pipe.expire(self.key, SHARED_TTL_S)
+                pipe.execute()
+        except redis.RedisError as exc:
+            log.debug("learned windows: cannot share %s (%s)", field, exc)
+
+    def calibrate(self, model: str, estimated: int, actual: int) -> None:
+        """Fold one prompt into the shared scale."""
+        self._refresh()
+        super().calibrate(model, estimated, actual)
+        with self._lock:
+            scale = self._scales.get(model)
+        if scale is not None:
+            self._store(f"scale:{model}", scale)
+
+    def scale(self, model: str) -> float:
+        """The shared scale (at most a second old)."""
+        self._refresh()
+        return super().scale(model)
+
+    def learn(self, model: str, window: int) -> None:
+        """Remember and share ``window`` (the smallest one seen wins)."""
+        self._read_at = -math.inf  # a window learned elsewhere may be smaller
+        self._refresh()
+        super().learn(model, window)
+        with self._lock:
+            learned = self._windows[model]
+        self._store(f"window:{model}", learned)
+
+    def window(self, model: str, catalog_window: int) -> int:
+        """The shared window (at most a second old)."""
+        self._refresh()
+        return super().window(model, catalog_window)
