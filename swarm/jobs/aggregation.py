@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from swarm.calls.context_window import parse_overflow
 from swarm.calls.pipeline import run_call
 from swarm.calls.request import CallRequest, CallResult, Message
 from swarm.calls.runtime import Runtime
@@ -22,7 +24,9 @@ from swarm.jobs.report import (
     enough_succeeded,
 )
 from swarm.records import ErrorKind, JobSpec, NodeEnvelope
-from swarm.tokens import estimate_tokens
+from swarm.tokens import estimate_messages, estimate_tokens
+
+log = logging.getLogger(__name__)
 
 MAX_REDUCE_LEVELS = 6
 REDUCE_PARALLELISM = 8
@@ -82,15 +86,25 @@ def run_aggregation(rt: Runtime, job_id: str) -> dict[str, Any]:
 
 
 def _aggregate(rt: Runtime, spec: JobSpec, ok: list[NodeEnvelope]) -> tuple[str, str | None, bool]:
-    """The final text, or an error; the flag is True when the budget refused the call."""
+    """The final text, or an error; the flag is True when the budget refused the call.
+
+    A context-length 400 that states the window (a server smaller than the catalog says)
+    teaches the model's window; the results are then reduced and merged again for it, once
+    (the refused request was not billed)."""
     model = rt.catalog.model(spec.aggregate_model)
-    results, error = reduce_results(rt, spec, model, ok)
-    if error is not None:
-        return "", error, False
-    messages = aggregate_messages(
-        spec.aggregate_instruction, results, model.context_window, model.max_tokens
-    )
-    outcome = _call(rt, spec, model, "aggregate", messages)
+    messages, outcome = _merge(rt, spec, model, ok, "")
+    if isinstance(outcome, str):
+        return "", outcome, False
+    overflow = parse_overflow(outcome.error or "")
+    if outcome.error_kind is ErrorKind.CONTEXT_OVERFLOW and overflow is not None:
+        rt.windows.learn(model.name, overflow.window)
+        sent = estimate_messages(m["content"] for m in messages) + model.max_tokens
+        rt.windows.calibrate(model.name, sent, overflow.requested or 0)
+        log.debug("aggregation: %s has a window of %d tokens, merging again", model.name,
+                  overflow.window)  # fmt: skip
+        messages, outcome = _merge(rt, spec, model, ok, "refit:")
+        if isinstance(outcome, str):
+            return "", outcome, False
     if outcome.error_kind is ErrorKind.BUDGET_EXCEEDED:
         left = usd_of_nusd(rt.store.budget(spec.job_id).left_nusd or 0)
         bound = usd_of_nusd(messages_bound_nusd(model, messages, model.max_tokens))
@@ -105,6 +119,26 @@ def _aggregate(rt: Runtime, spec: JobSpec, ok: list[NodeEnvelope]) -> tuple[str,
     return outcome.answer.content, None, False
 
 
+def _merge(
+    rt: Runtime, spec: JobSpec, model: ModelSpec, ok: list[NodeEnvelope], prefix: str
+) -> tuple[list[Message], CallResult | str]:
+    """The results reduced to fit the model's window, and the aggregation call on them (or
+    the reduction's error)."""
+    results, error = reduce_results(rt, spec, model, ok, prefix)
+    if error is not None:
+        return [], error
+    window = fitting_window(rt, model)
+    messages = aggregate_messages(spec.aggregate_instruction, results, window, model.max_tokens)
+    return messages, _call(rt, spec, model, f"{prefix}aggregate", messages)
+
+
+def fitting_window(rt: Runtime, model: ModelSpec) -> int:
+    """The model's window in estimated tokens: the one the gateway stated when smaller than
+    the catalog's, divided by how many of its tokens one estimated token is."""
+    window = rt.windows.window(model.name, model.context_window)
+    return int(window / rt.windows.scale(model.name))
+
+
 def _call(
     rt: Runtime, spec: JobSpec, model: ModelSpec, slot: str, messages: list[Message]
 ) -> CallResult:
@@ -114,11 +148,12 @@ def _call(
 
 
 def reduce_results(
-    rt: Runtime, spec: JobSpec, model: ModelSpec, results: list[NodeEnvelope]
+    rt: Runtime, spec: JobSpec, model: ModelSpec, results: list[NodeEnvelope], prefix: str = ""
 ) -> tuple[list[NodeEnvelope], str | None]:
     """Results that fit one aggregation call: reduced in groups, level by level, while they
     do not (a tree of intermediate summaries, each billed like any call)."""
-    budget = _results_budget(spec, model)
+    window = fitting_window(rt, model)
+    budget = _results_budget(spec, model, window)
     for level in range(1, MAX_REDUCE_LEVELS + 1):
         sizes = [estimate_tokens(env.content) + 32 for env in results]
         if not needs_reduction(sizes, budget):
@@ -126,7 +161,8 @@ def reduce_results(
         groups = [[results[i] for i in group] for group in pack(sizes, budget)]
         with ThreadPoolExecutor(max_workers=min(len(groups), REDUCE_PARALLELISM)) as pool:
             jobs = [
-                pool.submit(_reduce, rt, spec, model, level, i, g) for i, g in enumerate(groups)
+                pool.submit(_reduce, rt, spec, model, f"{prefix}reduce:{level}:{i}", window, g)
+                for i, g in enumerate(groups)
             ]
             reduced = [job.result() for job in jobs]
         failed = [env for env in reduced if not env.ok]
@@ -136,21 +172,22 @@ def reduce_results(
     return results, None
 
 
-def _results_budget(spec: JobSpec, model: ModelSpec) -> int:
+def _results_budget(spec: JobSpec, model: ModelSpec, window: int) -> int:
     overhead = estimate_tokens(spec.aggregate_instruction) + 1024
-    return max(model.context_window - model.max_tokens - overhead, 1024)
+    return max(window - model.max_tokens - overhead, 1024)
 
 
 def _reduce(
     rt: Runtime,
     spec: JobSpec,
     model: ModelSpec,
-    level: int,
-    index: int,
+    slot: str,
+    window: int,
     group: list[NodeEnvelope],
 ) -> NodeEnvelope:
-    messages = aggregate_messages(REDUCE_INSTRUCTION, group, model.context_window, model.max_tokens)
-    outcome = _call(rt, spec, model, f"reduce:{level}:{index}", messages)
+    messages = aggregate_messages(REDUCE_INSTRUCTION, group, window, model.max_tokens)
+    outcome = _call(rt, spec, model, slot, messages)
+    level, index = slot.rsplit(":", 2)[-2:]
     refs = ", ".join(env.input_ref for env in group)
     return NodeEnvelope(
         node_id=f"r{level}.{index}",

@@ -11,6 +11,7 @@ import httpx2
 from doubles import MockGateway, completion, job_spec
 
 from swarm.calls.runtime import Runtime
+from swarm.jobs.aggregation import run_aggregation
 from swarm.jobs.subagent import run_node
 
 MakeRuntime = Callable[..., tuple[Runtime, MockGateway]]
@@ -106,3 +107,32 @@ def test_a_summariser_that_overflows_is_refitted_to_its_stated_window(
     assert len(summaries) == 2 and server_tokens(summaries[-1]) <= WINDOW
     assert rt.windows.window("gemini-2.5-flash", 1_048_576) == WINDOW
     assert rt.store.ledger("j1")["gemini-2.5-flash"].calls == 1  # the 400 was not billed
+
+
+def test_an_aggregation_that_overflows_is_merged_again_for_the_stated_window(
+    make_runtime: MakeRuntime,
+) -> None:
+    def handler(body: dict[str, Any], n: int) -> httpx2.Response:
+        asked = server_tokens(body)
+        if asked > WINDOW:
+            message = (
+                f"This model's maximum context length is {WINDOW} tokens. However, you "
+                f"requested {asked} tokens. Please reduce the length of the messages."
+            )
+            return httpx2.Response(400, json={"error": {"message": message, "code": None}})
+        prompt = asked - body["max_tokens"]
+        if "sub-agents:" in body["messages"][-1]["content"]:  # a merge or a reduction
+            return completion("merged", prompt=prompt, completion_tokens=20)
+        # each sub-agent answers at length: 20 of them overflow a 4096-token merge
+        return completion("finding " * 500, prompt=prompt, completion_tokens=600)
+
+    rt, gw = make_runtime(handler)
+    rt.store.create_job(job_spec(20, job_id="j1"), [f"def f{i}(): pass" for i in range(20)])
+    for node in rt.store.spec("j1").node_ids:
+        assert run_node(rt, "j1", node).ok
+    report = run_aggregation(rt, "j1")
+    assert report["status"] == "succeeded" and report["final"] == "merged"
+    assert rt.windows.window("kimi-k2.5", 262_144) == WINDOW
+    refused = [r for r in gw.requests if server_tokens(r) > WINDOW]
+    assert len(refused) == 1  # the first merge; the reductions and the merge fit
+    assert report["models"]["kimi-k2.5"]["calls"] == len(gw.requests) - 1  # 400 not billed
