@@ -20,6 +20,7 @@ from swarm.calls.context_window import SharedWindows
 from swarm.calls.gateway import backend_clients, backend_endpoints, make_client
 from swarm.calls.hedging import HedgePolicy, Hedger, LatencySketch
 from swarm.calls.listeners import CallListener
+from swarm.calls.pacing import SharedPacing
 from swarm.calls.runtime import Runtime
 from swarm.catalog import Catalog, load_catalog
 from swarm.errors import ConfigError
@@ -117,6 +118,8 @@ def from_settings(settings: Settings) -> Runtime:
     store = RedisJobStore.from_url(store_url, settings.result_expires_s)
     leases = LeaseKeeper(store, settings.lease_s)
     admission = _admission(settings, catalog, store_url, settings.base_url, leases)
+    # what any worker learned of the gateway: context windows, token scales, speeds
+    learned = redis.Redis.from_url(store_url, socket_timeout=5, health_check_interval=30)
     return Runtime(
         settings=settings,
         catalog=catalog,
@@ -128,14 +131,9 @@ def from_settings(settings: Settings) -> Runtime:
         admission=admission,
         hedger=_hedger(settings, catalog, store_url, settings.base_url, key),
         backend_clients=backend_clients(settings, catalog, os.environ),
-        windows=_shared_windows(store_url, settings.base_url),
+        windows=SharedWindows(learned, f"{key_prefix(settings.base_url, 'learned')}:windows"),
+        pacing=SharedPacing(learned, f"{key_prefix(settings.base_url, 'learned')}:paces"),
     )
-
-
-def _shared_windows(redis_url: str, gateway: str) -> SharedWindows:
-    """Context windows and token scales learned by any worker, shared through Redis."""
-    client = redis.Redis.from_url(redis_url, socket_timeout=5, health_check_interval=30)
-    return SharedWindows(client, f"{key_prefix(gateway, 'learned')}:windows")
 
 
 def _publish_gateway(redis_url: str, base_url: str) -> None:

@@ -25,16 +25,21 @@ counts; and every answer would become a partial one at a slow server. A capped r
 ends on its own with ``finish_reason`` ``length`` and full usage, billed like any answer.
 
 The cap changes only the request's body: its idempotency key and the tokens admission
-reserves keep the caller's max_tokens. Rates are kept per process (each worker learns from
-its own calls within a few answers).
+reserves keep the caller's max_tokens. Paces are kept per model and per backend (a model
+not answered yet starts from its backend's), shared by the workers through Redis.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import threading
-from dataclasses import dataclass, replace
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, replace
+
+import redis
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +53,10 @@ LOSS_FACTOR = 0.5
 """A timed-out call multiplies the model's cap by this."""
 RECOVERY = 1.5
 """An answer in time multiplies a loss cap by this (until the line's own cap takes over)."""
+SHARED_READ_EVERY_S = 1.0
+"""A process reads the shared paces at most this often."""
+SHARED_TTL_S = 7 * 86400
+"""Shared paces not updated for this long are forgotten."""
 RECOVERED = 1_000_000
 """A loss cap grown past this many tokens is dropped."""
 
@@ -118,33 +127,100 @@ class Pace:
 
 
 class Pacing:
-    """The paces of every model this process calls."""
+    """The paces of every model this process calls, and of each backend (all its models'
+    answers together): a model not answered yet starts from its backend's pace (a fallback
+    model or the summariser on the same local server is as slow as the model before it)."""
 
     def __init__(self) -> None:
         self._paces: dict[str, Pace] = {}
         self._lock = threading.Lock()
 
-    def pace(self, model: str) -> Pace:
-        """The model's pace (empty before its first answer)."""
+    def _get(self, key: str) -> Pace:
         with self._lock:
-            return self._paces.get(model, Pace())
+            return self._paces.get(key, Pace())
 
-    def budget(self, model: str, prompt_tokens: int, max_tokens: int, deadline_s: float) -> int:
+    def _put(self, key: str, pace: Pace) -> None:
+        with self._lock:
+            self._paces[key] = pace
+
+    def pace(self, model: str, backend: str) -> Pace:
+        """The model's pace, or its backend's while the model has none."""
+        own = self._get(model)
+        if own.w > 0 or own.loss_cap is not None:
+            return own
+        return self._get(_backend_key(backend))
+
+    def budget(
+        self, model: str, backend: str, prompt_tokens: int, max_tokens: int, deadline_s: float
+    ) -> int:
         """The completion budget of a call to ``model`` with this prompt (server tokens)."""
-        return self.pace(model).budget(prompt_tokens, max_tokens, deadline_s)
+        return self.pace(model, backend).budget(prompt_tokens, max_tokens, deadline_s)
 
     def answered(
-        self, model: str, prompt: int, completion: int, latency_s: float, deadline_s: float
+        self,
+        model: str,
+        backend: str,
+        prompt: int,
+        completion: int,
+        latency_s: float,
+        deadline_s: float,
     ) -> None:
-        """Fold one answer (its reported usage and latency) into the model's pace."""
-        with self._lock:
-            old = self._paces.get(model, Pace())
-            self._paces[model] = old.observe(prompt, completion, latency_s, deadline_s)
+        """Fold one answer (its reported usage and latency) into the model's and backend's
+        paces."""
+        for key in (model, _backend_key(backend)):
+            self._put(key, self._get(key).observe(prompt, completion, latency_s, deadline_s))
 
-    def timed_out(self, model: str, sent_max_tokens: int) -> None:
+    def timed_out(self, model: str, backend: str, sent_max_tokens: int) -> None:
         """A call to ``model`` asking for ``sent_max_tokens`` timed out."""
+        for key in (model, _backend_key(backend)):
+            self._put(key, self._get(key).timed_out(sent_max_tokens))
+        log.debug("pacing: %s timed out asking %d tokens", model, sent_max_tokens)
+
+
+def _backend_key(backend: str) -> str:
+    return f"backend:{backend}"
+
+
+class SharedPacing(Pacing):
+    """Pacing shared by every worker of a deployment through Redis: one hash per gateway,
+    a pace per model and per backend, read at most once a second per process. A worker
+    started after others learned a server's speed caps its first calls already. Redis
+    unreachable: the process's own paces serve."""
+
+    def __init__(
+        self, client: redis.Redis, key: str, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        super().__init__()
+        self.client = client
+        self.key = key
+        self.clock = clock
+        self._read_at = -math.inf
+
+    def _refresh(self) -> None:
+        now = self.clock()
+        if now - self._read_at < SHARED_READ_EVERY_S:
+            return
+        self._read_at = now
+        try:
+            found = self.client.hgetall(self.key)
+        except redis.RedisError as exc:
+            log.debug("pacing: Redis unreachable (%s), using this process's paces", exc)
+            return
         with self._lock:
-            new = self._paces.get(model, Pace()).timed_out(sent_max_tokens)
-            self._paces[model] = new
-        log.debug("pacing: %s timed out asking %d tokens: cap %d", model, sent_max_tokens,
-                  int(new.loss_cap or 0))  # fmt: skip
+            for raw, value in found.items():
+                name = raw.decode() if isinstance(raw, bytes) else str(raw)
+                self._paces[name] = Pace(**json.loads(value))
+
+    def _get(self, key: str) -> Pace:
+        self._refresh()
+        return super()._get(key)
+
+    def _put(self, key: str, pace: Pace) -> None:
+        super()._put(key, pace)
+        try:
+            with self.client.pipeline(transaction=False) as pipe:
+                pipe.hset(self.key, key, json.dumps(asdict(pace)))
+                pipe.expire(self.key, SHARED_TTL_S)
+                pipe.execute()
+        except redis.RedisError as exc:
+            log.debug("pacing: cannot share %s (%s)", key, exc)

@@ -137,11 +137,12 @@ def transport(rt: Runtime) -> Attempt:
             answer = send(rt.client_for(request.model.backend), sent)
         except Exception as exc:
             if classify(exc) is ErrorKind.TIMEOUT:
-                rt.pacing.timed_out(model, sent.max_tokens)
+                rt.pacing.timed_out(model, request.model.backend, sent.max_tokens)
             raise
         if not answer.usage_missing:
             usage = answer.usage
-            rt.pacing.answered(model, usage.prompt_tokens - usage.cached_tokens,
+            rt.pacing.answered(model, request.model.backend,
+                               usage.prompt_tokens - usage.cached_tokens,
                                usage.completion_tokens, time.perf_counter() - started,
                                deadline_s)  # fmt: skip
         return answer
@@ -154,7 +155,8 @@ def paced(rt: Runtime, request: CallRequest) -> CallRequest:
     node timeout (the key and admission keep the caller's; swarm.calls.pacing)."""
     model = request.model.name
     prompt = int(request.prompt_tokens * rt.windows.scale(model))
-    budget = rt.pacing.budget(model, prompt, request.max_tokens, rt.settings.node_timeout_s)
+    deadline_s = rt.settings.node_timeout_s
+    budget = rt.pacing.budget(model, request.model.backend, prompt, request.max_tokens, deadline_s)
     if budget >= request.max_tokens:
         return request
     log.debug("pacing: %s asks %d tokens, not %d (fits the %.0f s timeout)", model, budget,

@@ -1,4 +1,5 @@
-"""Context windows and token scales learned by one worker are used by the others (Redis)."""
+"""Context windows, token scales and speeds learned by one worker are used by the others
+(Redis)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from swarm.calls.context_window import SharedWindows
+from swarm.calls.pacing import SharedPacing
 
 pytestmark = pytest.mark.integration
 
@@ -34,3 +36,16 @@ def test_without_redis_the_process_keeps_its_own() -> None:
     windows = SharedWindows(gone, KEY)
     windows.learn("m", 4096)
     assert windows.window("m", 100_000) == 4096
+
+
+def test_a_worker_started_later_paces_with_what_the_others_measured(redis_url: str) -> None:
+    now = [0.0]
+    key = "{llm:test:learned}:paces"
+    one = SharedPacing(redis.Redis.from_url(redis_url), key, clock=lambda: now[0])
+    for prompt, done in [(2800, 64), (900, 300), (1500, 120), (400, 510)]:
+        one.answered("kimi-k2.5", "default", prompt, done, 0.006 * prompt + 0.03 * done, 45.0)
+    later = SharedPacing(redis.Redis.from_url(redis_url), key, clock=lambda: now[0])
+    assert later.budget("kimi-k2.5", "default", 2800, 2048, 45.0) == one.budget(
+        "kimi-k2.5", "default", 2800, 2048, 45.0
+    )
+    assert later.budget("claude-sonnet-4.5", "default", 2800, 4096, 45.0) < 2048

@@ -9,7 +9,7 @@ import httpx2
 import pytest
 from doubles import Handler, MockGateway, completion, new_job
 
-from swarm.calls.pacing import MIN_BUDGET, Pace
+from swarm.calls.pacing import MIN_BUDGET, Pace, Pacing
 from swarm.calls.pipeline import run_call
 from swarm.calls.request import CallRequest
 from swarm.calls.runtime import Runtime
@@ -72,7 +72,9 @@ def test_the_cap_changes_the_body_only(
     spec = new_job(rt, n=1)
     model = rt.catalog.model("kimi-k2.5")
     for prompt, done in CALLS:  # the model measured at 30 ms a token
-        rt.pacing.answered(model.name, prompt, done, PREFILL * prompt + GENERATE * done, 5.0)
+        rt.pacing.answered(
+            model.name, model.backend, prompt, done, PREFILL * prompt + GENERATE * done, 5.0
+        )
     request = CallRequest.of(spec.job_id, "n0", model, [{"role": "user", "content": "hi"}], 2048)
     result = run_call(rt, request)
     assert result.ok
@@ -95,3 +97,13 @@ def test_a_timed_out_call_lowers_the_next_attempts_budget(
     request = CallRequest.of(spec.job_id, "n0", model, [{"role": "user", "content": "hi"}], 2048)
     assert run_call(rt, request).ok
     assert [body["max_tokens"] for body in gw.requests] == [2048, 1024]
+
+
+def test_a_model_not_answered_yet_starts_from_its_backends_pace() -> None:
+    pacing = Pacing()
+    for prompt, done in CALLS:
+        pacing.answered("kimi", "local", prompt, done, PREFILL * prompt + GENERATE * done, 45.0)
+    assert pacing.budget("fallback", "local", 2800, 2048, DEADLINE) == pytest.approx(340, abs=1)
+    assert pacing.budget("elsewhere", "hosted", 2800, 2048, DEADLINE) == 2048
+    pacing.timed_out("fallback", "local", 300)
+    assert pacing.budget("fallback", "local", 200, 2048, DEADLINE) == 150  # its own from now
