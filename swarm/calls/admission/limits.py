@@ -121,12 +121,17 @@ def interval_ms(limit: Limit, factor: float, slack_ms: float) -> float:
     return (limit.window_ms + 2.0 * slack_ms) / per_window
 
 
+GCRA_EPSILON_MS = 1e-6
+"""A computed wait below this is rounding, not a wait."""
+
+
 def gcra(tat_ms: float, now_ms: float, cost: float, t_ms: float, burst: int) -> tuple[float, float]:
     """``(wait_ms, new_tat_ms)``: wait 0 means admitted, and then new_tat is to be stored."""
     base = max(tat_ms, now_ms)
     new_tat = base + cost * t_ms
     wait = base - now_ms if cost > burst else new_tat - burst * t_ms - now_ms
-    return max(wait, 0.0), new_tat
+    # (now + t) - t - now is not always 0 in floating point: a wait of 1e-13 ms is none
+    return (wait if wait > GCRA_EPSILON_MS else 0.0), new_tat
 
 
 WINDOW_SLACK_SHARE = 0.01
