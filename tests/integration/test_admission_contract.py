@@ -318,3 +318,19 @@ def test_the_retry_budget_is_per_job(h: Harness) -> None:
     assert verdicts[-1].budget_spent
     (other,) = take(h, ctl, model, "healthy", 1)
     assert not ctl.finish(model, other, Outcome(used_tokens=0, failed=True)).budget_spent
+
+
+def test_waiters_no_more_than_the_slots_ask_again_when_the_oldest_call_should_end(
+    h: Harness,
+) -> None:
+    ctl, model = h.controller(), spec(max_inflight=3)
+    for _ in range(3):  # calls of 0.1 s, a second apart: the mean gap between releases is 1 s
+        (permit,) = take(h, ctl, model, "a", 1)
+        h.advance(0.1)
+        ctl.finish(model, permit, Outcome(used_tokens=1))
+        h.advance(1.0)
+    take(h, ctl, model, "a", 3)  # a wave of 3; its first call should end in under 0.1 s
+    hints = [ctl.acquire(model, "a", 1, lease_id=f"w{i}").retry_after_s for i in range(3)]
+    # by the mean gap alone the second and third waiters would ask again in 0.5 and 1 s,
+    # long after the wave had ended
+    assert max(hints) < 0.15

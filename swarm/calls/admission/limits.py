@@ -176,10 +176,36 @@ RELEASE_GAP_CAP_MS = 1000.0
 """Gaps between releases count at most this much (an idle model keeps a usable mean)."""
 
 
-def slot_poll_ms(poll_ms: float, max_poll_ms: float, waiters: int, release_dt_ms: float) -> float:
+def slot_poll_ms(
+    poll_ms: float,
+    max_poll_ms: float,
+    waiters: int,
+    release_dt_ms: float,
+    next_end_ms: float | None = None,
+    slots: int = 0,
+) -> float:
     """Retry hint of an in-flight or fair-share wait: the waiters together ask about twice
-    per lease released (``waiters * mean gap / 2``), between ``poll_ms`` and ``max_poll_ms``."""
-    return max(poll_ms, min(max_poll_ms, waiters * release_dt_ms / 2.0))
+    per lease released (``waiters * mean gap / 2``), between ``poll_ms`` and ``max_poll_ms``.
+    While no more callers wait than the model has ``slots``, none waits past ``next_end_ms``,
+    when the oldest call out is expected to end (its start plus the mean time calls hold
+    their lease): a wave of calls releases its slots within milliseconds, after a gap the
+    mean of the gaps would have the waiters sleep through."""
+    hint = min(max_poll_ms, waiters * release_dt_ms / 2.0)
+    if next_end_ms is not None and waiters <= slots:
+        hint = min(hint, next_end_ms)
+    return max(poll_ms, hint)
+
+
+HOLD_EWMA_WEIGHT = 0.2
+"""Weight of the newest call in the mean time calls hold their lease."""
+
+
+def hold_mean_ms(mean_ms: float | None, held_ms: float) -> float:
+    """The mean time calls hold their lease after one held ``held_ms`` (EWMA)."""
+    held = max(held_ms, 0.0)
+    if mean_ms is None:
+        return held
+    return mean_ms * (1.0 - HOLD_EWMA_WEIGHT) + held * HOLD_EWMA_WEIGHT
 
 
 def release_mean_ms(mean_ms: float | None, gap_ms: float) -> float:

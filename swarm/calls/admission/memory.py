@@ -35,6 +35,7 @@ from swarm.calls.admission.feedback import (
 from swarm.calls.admission.limits import (
     AdmissionPolicy,
     gcra,
+    hold_mean_ms,
     interval_ms,
     model_limits,
     refund_tat,
@@ -73,6 +74,8 @@ class _ModelState:
     released_at: float | None = None
     release_dt: float | None = None
     """Mean time between lease releases (ms), for in-flight waiters' retry hints."""
+    hold_ms: float | None = None
+    """Mean time calls hold their lease (ms): when the oldest call out should end."""
     recent_requests: float = 0.0
     """Requests answered lately (decaying, see feedback.decayed)."""
     recent_429: float = 0.0
@@ -174,11 +177,17 @@ class MemoryAdmission(AdmissionController):
         """Every refusal (wait ms, reason), the TATs to store when there is none, and
         whether an admission now fills a window limit (see Permit.at_limit)."""
         new_tats: dict[str, float] = {}
+        next_end = None
+        if st.leases and st.hold_ms is not None:
+            oldest_start = min(exp for exp, _ in st.leases.values()) - self.policy.lease_s * 1000
+            next_end = oldest_start + st.hold_ms - now
         poll_ms = slot_poll_ms(
             self.policy.poll_s * 1000,
             self.policy.max_poll_s * 1000,
             len(st.waiters),
             st.release_dt or 0.0,
+            next_end,
+            spec.max_inflight,
         )
         out: list[tuple[float, Refusal]] = []
         if st.pause_until > now:
@@ -228,8 +237,11 @@ class MemoryAdmission(AdmissionController):
         """Release, reconcile or refund, and apply 429 feedback."""
         with self._lock:
             now, st = self._clock_ms(), self._state(spec.name)
-            released = st.leases.pop(permit.lease_id, None) is not None
-            if released:
+            lease = st.leases.pop(permit.lease_id, None)
+            released = lease is not None
+            if lease is not None and outcome.sent:  # a permit given back unused holds nothing
+                started = lease[0] - self.policy.lease_s * 1000
+                st.hold_ms = hold_mean_ms(st.hold_ms, now - started)
                 if st.released_at is not None:
                     st.release_dt = release_mean_ms(st.release_dt, now - st.released_at)
                 st.released_at = now

@@ -158,6 +158,7 @@ class RedisAdmission(AdmissionController):
             failed=1 if outcome.failed else 0,
             budget_min=policy.budget_min_requests,
             budget_share=policy.budget_accept_share,
+            lease_ms=int(policy.lease_s * 1000),
         )
         with self._lock:
             self._held.pop((leases, permit.lease_id), None)

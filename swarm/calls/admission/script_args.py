@@ -76,6 +76,7 @@ class FinishArgs(_AdmissionScript):
     failed: int
     budget_min: float
     budget_share: float
+    lease_ms: int
 
 
 @dataclass(frozen=True)

@@ -76,11 +76,21 @@ end
 
 -- In-flight and fair-share waits have no known end: the waiters together should ask about
 -- twice per lease released (finish.lua keeps the mean time between releases), not every
--- poll ms each.
+-- poll ms each; while no more wait than max_inflight, none past the moment the oldest call
+-- out should end (its start plus the mean time calls hold their lease, kept by finish.lua):
+-- a wave of calls frees its slots together, after a gap the mean gap would sleep through.
 local function slot_poll()
   local dt = tonumber(redis.call('HGET', state, 'release_dt') or '0')
   local n = redis.call('ZCARD', waiters)
-  return math.max(poll_ms, math.min(max_poll_ms, n * dt / 2))
+  local hint = math.min(max_poll_ms, n * dt / 2)
+  local hold = tonumber(redis.call('HGET', state, 'hold_ms') or '-1')
+  if hold >= 0 and n <= max_inflight then
+    local oldest = redis.call('ZRANGE', leases, 0, 0, 'WITHSCORES')
+    if oldest[2] then
+      hint = math.min(hint, tonumber(oldest[2]) - lease_ms + hold - now)
+    end
+  end
+  return math.max(poll_ms, hint)
 end
 
 local wait, reason, hard = 0, '', false

@@ -39,6 +39,7 @@
 -- ARGV[18] failed: 0/1 (no usable answer: counts against the retry budget)
 -- ARGV[19] budget_min: recent requests before the retry budget can be spent
 -- ARGV[20] budget_share: below this share of recent requests answered, retries stop
+-- ARGV[21] lease_ms: lifetime a lease was given at acquire (its start = expiry - lease_ms)
 -- Returns {1 when the lease was released here (else 0), 1 when every caller paused,
 -- 1 when the job's retry budget on the model is spent}.
 
@@ -52,13 +53,21 @@ local cooldown_ms, counts_ttl = tonumber(ARGV[11]), tonumber(ARGV[12])
 local sent, exhausted = ARGV[13] == '1', ARGV[14] == '1'
 local dense_ms, dense_min, dense_share = tonumber(ARGV[15]), tonumber(ARGV[16]), tonumber(ARGV[17])
 local failed, budget_min, budget_share = ARGV[18] == '1', tonumber(ARGV[19]), tonumber(ARGV[20])
+local lease_ms = tonumber(ARGV[21])
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000
 local factor = tonumber(redis.call('HGET', state, 'factor') or '1')
 
+local expiry = redis.call('ZSCORE', leases, lease_id)
 local released = redis.call('ZREM', leases, lease_id)
 if released == 1 then
+  if sent then
+    -- Mean time calls hold their lease (EWMA): when the oldest call out should end.
+    local held = math.max(now - (tonumber(expiry) - lease_ms), 0)
+    local hold = tonumber(redis.call('HGET', state, 'hold_ms') or tostring(held))
+    redis.call('HSET', state, 'hold_ms', string.format('%.3f', hold * 0.8 + held * 0.2))
+  end
   local owner = redis.call('HGET', owners, lease_id)
   if owner and redis.call('HINCRBY', jobs, owner, -1) <= 0 then
     redis.call('HDEL', jobs, owner)

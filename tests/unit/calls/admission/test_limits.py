@@ -10,6 +10,7 @@ from swarm.calls.admission.limits import (
     AdmissionPolicy,
     Limit,
     gcra,
+    hold_mean_ms,
     interval_ms,
     key_prefix,
     model_limits,
@@ -92,3 +93,12 @@ def test_release_mean_is_an_ewma_with_capped_gaps() -> None:
     assert release_mean_ms(None, 80.0) == 80.0
     assert release_mean_ms(100.0, 200.0) == pytest.approx(110.0)
     assert release_mean_ms(100.0, 60_000.0) == pytest.approx(190.0)  # an idle minute counts 1 s
+
+
+def test_waiters_no_more_than_the_slots_wait_at_most_until_the_oldest_call_should_end() -> None:
+    assert slot_poll_ms(50, 1000, 10, 200.0) == 1000  # by the mean gap alone: the cap
+    assert slot_poll_ms(50, 1000, 10, 200.0, next_end_ms=120, slots=10) == 120
+    assert slot_poll_ms(50, 1000, 10, 200.0, next_end_ms=-30, slots=10) == 50  # overdue
+    assert slot_poll_ms(50, 1000, 11, 200.0, next_end_ms=120, slots=10) == 1000  # too many
+    assert hold_mean_ms(None, 200.0) == 200.0
+    assert hold_mean_ms(200.0, 100.0) == pytest.approx(180.0)
