@@ -80,6 +80,12 @@ class BudgetExceededError(SwarmError):
     (and ``force`` is not set); nothing is stored or enqueued."""
 
 
+class LeaseLostError(SwarmError):
+    """A run's claim on a call lapsed while it could not renew it (its process was frozen
+    or cut off from Redis) and another run may be calling for it: this run ends without
+    calling (the task adapter ends its task ``Ignore``d). Not an error a user sees."""
+
+
 class RetryLater(SwarmError):
     """Raised by admission control (swarm.calls.admission.gate) when a call may not start for
     longer than a task should hold its worker slot; the task adapter turns it into

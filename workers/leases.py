@@ -25,6 +25,7 @@ from celery.app.task import Context
 from celery.exceptions import Ignore
 
 from swarm.calls.runtime import Runtime
+from swarm.errors import LeaseLostError
 from swarm.jobs.queueing import AGGREGATE_TASK, SUBAGENT_TASK, SUBAGENTS_TASK
 from swarm.jobs.takeover import resend_signature, sweep, sweep_every_s
 from swarm.store.leases import Lease, task_lease
@@ -104,7 +105,13 @@ def held(task: Task, job_id: str) -> Iterator[Lease | None]:
         raise Ignore()
     with _lock:
         _running[str(task_id)] = lease
-    yield lease
+    try:
+        yield lease
+    except LeaseLostError:  # a call's claim lapsed while this process was stopped
+        with _lock:
+            _running.pop(str(task_id), None)
+        rt.leases.drop(lease)  # not released: if it is still this run's, it lapses and a
+        raise Ignore() from None  # sweeper sends the message again
     if _lost(rt, lease):
         with _lock:
             _running.pop(str(task_id), None)

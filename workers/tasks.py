@@ -16,7 +16,7 @@ from celery.exceptions import Ignore
 
 from swarm.calls.request import pack_progress, unpack_progress
 from swarm.client import SwarmClient
-from swarm.errors import RetryLater
+from swarm.errors import LeaseLostError, RetryLater
 from swarm.jobs.aggregation import run_aggregation
 from swarm.jobs.batch import progress_of, run_nodes
 from swarm.jobs.planner import run_plan
@@ -57,6 +57,8 @@ def subagent(
         raise self.retry(args=args, countdown=later.delay_s) from None
     except STORE_OUTAGES as exc:
         raise again_later(self, exc) from None
+    except LeaseLostError:
+        raise Ignore() from None  # taken over while this process was frozen or cut off
     log.info("job %s node %s: %s on %s, %d attempts, %d ms", job_id, node_id,
              envelope.error_kind or "ok", envelope.model, envelope.attempts,
              envelope.latency_ms)  # fmt: skip
@@ -87,6 +89,8 @@ def subagents(
             )
     except STORE_OUTAGES as exc:  # the nodes that ended are stored: they are not run again
         raise again_later(self, exc) from None
+    except LeaseLostError:
+        raise Ignore() from None  # taken over while this process was frozen or cut off
     if outcome.requeue:
         args = (job_id, list(outcome.requeue), pack_progress(outcome.progress))
         raise self.retry(args=args, countdown=outcome.delay_s) from None
@@ -104,6 +108,8 @@ def aggregate(self: Task, results: list[dict[str, Any]], job_id: str) -> dict[st
             report = run_aggregation(process.get(), job_id)
     except STORE_OUTAGES as exc:
         raise again_later(self, exc) from None
+    except LeaseLostError:
+        raise Ignore() from None  # taken over while this process was frozen or cut off
     return {"job_id": job_id, "status": report["status"]}
 
 
@@ -117,6 +123,8 @@ def plan(self: Task, job_id: str) -> dict[str, Any]:
         SwarmClient(rt.settings, rt.catalog, rt.store, self.app).fan_out(spec)
     except STORE_OUTAGES as exc:
         raise again_later(self, exc) from None
+    except LeaseLostError:
+        raise Ignore() from None  # taken over while this process was frozen or cut off
     return {"job_id": job_id, "nodes": len(spec.node_ids)}
 
 
@@ -128,6 +136,8 @@ def watch(self: Task, job_id: str, seen: dict[str, Any] | None = None) -> dict[s
         check = check_job(rt.store, rt.settings, job_id, Seen(**seen) if seen else None)
     except STORE_OUTAGES as exc:
         raise again_later(self, exc) from None
+    except LeaseLostError:
+        raise Ignore() from None  # taken over while this process was frozen or cut off
     if check.action is Action.DONE:
         return {"job_id": job_id, "watch": "done"}
     if check.action is not Action.WAIT:

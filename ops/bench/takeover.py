@@ -222,6 +222,9 @@ def stop(bench: Bench) -> dict[str, Any]:
         report = handle.wait(timeout=1200)
         stop_to_report = time.monotonic() - stopped_at
     wait_until(lambda: idle(client, frozen, handle.id), 300, "the woken worker's runs ended")
+    # Its node threads may still be answering calls sent before the freeze.
+    wait_until(lambda: (lambda st: st["requests"] == st["completed"])(bench.stats()), 120, "calls")
+    ledger = client.store.ledger(handle.id)[MODEL].calls
     after = client.attach(handle.id).report() or report
     woken = re.findall(r"Task (swarm\.\w+)\[[^\]]+\] received", frozen.log_text()[woke_at:])
     stats = bench.stats()
@@ -235,11 +238,19 @@ def stop(bench: Bench) -> dict[str, Any]:
         "woken_received": ",".join(sorted(set(woken))),
         "succeeded": f"{report['succeeded']}/{n}",
         "requests": str(stats["requests"]),
-        "ledger": client.store.ledger(handle.id)[MODEL].calls,
+        "ledger": ledger,
         "report": f"{after['models'][MODEL]['calls']} (late {after.get('late_calls', 0)})",
         "answered": stats["completed"],
         "overlaps": stats["slots"]["overlaps"],
     }
+
+
+def logs_in(root: Path | None, broker: str, fault: str) -> Path | None:
+    if root is None:
+        return None
+    folder = root / f"{broker}-{fault}"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
 
 
 def main() -> None:
@@ -250,13 +261,16 @@ def main() -> None:
     parser.add_argument("--latency-ms", type=int, default=3000)
     parser.add_argument("--concurrency", type=int, default=4, help="threads per worker")
     parser.add_argument("--stop-s", type=float, default=30.0)
+    parser.add_argument("--logs", type=Path, help="keep the processes' logs here")
     args = parser.parse_args()
     rows: list[tuple[str, dict[str, Any]]] = []
     for broker in args.brokers:
         for fault in args.faults:
             with (
-                tempfile.TemporaryDirectory(prefix="swarm-takeover-") as folder,
-                Bench(broker, Path(folder), args).running() as bench,
+                tempfile.TemporaryDirectory(prefix="swarm-takeover-") as tmp,
+                Bench(
+                    broker, logs_in(args.logs, broker, fault) or Path(tmp), args
+                ).running() as bench,
             ):
                 row = (kill if fault == "kill" else stop)(bench)
                 rows.append((broker, row))

@@ -35,6 +35,7 @@ from swarm.calls.retry_policy import BadResponseError
 from swarm.calls.runtime import Runtime
 from swarm.cost.budget import call_bound_nusd
 from swarm.cost.pricing import cost_nusd
+from swarm.errors import LeaseLostError
 from swarm.records import Usage
 from swarm.store.billing import BilledCall, StoredAnswer
 from swarm.store.leases import Lease, claim_lease
@@ -62,6 +63,8 @@ class CallGuard:
     _answered: bool = field(default=False, init=False)
     """An answer was recorded under the claim's lease (which released the claim)."""
     _started: float = field(default_factory=time.perf_counter, init=False)
+    _held_at: float = field(default=0.0, init=False)
+    """When the claim's lease was last known held (time.monotonic)."""
 
     @property
     def key(self) -> str:
@@ -112,6 +115,7 @@ class CallGuard:
             )
             if claimed and keeper is not None:
                 self._lease = claim_lease(self.job_id, self.request.slot, self.owner)
+                self._held_at = time.monotonic()
                 keeper.hold(self._lease)
             if claimed or stored is not None:
                 return stored
@@ -121,6 +125,7 @@ class CallGuard:
         """``call``, recording each billed response as soon as it arrives."""
 
         def attempt() -> Answer:
+            self.still_held()
             self._attempts += 1
             try:
                 answer = call()
@@ -132,6 +137,18 @@ class CallGuard:
             return answer
 
         return attempt
+
+    def still_held(self) -> None:
+        """Before a call: LeaseLostError when the claim may have lapsed and was taken since.
+        Checked in Redis only when the claim was last known held more than a heartbeat ago
+        (a process frozen or cut off between claiming and calling): never two calls for
+        one slot at once, one round trip only after such a gap or a long backoff."""
+        keeper, lease = self.rt.leases, self._lease
+        if keeper is None or lease is None or time.monotonic() - self._held_at < keeper.beat_s:
+            return
+        if keeper.lost(lease) or self.rt.store.renew_leases([lease], keeper.lease_s):
+            raise LeaseLostError(f"claim on {self.request.slot} lost; another run has it")
+        self._held_at = time.monotonic()
 
     def bill(self, usage: Usage) -> None:
         """Record a billed response whose answer is not used (a hedge that lost the race

@@ -9,6 +9,7 @@ so each is billed once, held to the job's budget and to the model's limits:
     record  ledger line and stored answer the moment a billed response arrives
     hedge   a duplicate request for a slow attempt, when hedging is on (hedging)
     admit   the model's shared limits for this attempt (admission)
+    fence   still the claim's holder, if a heartbeat's time went by since it was last known
     http    the request (gateway)
 
 ``ATTEMPT_PATH`` is that order, as data; ``describe()`` prints it.
@@ -31,6 +32,7 @@ ATTEMPT_PATH: tuple[tuple[str, StepFactory], ...] = (
     ("record", steps.recording),
     ("hedge", steps.hedging),
     ("admit", steps.admitting),
+    ("fence", steps.fencing),
 )
 """The steps of one attempt, outermost first; the retry loop runs around them and the
 HTTP request ends the path."""

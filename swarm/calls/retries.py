@@ -21,14 +21,15 @@ from swarm.calls.retry_policy import (
     is_retryable,
     retry_after_of,
 )
-from swarm.errors import RetryLater
+from swarm.errors import LeaseLostError, RetryLater
 from swarm.records import ErrorKind, Usage
 from swarm.store.outages import STORE_OUTAGES
 
 log = logging.getLogger(__name__)
 
-NOT_ATTEMPTS: tuple[type[Exception], ...] = (RetryLater, *STORE_OUTAGES)
-"""Raised through the call loop: admission's requeue, and Redis outages (swarm.errors)."""
+NOT_ATTEMPTS: tuple[type[Exception], ...] = (RetryLater, LeaseLostError, *STORE_OUTAGES)
+"""Raised through the call loop: admission's requeue, a claim lost while frozen, and Redis
+outages (swarm.errors)."""
 
 
 class _WaitPolicy(wait_base):

@@ -122,6 +122,18 @@ def admitting(ctx: CallContext) -> Step:
     return admit
 
 
+def fencing(ctx: CallContext) -> Step:
+    """Right before the request: LeaseLostError when the process was frozen or cut off long
+    enough for its claim to lapse and be taken (CallGuard.still_held): never two calls for
+    one slot at once, whatever the process was doing when it stopped."""
+
+    def fence(request: CallRequest, next: Attempt) -> Answer:
+        ctx.guard.still_held()
+        return next(request)
+
+    return fence
+
+
 def transport(rt: Runtime) -> Attempt:
     """The end of the path: the HTTP request through the openai client of the model's
     backend (the process's client unless the backend has a base URL of its own), its

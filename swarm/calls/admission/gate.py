@@ -28,7 +28,7 @@ from swarm.calls.admission.feedback import exhausted_of, pause_of
 from swarm.calls.request import Answer
 from swarm.calls.retry_policy import classify
 from swarm.catalog import ModelSpec
-from swarm.errors import RetryLater
+from swarm.errors import LeaseLostError, RetryLater
 from swarm.records import ErrorKind
 
 log = logging.getLogger(__name__)
@@ -60,7 +60,10 @@ def wait_or_requeue(
 def outcome_of_error(exc: BaseException, now: float, *, at_limit: bool = False) -> Outcome:
     """A failed attempt refunds its tokens; a 429 is feedback (see Outcome.rate_limited),
     and evidence of the tenant's limit when the gateway says a limit is used up or the call
-    was admitted at the configured limit (``at_limit``, Permit.at_limit)."""
+    was admitted at the configured limit (``at_limit``, Permit.at_limit). An attempt fenced
+    off before its request (LeaseLostError) was never sent: it gives the permit back."""
+    if isinstance(exc, LeaseLostError):
+        return Outcome(used_tokens=0, sent=False)
     if classify(exc) is ErrorKind.RATE_LIMITED:
         return Outcome(
             used_tokens=0,

@@ -193,3 +193,34 @@ def test_a_claim_held_as_a_lease_ends_with_the_stored_answer(
     assert store.claim(spec.job_id, "n0", "next run", 5)  # either way the slot is free
     assert keeper.held() == []
     keeper.stop()
+
+
+class FrozenAfterClaiming(MemoryJobStore):
+    """A store where the process froze right after taking a claim: the claim lapsed and
+    another run took the slot before this one could call."""
+
+    def claim_or_answer(self, job_id: str, slot: str, owner: str, ttl_s: float, key: str) -> Any:
+        claimed, stored = super().claim_or_answer(job_id, slot, owner, ttl_s, key)
+        if claimed:
+            with self._lock:
+                self._job(job_id).leases["claim:" + slot] = ("the run that took over", 1e12)
+        return claimed, stored
+
+
+class FrozenKeeper(LeaseKeeper):
+    """A heartbeat that never beat (the process was frozen): every call checks its claim."""
+
+    def _start(self) -> None:
+        self.beat_s = 0.0
+
+
+def test_a_run_that_lost_its_claim_while_frozen_does_not_call(fast_settings: Settings) -> None:
+    from swarm.errors import LeaseLostError
+
+    gw = MockGateway(lambda body, n: completion("late"))
+    keeper = FrozenKeeper(FrozenAfterClaiming(), lease_s=30)
+    rt = Runtime(fast_settings, load_catalog(), keeper.store, gw.client(), leases=keeper)
+    spec = new_job(rt, 1)
+    with pytest.raises(LeaseLostError):
+        run_node(rt, spec.job_id, "n0")
+    assert gw.requests == []  # the run that took over calls; this one never does

@@ -26,7 +26,9 @@ Events = list[str]
 
 
 def test_the_call_path_is_declared_in_one_order() -> None:
-    assert pipeline.describe() == ["guard", "retry", "listen", "record", "hedge", "admit", "http"]
+    assert pipeline.describe() == [
+        "guard", "retry", "listen", "record", "hedge", "admit", "fence", "http",
+    ]  # fmt: skip
 
 
 class _Admission(MemoryAdmission):
