@@ -28,6 +28,10 @@ UNACKED_MUTEX_EXPIRE_S = 60
 """Lifetime of kombu's restore-sweep mutex on the Redis broker (a sweep takes milliseconds)."""
 
 
+HEARTBEATS_PER_LEASE = 3
+"""AMQP heartbeat timeouts per lease (see make_celery's broker_heartbeat)."""
+
+
 def celery_config(settings: Settings, catalog: Catalog) -> dict[str, Any]:
     """The Celery settings of a swarm deployment (producer and worker alike)."""
     embedded = settings.embedded
@@ -53,10 +57,12 @@ def celery_config(settings: Settings, catalog: Catalog) -> dict[str, Any]:
         "result_extended": False,
         "result_chord_retry_interval": 0.1,
         "broker_connection_retry_on_startup": True,
-        # AMQP: a frozen worker's connection is closed by RabbitMQ after two missed
-        # heartbeats, and the messages it was sent but never took (its prefetch window, where
-        # no lease covers them) go to other workers; Celery's 120 s would hold them minutes.
-        "broker_heartbeat": settings.lease_s,
+        # AMQP: RabbitMQ closes a frozen worker's connection once its heartbeats stop (about
+        # three heartbeat timeouts here), and the messages it was sent but never took (its
+        # prefetch window, where no lease covers them; a message a sweeper re-sent may land
+        # there too) go to other workers. A third of a lease (whole seconds, AMQP counts in
+        # seconds): about one lease, as the leases.
+        "broker_heartbeat": max(1, round(settings.lease_s / HEARTBEATS_PER_LEASE)),
         "task_queues": declared_queues(settings, queues),
         "task_default_queue": queues[0],
         "task_create_missing_queues": False,
