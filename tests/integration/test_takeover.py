@@ -21,6 +21,7 @@ import os
 import re
 import signal
 import time
+from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
@@ -93,21 +94,35 @@ def leased(fs: FaultStack, worker: procs.Proc, job_id: str) -> bool:
 
 
 def idle(client: SwarmClient, worker: procs.Proc, job_id: str) -> bool:
-    """True when the worker answers Celery's inspection and runs, holds or schedules no
-    sub-agent or aggregation task of the job any more (its runs ended: stored, ignored,
-    rejected or sent again; the job's watch chain may wait there for its next check)."""
-    ready = re.search(r"\] (\S+@\S+) ready\.", worker.log_text())
+    """True when every run of the job's sub-agent or aggregation tasks that the worker's log
+    shows received has ended there (stored, ignored, rejected or sent again), and Celery's
+    inspection, if the worker answers it, shows none running, held or scheduled (the job's
+    watch chain may wait there for its next check). A worker woken behind RabbitMQ may not
+    answer inspection for a while after its connection was dropped; its log still tells."""
+    log = worker.log_text()
+    if not settled_in_log(log, job_id):
+        return False
+    ready = re.search(r"\] (\S+@\S+) ready\.", log)
     assert ready is not None, worker.log_tail()
     name = ready.group(1)
     inspect = client.app.control.inspect(destination=[name], timeout=1.0)
     tasks: list[dict[str, Any]] = []
     for listing in (inspect.active(), inspect.reserved(), inspect.scheduled()):
-        if not listing or name not in listing:
-            return False  # no answer yet (still reconnecting)
-        tasks += [t.get("request", t) for t in listing[name]]
+        if listing and name in listing:
+            tasks += [t.get("request", t) for t in listing[name]]
     return not any(
         str(t.get("id", "")).startswith(job_id) and t.get("name") in LEASED_TASKS for t in tasks
     )
+
+
+def settled_in_log(log: str, job_id: str) -> bool:
+    """Each run of a job's leased task the log shows received has a line that ends it
+    (counted per task id: a re-sent copy of one id is a run of its own)."""
+    line = r"Task swarm\.(?:subagents?|aggregate)\[({job}-[^\]]+)\] {event}"
+    job = re.escape(job_id)
+    received = Counter(re.findall(line.format(job=job, event="received"), log))
+    ended = Counter(re.findall(line.format(job=job, event=SETTLED), log))
+    return all(ended[task_id] >= runs for task_id, runs in received.items())
 
 
 def test_a_killed_worker_costs_seconds(fs: FaultStack) -> None:
