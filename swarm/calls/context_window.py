@@ -9,7 +9,6 @@ of the catalog's number.
 from __future__ import annotations
 
 import logging
-import math
 import re
 import threading
 import time
@@ -17,6 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import redis
+
+from swarm.store.shared_hash import SharedHash
 
 log = logging.getLogger(__name__)
 
@@ -107,12 +108,6 @@ class LearnedWindows:
             return min(catalog_window, self._windows.get(model, catalog_window))
 
 
-SHARED_READ_EVERY_S = 1.0
-"""A process reads the shared windows and scales at most this often."""
-SHARED_TTL_S = 7 * 86400
-"""Learned windows and scales not updated for this long are forgotten."""
-
-
 class SharedWindows(LearnedWindows):
     """LearnedWindows shared by every worker of a deployment through Redis: one hash per
     gateway (``window:<model>``, ``scale:<model>``), read at most once a second per
@@ -126,24 +121,14 @@ class SharedWindows(LearnedWindows):
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         super().__init__()
-        self.client = client
-        self.key = key
-        self.clock = clock
-        self._read_at = -math.inf
+        self.shared = SharedHash(client, key, "learned windows", clock)
 
     def _refresh(self) -> None:
-        now = self.clock()
-        if now - self._read_at < SHARED_READ_EVERY_S:
-            return
-        self._read_at = now
-        try:
-            found = self.client.hgetall(self.key)
-        except redis.RedisError as exc:
-            log.debug("learned windows: Redis unreachable (%s), using this process's", exc)
+        found = self.shared.read_due()
+        if found is None:
             return
         with self._lock:
-            for raw, value in found.items():
-                field = raw.decode() if isinstance(raw, bytes) else str(raw)
+            for field, value in found.items():
                 kind, _, model = field.partition(":")
                 if kind == "window":
                     self._windows[model] = int(float(value))
@@ -151,13 +136,7 @@ class SharedWindows(LearnedWindows):
                     self._scales[model] = float(value)
 
     def _store(self, field: str, value: float) -> None:
-        try:
-            with self.client.pipeline(transaction=False) as pipe:
-                pipe.hset(self.key, field, repr(value))
-                pipe.expire(self.key, SHARED_TTL_S)
-                pipe.execute()
-        except redis.RedisError as exc:
-            log.debug("learned windows: cannot share %s (%s)", field, exc)
+        self.shared.put(field, repr(value))
 
     def calibrate(self, model: str, estimated: int, actual: int) -> None:
         """Fold one prompt into the shared scale."""
@@ -175,7 +154,7 @@ class SharedWindows(LearnedWindows):
 
     def learn(self, model: str, window: int) -> None:
         """Remember and share ``window`` (the smallest one seen wins)."""
-        self._read_at = -math.inf  # a window learned elsewhere may be smaller
+        self.shared.read_next()  # a window learned elsewhere may be smaller
         self._refresh()
         super().learn(model, window)
         with self._lock:

@@ -41,6 +41,8 @@ from dataclasses import asdict, dataclass, replace
 
 import redis
 
+from swarm.store.shared_hash import SharedHash
+
 log = logging.getLogger(__name__)
 
 DEADLINE_SHARE = 0.6
@@ -53,10 +55,6 @@ LOSS_FACTOR = 0.5
 """A timed-out call multiplies the model's cap by this."""
 RECOVERY = 1.5
 """An answer in time multiplies a loss cap by this (until the line's own cap takes over)."""
-SHARED_READ_EVERY_S = 1.0
-"""A process reads the shared paces at most this often."""
-SHARED_TTL_S = 7 * 86400
-"""Shared paces not updated for this long are forgotten."""
 RECOVERED = 1_000_000
 """A loss cap grown past this many tokens is dropped."""
 
@@ -191,24 +189,14 @@ class SharedPacing(Pacing):
         self, client: redis.Redis, key: str, clock: Callable[[], float] = time.monotonic
     ) -> None:
         super().__init__()
-        self.client = client
-        self.key = key
-        self.clock = clock
-        self._read_at = -math.inf
+        self.shared = SharedHash(client, key, "pacing", clock)
 
     def _refresh(self) -> None:
-        now = self.clock()
-        if now - self._read_at < SHARED_READ_EVERY_S:
-            return
-        self._read_at = now
-        try:
-            found = self.client.hgetall(self.key)
-        except redis.RedisError as exc:
-            log.debug("pacing: Redis unreachable (%s), using this process's paces", exc)
+        found = self.shared.read_due()
+        if found is None:
             return
         with self._lock:
-            for raw, value in found.items():
-                name = raw.decode() if isinstance(raw, bytes) else str(raw)
+            for name, value in found.items():
                 self._paces[name] = Pace(**json.loads(value))
 
     def _get(self, key: str) -> Pace:
@@ -217,10 +205,4 @@ class SharedPacing(Pacing):
 
     def _put(self, key: str, pace: Pace) -> None:
         super()._put(key, pace)
-        try:
-            with self.client.pipeline(transaction=False) as pipe:
-                pipe.hset(self.key, key, json.dumps(asdict(pace)))
-                pipe.expire(self.key, SHARED_TTL_S)
-                pipe.execute()
-        except redis.RedisError as exc:
-            log.debug("pacing: cannot share %s (%s)", key, exc)
+        self.shared.put(key, json.dumps(asdict(pace)))
