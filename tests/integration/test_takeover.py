@@ -93,6 +93,13 @@ def leased(fs: FaultStack, worker: procs.Proc, job_id: str) -> bool:
         r.close()
 
 
+def delivered(fs: FaultStack, job_id: str) -> int:
+    """How many of the job's sub-agent tasks some worker's log shows received."""
+    return len(
+        set().union(*(task_lines(w.log_text(), job_id, "received") for w in fs.stack.workers))
+    )
+
+
 def idle(client: SwarmClient, worker: procs.Proc, job_id: str) -> bool:
     """True when every run of the job's sub-agent or aggregation tasks that the worker's log
     shows received has ended there (stored, ignored, rejected or sent again), and Celery's
@@ -167,7 +174,14 @@ def test_a_frozen_worker_is_taken_over_and_fenced_off(fs: FaultStack) -> None:
     frozen = workers[2]
     fs.stack.reset_stats()
     handle = fs.client().submit(inputs(36, "freeze"), "Summarise this document")
-    wait_until(lambda: leased(fs, frozen, handle.id), 60, "w3 running leased tasks")
+    # Freeze w3 in the last wave, once every message was received by some worker: a message
+    # the Redis transport had popped for w3 but w3 had not yet received when it froze would
+    # wait for the broker's redelivery (the visibility timeout), which leases do not cover.
+    wait_until(
+        lambda: delivered(fs, handle.id) == 36 and leased(fs, frozen, handle.id),
+        60,
+        "every message received, w3 running leased tasks",
+    )
     os.killpg(frozen.pid, signal.SIGSTOP)
     stopped_at = time.monotonic()
     try:
