@@ -334,3 +334,35 @@ def test_waiters_no_more_than_the_slots_ask_again_when_the_oldest_call_should_en
     # by the mean gap alone the second and third waiters would ask again in 0.5 and 1 s,
     # long after the wave had ended
     assert max(hints) < 0.15
+
+
+def test_a_permit_given_back_unused_frees_its_request_rate_slot(h: Harness) -> None:
+    ctl, model = h.controller(), spec(rps=5)  # one call per 275 ms
+    first = ctl.acquire(model, "a", 1).permit
+    assert first is not None
+    assert ctl.acquire(model, "a", 1).reason is Refusal.RPS
+    ctl.finish(model, first, Outcome(used_tokens=0, sent=False))  # never sent
+    assert ctl.acquire(model, "a", 1).permit is not None  # its slot is free again
+    assert ctl.acquire(model, "a", 1).reason is Refusal.RPS  # and only its slot
+
+
+def test_a_sent_permit_keeps_its_request_rate_slot(h: Harness) -> None:
+    ctl, model = h.controller(), spec(rps=5)
+    first = ctl.acquire(model, "a", 1).permit
+    assert first is not None
+    ctl.finish(model, first, Outcome(used_tokens=1))
+    assert ctl.acquire(model, "a", 1).reason is Refusal.RPS
+
+
+def test_a_permit_given_back_unused_leaves_a_window_limit(h: Harness) -> None:
+    ctl = h.controller()
+    model = spec(rpm=3).model_copy(update={"limit_window": "sliding"})
+    permits = take(h, ctl, model, "a", 3)
+    h.advance(GAP_S)
+    assert ctl.acquire(model, "a", 1).reason is Refusal.RPM
+    ctl.finish(model, permits[1], Outcome(used_tokens=0, sent=False))
+    ctl.finish(model, permits[1], Outcome(used_tokens=0, sent=False))  # twice: one slot
+    h.advance(GAP_S)
+    assert ctl.acquire(model, "a", 1).permit is not None
+    h.advance(GAP_S)
+    assert ctl.acquire(model, "a", 1).reason is Refusal.RPM

@@ -76,3 +76,20 @@ def test_status_models_shows_the_backends_in_flight_limit(redis_url: str) -> Non
     assert row["limit"] == adaptive_cap(catalog, backend)
     table = CliRunner().invoke(main, ["status", "--models"], env=env)
     assert "admission per backend" in table.output and "default" in table.output
+
+
+def test_a_model_refusal_gives_the_backends_booked_rate_slot_back(client: redis.Redis) -> None:
+    packaged = load_catalog()
+    backend = packaged.backends["default"].model_copy(update={"rpm": 60, "max_inflight": 10})
+    one_each = {"max_inflight": 1}
+    models = {name: spec.model_copy(update=one_each) for name, spec in packaged.models.items()}
+    catalog = packaged.model_copy(update={"backends": {"default": backend}, "models": models})
+    ctl = controller(client, catalog)
+    kimi, flash = catalog.model("kimi-k2.5"), catalog.model("gemini-2.5-flash")
+    held = ctl.acquire(kimi, "j1", 10, reserve_s=2.5)  # the backend's first slot (1 a second)
+    assert held.permit is not None and held.start_in_s == 0.0
+    refused = ctl.acquire(kimi, "j1", 10, reserve_s=2.5)  # the backend books, the model refuses
+    assert refused.permit is None and refused.reason is Refusal.INFLIGHT
+    booked = ctl.acquire(flash, "j1", 10, reserve_s=2.5)  # the next slot is still the second
+    assert booked.permit is not None
+    assert 0.5 < booked.start_in_s < 1.5, booked  # (not the third: 2 s away)

@@ -92,8 +92,9 @@ class Outcome:
     timed_out: bool = False
     """The attempt got no answer within the node timeout (a loss for adaptive limits)."""
     sent: bool = True
-    """False for a permit given back unused (a booked slot that a pause overtook): it is
-    not a request in the model's recent-requests count."""
+    """False for a permit given back unused (a booked slot that a pause overtook, a
+    backend's permit when the model refused): it is not a request in the model's
+    recent-requests count, and its request-rate slots (rpm, rps) are free again."""
 
 
 @dataclass(frozen=True)

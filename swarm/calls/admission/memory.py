@@ -62,6 +62,8 @@ class _ModelState:
     tats: dict[str, float] = field(default_factory=dict)
     log: list[float] = field(default_factory=list)
     """Admission times (ms, sorted) for window limits, at most the longest window old."""
+    logged: dict[str, float] = field(default_factory=dict)
+    """lease id -> its admission time in ``log``, while its lease is out."""
     leases: dict[str, tuple[float, str]] = field(default_factory=dict)
     """lease id -> (expiry ms, job)."""
     waiters: dict[str, float] = field(default_factory=dict)
@@ -96,6 +98,7 @@ class _ModelState:
         dead = [lease for lease, (expiry, _) in self.leases.items() if expiry <= now]
         for lease in dead:
             del self.leases[lease]
+            self.logged.pop(lease, None)
         self.expired += len(dead)
         self.waiters = {k: v for k, v in self.waiters.items() if v > now}
         self.waiting_jobs = {k: v for k, v in self.waiting_jobs.items() if v > now}
@@ -160,7 +163,8 @@ class MemoryAdmission(AdmissionController):
                 st.refused += 1
                 return Decision(None, wait_ms / 1000.0, reason)
             st.tats.update(new_tats)
-            self._log(spec, st, now, now + start_ms)
+            if self._log(spec, st, now, now + start_ms):
+                st.logged[lease_id] = now + start_ms
             st.leases[lease_id] = (now + start_ms + self.policy.lease_s * 1000, job_id)
             st.admitted += 1
             permit = Permit(spec.name, lease_id, job_id, tokens, at_limit=at_limit or start_ms > 0)
@@ -213,16 +217,31 @@ class MemoryAdmission(AdmissionController):
                 out.append((wait_ms, Refusal(limit.name)))
         return out, new_tats, at_limit
 
-    def _log(self, spec: ModelSpec, st: _ModelState, now: float, at: float) -> None:
-        """Log an admission at ``at`` for the model's window limits, forgetting old ones."""
+    def _log(self, spec: ModelSpec, st: _ModelState, now: float, at: float) -> bool:
+        """Log an admission at ``at`` for the model's window limits, forgetting old ones;
+        False when the model has no window limit (nothing logged)."""
         slack_ms = self.policy.window_slack_s * 1000
         spans = [
             window_span_ms(lim, slack_ms) for lim in model_limits(spec, self.policy) if lim.windowed
         ]
         if not spans:
-            return
+            return False
         horizon = now - max(spans)
         st.log = sorted([t for t in st.log if t > horizon] + [at])
+        return True
+
+    def _give_back_slots(self, spec: ModelSpec, st: _ModelState, lease_id: str, now: float) -> None:
+        """A permit given back unused: its request-rate slots are free again (its bucket
+        TATs move back one interval, never below now; its window-log entry goes)."""
+        at = st.logged.pop(lease_id, None)
+        if at is not None and at in st.log:
+            st.log.remove(at)
+        slack_ms = self.policy.window_slack_s * 1000
+        for limit in model_limits(spec, self.policy):
+            if limit.tokens or limit.windowed or limit.name not in st.tats:
+                continue
+            t_ms = interval_ms(limit, st.factor, slack_ms)
+            st.tats[limit.name] = refund_tat(st.tats[limit.name], now, -1, t_ms)
 
     @staticmethod
     def _over_share(spec: ModelSpec, st: _ModelState, job_id: str) -> bool:
@@ -239,6 +258,9 @@ class MemoryAdmission(AdmissionController):
             now, st = self._clock_ms(), self._state(spec.name)
             lease = st.leases.pop(permit.lease_id, None)
             released = lease is not None
+            if released and not outcome.sent:
+                self._give_back_slots(spec, st, permit.lease_id, now)
+            st.logged.pop(permit.lease_id, None)
             if lease is not None and outcome.sent:  # a permit given back unused holds nothing
                 started = lease[0] - self.policy.lease_s * 1000
                 st.hold_ms = hold_mean_ms(st.hold_ms, now - started)

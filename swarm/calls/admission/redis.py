@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import threading
 import uuid
+from collections.abc import Iterable
 from typing import Any
 
 import redis
@@ -26,7 +27,7 @@ from swarm.calls.admission.base import (
     Refusal,
     Verdict,
 )
-from swarm.calls.admission.limits import AdmissionPolicy, key_prefix, model_limits
+from swarm.calls.admission.limits import AdmissionPolicy, Limit, key_prefix, model_limits
 from swarm.calls.admission.script_args import (
     ADMISSION_SCRIPTS,
     AcquireArgs,
@@ -35,6 +36,7 @@ from swarm.calls.admission.script_args import (
     PauseArgs,
     StatsArgs,
 )
+from swarm.calls.admission.script_args import Limit as ScriptLimit
 from swarm.catalog import ModelSpec
 from swarm.store.scripts import Scripts
 
@@ -107,10 +109,7 @@ class RedisAdmission(AdmissionController):
             quiet_ms=policy.quiet_s * 1000,
             reserve_ms=reserve_s * 1000,
             max_poll_ms=policy.max_poll_s * 1000,
-            limits=tuple(
-                (lim.name, lim.limit, lim.window_ms, lim.burst, int(lim.windowed))
-                for lim in model_limits(spec, policy)
-            ),
+            limits=script_limits(model_limits(spec, policy)),
         )
         admitted, wait_ms, reason, _inflight, _factor = self._scripts.run(args)
         if int(admitted):
@@ -127,10 +126,12 @@ class RedisAdmission(AdmissionController):
         policy = self.policy
         delta = 0 if outcome.used_tokens is None else outcome.used_tokens - permit.tokens_reserved
         pause_s = outcome.retry_after_s or policy.default_pause_s
-        tpm = next(lim for lim in model_limits(spec, policy) if lim.name == "tpm")
-        state, leases, owners, jobs, job429, budget = self._keys(
-            spec.name, "state", "leases", "owners", "jobs", "job429", f"budget:{permit.job_id}"
-        )
+        limits = model_limits(spec, policy)
+        tpm = next(lim for lim in limits if lim.name == "tpm")
+        state, leases, owners, jobs, job429, budget, window_log = self._keys(
+            spec.name, "state", "leases", "owners", "jobs", "job429", f"budget:{permit.job_id}",
+            "log",
+        )  # fmt: skip
         args = FinishArgs(
             state=state,
             leases=leases,
@@ -138,6 +139,7 @@ class RedisAdmission(AdmissionController):
             jobs=jobs,
             job_429=job429,
             job_budget=budget,
+            log=window_log,
             lease_id=permit.lease_id,
             job_id=permit.job_id,
             token_delta=delta,
@@ -159,6 +161,7 @@ class RedisAdmission(AdmissionController):
             budget_min=policy.budget_min_requests,
             budget_share=policy.budget_accept_share,
             lease_ms=int(policy.lease_s * 1000),
+            request_limits=script_limits(lim for lim in limits if not lim.tokens),
         )
         with self._lock:
             self._held.pop((leases, permit.lease_id), None)
@@ -218,3 +221,11 @@ class RedisAdmission(AdmissionController):
 
 def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def script_limits(limits: Iterable[Limit]) -> tuple[ScriptLimit, ...]:
+    """Rate limits as the admission scripts read them (name, limit, window ms, burst,
+    windowed 0/1)."""
+    return tuple(
+        (lim.name, lim.limit, lim.window_ms, lim.burst, int(lim.windowed)) for lim in limits
+    )

@@ -18,6 +18,7 @@
 -- KEYS[4] jobs: hash
 -- KEYS[5] job_429: hash job -> 429s
 -- KEYS[6] job_budget: hash of the job's recent requests and failures on the model
+-- KEYS[7] log: zset lease -> admission time (window limits)
 -- ARGV[1] lease_id
 -- ARGV[2] job_id
 -- ARGV[3] token_delta: reported - reserved; -reserved refunds
@@ -40,11 +41,16 @@
 -- ARGV[19] budget_min: recent requests before the retry budget can be spent
 -- ARGV[20] budget_share: below this share of recent requests answered, retries stop
 -- ARGV[21] lease_ms: lifetime a lease was given at acquire (its start = expiry - lease_ms)
+-- ARGV[22..] request_limits: the limits a call costs 1 of (not tpm), as acquire.lua reads
+--       them, one group of 5 each:
+--       name, limit, window ms, burst, windowed 0/1. A permit given back unused (sent 0)
+--       gives their slots back: its bucket TATs move back one interval (never below now),
+--       its window-log entry goes.
 -- Returns {1 when the lease was released here (else 0), 1 when every caller paused,
 -- 1 when the job's retry budget on the model is spent}.
 
 local state, leases, owners, jobs, job_429 = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
-local job_budget = KEYS[6]
+local job_budget, log = KEYS[6], KEYS[7]
 local lease_id, job, delta = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local tpm, burst, slack_ms = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 local rate_limited, pause_ms = ARGV[7] == '1', tonumber(ARGV[8])
@@ -81,6 +87,23 @@ if released == 1 then
     redis.call('HSET', state, 'release_dt', string.format('%.3f', mean * 0.9 + dt * 0.1))
   end
   redis.call('HSET', state, 'released_at', string.format('%.3f', now))
+  if not sent then
+    for i = 22, #ARGV, 5 do
+      local name, limit = ARGV[i], tonumber(ARGV[i + 1])
+      local window_ms, rburst = tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3])
+      if ARGV[i + 4] == '1' then
+        redis.call('ZREM', log, lease_id)
+      else
+        local allowed = limit * factor
+        local interval = (window_ms + 2 * slack_ms) / math.max(allowed - rburst, allowed / 2)
+        local tat = redis.call('HGET', state, 'tat_' .. name)
+        if tat then
+          tat = math.max(tonumber(tat) - interval, now)
+          redis.call('HSET', state, 'tat_' .. name, string.format('%.3f', tat))
+        end
+      end
+    end
+  end
   if delta ~= 0 and tpm > 0 then
     local allowed = tpm * factor
     local interval = (60000 + 2 * slack_ms) / math.max(allowed - burst, allowed / 2)
@@ -94,35 +117,32 @@ if released == 1 then
   end
 end
 
--- The model's recent requests and 429s, as counts decaying with time constant dense_ms.
-local recent_req = tonumber(redis.call('HGET', state, 'recent_req') or '0')
-local recent_429 = tonumber(redis.call('HGET', state, 'recent_429') or '0')
-local recent_failed = tonumber(redis.call('HGET', state, 'recent_failed') or '0')
-if sent then
-  local since = tonumber(redis.call('HGET', state, 'recent_at') or '0')
-  local keep = math.exp(-math.max(now - since, 0) / dense_ms)
-  recent_req = recent_req * keep + 1
-  recent_429 = recent_429 * keep
-  recent_failed = recent_failed * keep
-  if rate_limited then recent_429 = recent_429 + 1 end
-  if failed then recent_failed = recent_failed + 1 end
-  redis.call('HSET', state, 'recent_req', string.format('%.4f', recent_req),
-    'recent_429', string.format('%.4f', recent_429),
-    'recent_failed', string.format('%.4f', recent_failed), 'recent_at', string.format('%.3f', now))
+-- Counts in hash `key` decaying with time constant dense_ms since its field `at`: read as
+-- they are, or (a request was sent) decayed to now plus `adds` and written back.
+local function recent(key, at, names, adds)
+  local counts = {}
+  for i, name in ipairs(names) do counts[i] = tonumber(redis.call('HGET', key, name) or '0') end
+  if not sent then return counts end
+  local keep = math.exp(-math.max(now - tonumber(redis.call('HGET', key, at) or '0'), 0) / dense_ms)
+  local fields = {at, string.format('%.3f', now)}
+  for i, name in ipairs(names) do
+    counts[i] = counts[i] * keep + adds[i]
+    fields[#fields + 1] = name
+    fields[#fields + 1] = string.format('%.4f', counts[i])
+  end
+  redis.call('HSET', key, unpack(fields))
+  return counts
 end
+local failed_1, limited_1 = failed and 1 or 0, rate_limited and 1 or 0
+
+-- The model's recent requests, 429s and failed requests.
+local model_counts = recent(state, 'recent_at', {'recent_req', 'recent_429', 'recent_failed'},
+  {1, limited_1, failed_1})
+local recent_req, recent_429 = model_counts[1], model_counts[2]
 -- The same counts for the job alone: its retry budget on this model.
-local job_req = tonumber(redis.call('HGET', job_budget, 'req') or '0')
-local job_failed = tonumber(redis.call('HGET', job_budget, 'failed') or '0')
-if sent then
-  local since = tonumber(redis.call('HGET', job_budget, 'at') or '0')
-  local keep = math.exp(-math.max(now - since, 0) / dense_ms)
-  job_req = job_req * keep + 1
-  job_failed = job_failed * keep
-  if failed then job_failed = job_failed + 1 end
-  redis.call('HSET', job_budget, 'req', string.format('%.4f', job_req),
-    'failed', string.format('%.4f', job_failed), 'at', string.format('%.3f', now))
-  redis.call('PEXPIRE', job_budget, math.ceil(dense_ms * 20))
-end
+local job_counts = recent(job_budget, 'at', {'req', 'failed'}, {1, failed_1})
+local job_req, job_failed = job_counts[1], job_counts[2]
+if sent then redis.call('PEXPIRE', job_budget, math.ceil(dense_ms * 20)) end
 local spent = 0
 if job_req >= budget_min and job_req - job_failed < budget_share * job_req then
   spent = 1
