@@ -4,9 +4,13 @@ Holds the leases a cluster of workers holds with ``--nodes`` nodes in flight: on
 claim per node, one task lease per message of ``--nodes-per-task`` nodes, spread over
 ``--processes`` worker processes (each with its own heartbeat, swarm.store.heartbeat, and its
 own sweeper, swarm.jobs.takeover), at the default lease (10 s: a beat every 3.3 s, a sweep
-every 2 s). Counts what Redis executed over ``--seconds`` (INFO commandstats, before and
-after): the calls clients sent, and the commands the Lua scripts ran inside them. Starts a
-private redis-server on a free port; prints a Markdown table.
+every 2 s). Each node's call also holds its admission permits, as in a worker: one of its
+model's and one of the model's backend (swarm.calls.admission.backend), the nodes spread
+over the catalog's models; the same heartbeat renews them (``RedisAdmission.keep_held``:
+one script per model and per backend, pipelined, per beat). Counts what Redis executed over
+``--seconds`` (INFO commandstats, before and after): the calls clients sent, and the
+commands the Lua scripts ran inside them. Starts a private redis-server on a free port;
+prints a Markdown table.
 
     python ops/bench/lease_cost.py                       # 1,000 nodes, 4 processes, 30 s
     python ops/bench/lease_cost.py --nodes 10000 --processes 16
@@ -24,12 +28,31 @@ import time
 
 import redis
 
+from swarm.calls.admission import AdmissionController, AdmissionPolicy
+from swarm.calls.admission.adaptive import RedisAdaptive
+from swarm.calls.admission.backend import BackendAdmission
+from swarm.calls.admission.redis import RedisAdmission
+from swarm.catalog import Catalog, load_catalog
 from swarm.jobs.takeover import sweep_every_s
 from swarm.store import RedisJobStore
 from swarm.store.heartbeat import LeaseKeeper
 from swarm.store.leases import claim_lease, task_lease
 
-INSIDE_SCRIPTS = ("get", "pexpire", "time", "zadd", "zrangebyscore")
+INSIDE_SCRIPTS = (
+    "get",
+    "pexpire",
+    "time",
+    "zadd",
+    "zrangebyscore",
+    "hget",
+    "hset",
+    "hincrby",
+    "zrem",
+    "zcard",
+    "zremrangebyscore",
+    "zcount",
+    "zscore",
+)
 """What the lease scripts run inside Redis (every other command was sent by a client)."""
 
 
@@ -60,6 +83,24 @@ def hold(store: RedisJobStore, keeper: LeaseKeeper, job: str, nodes: range, per_
         assert store.claim(job, slot, owner, keeper.lease_s)
         keeper.hold(claim_lease(job, slot, owner))
     return len(starts)
+
+
+def hold_permits(url: str, keeper: LeaseKeeper, catalog: Catalog, nodes: range) -> int:
+    """One model permit and one backend permit per node (nodes spread over the catalog's
+    models), renewed by ``keeper`` as a worker's heartbeat renews them; permits held."""
+    policy = AdmissionPolicy(lease_s=keeper.lease_s)
+    models = RedisAdmission(redis.Redis.from_url(url), "http://gw.bench/v1", policy)
+    keeper.also(models.keep_held)
+    admission: AdmissionController = BackendAdmission(
+        models, catalog, RedisAdaptive(models.client, models.adaptive_key)
+    )
+    specs, held = list(catalog.models.values()), 0
+    for node in nodes:
+        spec = specs[node % len(specs)]
+        decision = admission.acquire(spec, "job", 1)
+        assert decision.permit is not None, decision
+        held += 2 if catalog.backend_of(spec).has_limits else 1
+    return held
 
 
 def sweeper(store: RedisJobStore, every_s: float, stop: threading.Event) -> None:
@@ -99,11 +140,13 @@ def run(args: argparse.Namespace, url: str) -> None:
             time.sleep(0.05)
     store = RedisJobStore(client, ttl_s=3600)
     share = math.ceil(args.nodes / args.processes)
-    keepers, stop, tasks = [], threading.Event(), 0
+    keepers, stop, tasks, permits = [], threading.Event(), 0, 0
+    catalog = unlimited(load_catalog(), args.nodes)
     for p in range(args.processes):
         keeper = LeaseKeeper(store, args.lease_s)
         nodes = range(p * share, min((p + 1) * share, args.nodes))
         tasks += hold(store, keeper, "job", nodes, args.nodes_per_task)
+        permits += hold_permits(url, keeper, catalog, nodes)
         keepers.append(keeper)
         every = sweep_every_s(args.lease_s)
         threading.Thread(target=sweeper, args=(store, every, stop), daemon=True).start()
@@ -125,16 +168,24 @@ def run(args: argparse.Namespace, url: str) -> None:
         for p in range(args.processes)
     )
     print(
-        f"| nodes in flight | processes | leases (claims + tasks) | lease | commands sent/s "
-        f"| commands run in scripts/s | Redis CPU | lapsed |\n|---|---|---|---|---|---|---|---|\n"
+        f"| nodes in flight | processes | leases (claims + tasks) | admission permits | lease "
+        f"| commands sent/s | commands run in scripts/s | Redis CPU | lapsed |\n"
+        f"|---|---|---|---|---|---|---|---|---|\n"
         f"| {args.nodes:,} | {args.processes} | {args.nodes + tasks:,} ({args.nodes:,} + {tasks}) "
-        f"| {args.lease_s:g} s | {sent / elapsed:.1f} | {inside / elapsed:.1f} | {cpu_pct:.2f}% "
-        f"| {lapsed} |"
+        f"| {permits:,} | {args.lease_s:g} s | {sent / elapsed:.1f} | {inside / elapsed:.1f} "
+        f"| {cpu_pct:.2f}% | {lapsed} |"
     )
     print(
         "\nper command/s: "
         + ", ".join(f"{k} {v / elapsed:.1f}" for k, v in sorted(delta.items()) if v)
     )
+
+
+def unlimited(catalog: Catalog, nodes: int) -> Catalog:
+    """The catalog with room for every node in flight (the bench holds, it never waits)."""
+    room = {"max_inflight": nodes + 1, "rpm": 100 * nodes, "tpm": 1_000_000 * nodes, "rps": None}
+    models = {name: spec.model_copy(update=room) for name, spec in catalog.models.items()}
+    return catalog.model_copy(update={"models": models})
 
 
 if __name__ == "__main__":
