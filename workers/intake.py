@@ -1,23 +1,33 @@
 """Intake counted in nodes: a worker takes another message only while its node threads can
-run the nodes it already holds.
+run the nodes it already holds, on the Redis broker and on RabbitMQ.
 
 Celery counts prefetch in messages (``-c`` x multiplier). A swarm.subagents message carries
 up to 16 nodes (swarm.jobs.fanout), so a ``-c 50`` worker may take 50 messages, 800 nodes, for
 its 100 node threads while the other workers run out of work: the job's tail then runs on
 one worker (the sweep, 800 nodes on four workers: arrivals at the gateway fell from
-72 to 20-30 req/s for the last quarter of the job). kombu's Redis transport asks
-``channel.qos.can_consume()`` before every fetch; Celery's own ``worker_disable_prefetch``
-wraps the same method, and so does this step, adding the node count to it.
+72 to 20-30 req/s for the last quarter of the job).
 
 A message held by the worker (Celery's ``reserved_requests``: received, not yet finished)
 costs ``max(k, per_message)`` units, where ``k`` is its node count and ``per_message`` is
 node threads / task threads (a message also takes a task thread: single-node messages
 keep Celery's prefetch of ``-c``). Each node that ends gives one unit back down to
 ``per_message``, so a batch waiting for its slowest node does not hold the threads its
-finished nodes freed. The worker fetches while the units held are below its node threads.
+finished nodes freed. The worker takes another message while the units held are below its
+node threads, so it holds at most node threads - 1 + one message's nodes.
+
+How the worker refuses a message depends on the transport:
+
+- kombu's virtual transports (Redis; the embedded mode's memory transport) ask
+  ``channel.qos.can_consume()`` before every fetch; Celery's own ``worker_disable_prefetch``
+  wraps the same method, and so does this step, adding the node count to it.
+- RabbitMQ (py-amqp) pushes messages up to the channel's prefetch count: the prefetch
+  follows the count instead, the messages held plus one while there is room
+  (workers/prefetch.py). With quorum queues RabbitMQ cannot change a running consumer's
+  prefetch: the worker keeps Celery's prefetch of ``-c`` messages and logs so at INFO.
 
 Nothing here can stop a worker for good: the count is rebuilt from Celery's own set of
-held requests on every check, so a message that ends in any way stops counting.
+held requests on every check, so a message that ends in any way stops counting, and a count
+that fails falls back to Celery's prefetch.
 """
 
 from __future__ import annotations
@@ -33,7 +43,7 @@ from celery import bootsteps
 from celery.worker import state
 
 from swarm.jobs.queueing import SUBAGENTS_TASK
-from workers import process
+from workers import prefetch, process
 
 log = logging.getLogger(__name__)
 SNAPSHOT_TRIES = 3
@@ -54,6 +64,8 @@ class NodeIntake:
     def __init__(self, node_threads: int, task_threads: int) -> None:
         self.capacity = node_threads
         self.per_message = max(1, math.ceil(node_threads / max(1, task_threads)))
+        self.on_release: Callable[[], None] = lambda: None
+        """Called (in the node's thread) after a node gave a unit back: the transport's hook."""
         self._released: dict[str, int] = {}
         self._lock = threading.Lock()
 
@@ -62,8 +74,11 @@ class NodeIntake:
         spare = max(nodes, self.per_message) - self.per_message
         with self._lock:
             done = self._released.get(request_id, 0)
-            if done < spare:
+            released = done < spare
+            if released:
                 self._released[request_id] = done + 1
+        if released:
+            self.on_release()
 
     def held(self, requests: Iterable[Any]) -> int:
         """Units the held ``requests`` (Celery Request objects) cost now."""
@@ -79,18 +94,34 @@ class NodeIntake:
         return total
 
     def can_take(self, requests: Callable[[], Iterable[Any]]) -> bool:
-        """True while the held messages cost less than the node threads."""
+        """True while the held messages cost less than the node threads (virtual transports:
+        asked before each fetch)."""
+        counted = self._count(requests)
+        return counted is None or counted[1] < self.capacity
+
+    def wanted(self, requests: Callable[[], Iterable[Any]]) -> int | None:
+        """Messages the worker may hold unacknowledged (AMQP's prefetch count): those it
+        holds, plus one while they cost less than the node threads; None if the count failed
+        (Celery's prefetch holds)."""
+        counted = self._count(requests)
+        if counted is None:
+            return None
+        messages, units = counted
+        return messages + (1 if units < self.capacity else 0)
+
+    def _count(self, requests: Callable[[], Iterable[Any]]) -> tuple[int, int] | None:
+        """(messages, units) held, or None when the count cannot be had."""
         for _ in range(SNAPSHOT_TRIES):
             try:
                 snapshot = list(requests())
             except RuntimeError:  # the set changed size while it was copied: try again
                 continue
             try:
-                return self.held(snapshot) < self.capacity
+                return len(snapshot), self.held(snapshot)
             except Exception:  # never stop the consumer over the count: Celery's prefetch holds
-                log.exception("swarm: node count failed; fetching by Celery's prefetch")
-                return True
-        return True
+                log.exception("swarm: node count failed; taking messages by Celery's prefetch")
+                return None
+        return None
 
 
 _intake: NodeIntake | None = None
@@ -110,24 +141,37 @@ def node_done_callback(request_id: str | None, nodes: int) -> Callable[[], None]
 
 
 class NodeIntakeStep(bootsteps.StartStopStep):  # type: ignore[misc]  # celery is untyped
-    """Consumer bootstep: wrap the task channel's ``can_consume`` with the node count."""
+    """Consumer bootstep: the node count on the task consumer, by its transport."""
 
     requires = ("celery.worker.consumer.tasks:Tasks",)
 
     def start(self, c: Any) -> None:
-        """Install on the (re)started task consumer's channel; Redis transport only."""
+        """Install on the (re)started task consumer: Redis (virtual) or AMQP transport."""
         global _intake
-        qos = getattr(getattr(c.task_consumer, "channel", None), "qos", None)
-        if qos is None or not hasattr(qos, "can_consume"):
-            log.info("swarm: node-counted intake needs the Redis transport; not installed")
-            return
         task_threads = int(getattr(c.pool, "num_processes", 0) or c.app.conf.worker_concurrency)
         settings = process.get().settings
         threads = process.node_threads(settings.node_threads, task_threads)
-        intake = _intake = NodeIntake(threads, task_threads)
-        original = qos.can_consume
+        intake = _intake if _intake and _intake.capacity == threads else None
+        intake = intake or NodeIntake(threads, task_threads)
+        qos = getattr(getattr(c.task_consumer, "channel", None), "qos", None)
+        if qos is not None and hasattr(qos, "can_consume"):
+            _on_fetch(qos, intake)
+        elif c.connection.transport.driver_type == "amqp":
+            wake = prefetch.install(c, lambda: intake.wanted(lambda: state.reserved_requests))
+            if wake is None:
+                return
+            intake.on_release = wake
+        else:
+            log.info("swarm: node-counted intake needs the Redis or AMQP transport; not installed")
+            return
+        _intake = intake
 
-        def can_consume(_qos: Any) -> bool:
-            return bool(original()) and intake.can_take(lambda: state.reserved_requests)
 
-        qos.can_consume = MethodType(can_consume, qos)
+def _on_fetch(qos: Any, intake: NodeIntake) -> None:
+    """Virtual transports: the node count joins ``qos.can_consume``, asked before each fetch."""
+    original = qos.can_consume
+
+    def can_consume(_qos: Any) -> bool:
+        return bool(original()) and intake.can_take(lambda: state.reserved_requests)
+
+    qos.can_consume = MethodType(can_consume, qos)

@@ -82,3 +82,24 @@ def test_a_request_the_count_cannot_read_falls_back_to_celerys_prefetch() -> Non
             raise AttributeError("no name")
 
     assert intake.can_take(lambda: [Odd()])
+
+
+def test_a_worker_wants_the_messages_it_holds_and_one_more_while_there_is_room() -> None:
+    intake = NodeIntake(node_threads=8, task_threads=4)
+    released: list[int] = []
+    intake.on_release = lambda: released.append(1)
+    assert intake.wanted(list) == 1
+    held = [batch("m0", 8)]
+    assert intake.wanted(lambda: held) == 1  # 8 nodes for 8 node threads: full
+    intake.node_done("m0", 8)
+    assert intake.wanted(lambda: held) == 2 and released == [1]
+    held.append(batch("m1", 8))
+    assert intake.wanted(lambda: held) == 2  # 15 units: the bounded overshoot
+    for _ in range(10):
+        intake.node_done("m0", 8)
+    assert len(released) == 6  # down to the message's own unit: nothing more to give back
+
+    def broken() -> list[Req]:
+        raise RuntimeError("Set changed size during iteration")
+
+    assert intake.wanted(broken) is None
