@@ -9,6 +9,17 @@ A run whose lease was taken over (the process was frozen or cut off from Redis, 
 message was sent again) ends with Celery's ``Ignore``, before it starts or once it ends:
 it must not complete the chord member for the run that took over while that run's nodes
 are still calling (the chord counts a task id once, whoever finishes first).
+
+Leases are kept per run, not per task id: one process may hold several deliveries of one
+task id at once (a sweeper's re-send, a countdown copy, the broker's redelivery). The lease
+taken on receipt travels in that delivery's request (``RECEIPT_TOKEN``) to its run, and the
+run's lease lives on the run's task context until ``task_postrun`` releases it. A run that
+ended, however, never releases a lease another run of the same id holds.
+
+A run is released only once Celery recorded how it ended: a run whose body returned but
+whose result Celery could not store (Redis unreachable right then) did not count its
+chord member, so its lease lapses and a sweeper sends it again (the re-sent run returns
+the stored envelopes and counts it); released, nothing would ever send it again.
 """
 
 from __future__ import annotations
@@ -20,7 +31,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from celery import Task, bootsteps
+from celery import Task, bootsteps, states
 from celery.app.task import Context
 from celery.exceptions import Ignore
 
@@ -36,11 +47,13 @@ log = logging.getLogger(__name__)
 LEASED_TASKS = frozenset({SUBAGENT_TASK, SUBAGENTS_TASK, AGGREGATE_TASK})
 """Tasks whose messages are leased (the watch chain is not: it is its own watchdog)."""
 
-_lock = threading.Lock()
-_received: dict[str, Lease] = {}
-"""Leases taken when a message arrived, by task id, until its task starts."""
-_running: dict[str, Lease] = {}
-"""Leases of running tasks, by task id, until Celery has recorded how they ended."""
+RECEIPT_TOKEN = "swarm_lease_token"
+"""Field added to a delivery's request on receipt: the fencing token of its lease (Celery
+copies the request's fields onto the task context of that delivery's run only)."""
+RUN_LEASE = "swarm_lease"
+"""Attribute of a run's task context: the lease the run holds until ``on_postrun``."""
+RECORDED = "swarm_recorded"
+"""Attribute of a run's task context set on ``task_success``: Celery stored the result."""
 
 
 def job_of(name: str, args: Any) -> str | None:
@@ -65,8 +78,7 @@ def on_received(request: Any = None, **_: Any) -> None:
     except STORE_OUTAGES as exc:
         log.debug("swarm: no lease for %s (%s); the broker redelivers it", request.id, exc)
         return
-    with _lock:
-        _received[str(request.id)] = lease
+    request.request_dict[RECEIPT_TOKEN] = lease.token
 
 
 def message_context(request: Any) -> Context:
@@ -92,41 +104,54 @@ def held(task: Task, job_id: str) -> Iterator[Lease | None]:
     by ``on_postrun``, once Celery has stored the result and counted the chord member: a
     worker killed between the two leaves a lease that lapses, not a message nobody resends."""
     rt = process.get()
-    task_id = task.request.id
-    if rt.leases is None or task_id is None:
+    request = task.request
+    if rt.leases is None or request.id is None:
         yield None
         return
-    with _lock:
-        lease = _received.pop(str(task_id), None)
-    if lease is None:  # arrived before the worker listened, or Redis was down then
-        lease = _take(rt, job_id, str(task_id), task.signature_from_request())
+    token = getattr(request, RECEIPT_TOKEN, None)
+    if isinstance(token, str):  # taken when this delivery arrived
+        lease = task_lease(job_id, str(request.id), token)
+    else:  # arrived before the worker listened, or Redis was down then
+        lease = _take(rt, job_id, str(request.id), task.signature_from_request())
+    setattr(request, RUN_LEASE, lease)  # on_postrun lets it go, however the run ends
     if _lost(rt, lease):  # taken over while it waited: the other run completes it
-        rt.leases.drop(lease)
+        _let_go(rt, request, lease)
         raise Ignore()
-    with _lock:
-        _running[str(task_id)] = lease
     try:
         yield lease
     except LeaseLostError:  # a call's claim lapsed while this process was stopped
-        with _lock:
-            _running.pop(str(task_id), None)
-        rt.leases.drop(lease)  # not released: if it is still this run's, it lapses and a
-        raise Ignore() from None  # sweeper sends the message again
+        _let_go(rt, request, lease)  # not released: if it is still this run's, it lapses
+        raise Ignore() from None  # and a sweeper sends the message again
     if _lost(rt, lease):
-        with _lock:
-            _running.pop(str(task_id), None)
-        rt.leases.drop(lease)
+        _let_go(rt, request, lease)
         raise Ignore()
 
 
-def on_postrun(task_id: str | None = None, **_: Any) -> None:
-    """``task_postrun``: the result is stored and the chord counted; release the lease."""
-    with _lock:
-        lease = _running.pop(str(task_id), None)
+def _let_go(rt: Runtime, request: Context, lease: Lease) -> None:
+    """Stop renewing the run's lease without releasing it (``on_postrun`` will not)."""
+    assert rt.leases is not None
+    setattr(request, RUN_LEASE, None)
+    rt.leases.drop(lease)
+
+
+def on_success(sender: Task | None = None, **_: Any) -> None:
+    """``task_success``: Celery stored the run's result (and counted its chord member)."""
+    if sender is not None:
+        setattr(sender.request, RECORDED, True)
+
+
+def on_postrun(task: Task | None = None, state: str | None = None, **_: Any) -> None:
+    """``task_postrun``: how the run ended is recorded; release the run's own lease (a
+    success whose result could not be stored keeps it, to lapse: see the module doc)."""
+    request = getattr(task, "request", None)
+    lease = getattr(request, RUN_LEASE, None)
     rt = process.current()
-    if lease is None or rt is None or rt.leases is None:
+    if not isinstance(lease, Lease) or rt is None or rt.leases is None:
         return
     rt.leases.drop(lease)
+    if state == states.SUCCESS and not getattr(request, RECORDED, False):
+        log.debug("swarm: result of %s not stored; its lease lapses", lease.member)
+        return
     _release(rt, lease)
 
 

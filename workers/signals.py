@@ -69,5 +69,6 @@ def connect() -> None:
         signals.task_received.connect(leases.on_received, weak=False)
         signals.task_prerun.connect(_task_started, weak=False)
         signals.task_postrun.connect(_task_ended, weak=False)
+        signals.task_success.connect(leases.on_success, weak=False)
         signals.task_postrun.connect(leases.on_postrun, weak=False)
         _connected = True

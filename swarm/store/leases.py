@@ -49,9 +49,10 @@ class Lease:
         return f"{self.job_id}|{self.name}"
 
 
-def task_lease(job_id: str, task_id: str) -> Lease:
-    """A new lease on a task message."""
-    return Lease(job_id, f"{TASK}{task_id}")
+def task_lease(job_id: str, task_id: str, token: str | None = None) -> Lease:
+    """A new lease on a task message, or the one held with ``token``."""
+    name = f"{TASK}{task_id}"
+    return Lease(job_id, name) if token is None else Lease(job_id, name, token)
 
 
 def claim_lease(job_id: str, slot: str, token: str) -> Lease:

@@ -375,10 +375,13 @@ class RedisJobStore(JobStore):
         return lost
 
     def release_lease(self, lease: Lease) -> None:
-        """Off the index first, so a sweeper never sees a released lease as lapsed."""
-        if lease.indexed:
+        """The lease, then its index member, and only while the lease holds ``lease``'s
+        token: a member whose lease another run took is that run's, and without it a
+        sweeper would never send the message again if that run stopped. (A sweeper that
+        looks between the two sends a finished message again: it finds the work done.)"""
+        released = self._scripts.run(UnclaimArgs(_key(lease.job_id, lease.name), lease.token))
+        if lease.indexed and int(released):
             self._r.zrem(LEASE_INDEX, lease.member)
-        self._scripts.run(UnclaimArgs(_key(lease.job_id, lease.name), lease.token))
 
     def lapsed_tasks(self, limit: int) -> list[str]:
         return [str(m) for m in self._scripts.run(DueArgs(LEASE_INDEX, limit))]

@@ -24,16 +24,21 @@ class CutProxy:
     def heal(self) -> None:
         """Accept connections again."""
         listener = socket.create_server(("127.0.0.1", self.port), reuse_port=False)
-        self._listener = listener
+        with self._lock:
+            self._listener = listener
         threading.Thread(target=self._accept, args=(listener,), daemon=True).start()
 
     def cut(self) -> None:
         """Drop every connection and refuse new ones until ``heal``."""
-        if self._listener is not None:
-            self._listener.close()
-            self._listener = None
         with self._lock:
+            listener, self._listener = self._listener, None
             conns, self._conns = self._conns, set()
+        if listener is not None:
+            # close() alone leaves a socket that a thread is blocked accepting on listening
+            # (Linux): the first client after the cut got through and stayed connected.
+            with contextlib.suppress(OSError):
+                listener.shutdown(socket.SHUT_RDWR)
+            listener.close()
         for conn in conns:
             with contextlib.suppress(OSError):
                 conn.shutdown(socket.SHUT_RDWR)
@@ -55,6 +60,10 @@ class CutProxy:
                 continue
             upstream.settimeout(None)
             with self._lock:
+                if self._listener is not listener:  # cut while this one was connecting
+                    client.close()
+                    upstream.close()
+                    return
                 self._conns.update((client, upstream))
             for src, dst in ((client, upstream), (upstream, client)):
                 threading.Thread(target=self._pump, args=(src, dst), daemon=True).start()

@@ -121,3 +121,21 @@ def test_a_lease_cut_short_by_a_lost_connection_is_swept_or_was_never_listed(
         assert jobs.take_lapse(listed[0]) == SIGNATURE
     finally:
         client.close()
+
+
+def test_a_run_that_lost_its_lease_leaves_the_new_holders_lapse_watched(
+    store: JobStore,  # noqa: F811
+) -> None:
+    """A run ends after its message was delivered again and leased by another run: its
+    release must not take the other run's lease off the index, or nothing would send the
+    message again once that run stopped renewing."""
+    store.create_job(spec(), ["a", "b", "c"])
+    first, second = task_lease("job", "t1"), task_lease("job", "t1")
+    store.take_task_lease(first, 5, SIGNATURE)
+    store.take_task_lease(second, 0.3, SIGNATURE)  # delivered again; that run then stops
+    store.release_lease(first)
+    deadline = time.monotonic() + 5
+    while store.lapsed_tasks(10) != [second.member]:
+        assert time.monotonic() < deadline, "the new holder's lease was never swept"
+        time.sleep(0.05)
+    assert store.take_lapse(second.member) == SIGNATURE
