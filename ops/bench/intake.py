@@ -5,7 +5,7 @@ Per broker: a private redis-server (the job store; the broker for ``redis``), fo
 a RabbitMQ vhost of its own on 127.0.0.1:5672 (guest/guest), the simulator answering every
 call in ``--latency-ms``, and `celery -A workers worker` processes (``-c`` task threads,
 ``--node-threads`` node threads). A job of ``--inputs`` nodes in ``--nodes-per-task``-node
-messages goes to one worker; ``--joiners`` more start once its first calls run. Prints, per
+messages goes to one worker; ``--joiners`` more start once it received a message. Prints, per
 worker, the most nodes it held (received, not finished, sampled every 0.1 s) and the nodes it
 ran, and the job's wall time. With Celery's prefetch alone the first worker takes ``-c``
 messages and the joiners find little left; with the count it holds what its node threads
@@ -45,7 +45,7 @@ def run(bench: Bench, args: argparse.Namespace, tag: str) -> dict[str, Any]:
     first = bench.workers(1, f"{tag}a")
     client = bench.client()
     handle = client.submit(inputs(args.inputs, tag), "Summarise this document")
-    wait_until(lambda: int(bench.stats()["inflight"]) > 0, 120, "the first calls")
+    wait_until(lambda: bool(task_ids(first[0].log_text(), handle.id, "received")), 120, "a message")
     stop, result = threading.Event(), {}
     workers = list(first)
     thread = threading.Thread(
