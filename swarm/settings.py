@@ -36,6 +36,14 @@ class Settings(BaseSettings):
     """Model catalog TOML; None means the packaged catalog."""
     node_timeout_s: float = Field(default=45.0, gt=0)
     """Deadline of one gateway call, enforced by the HTTP client (45 s: a long review answer)."""
+    abandoned_grace_s: float | None = Field(default=None, ge=0)
+    """A call that times out at node_timeout_s raises the timeout as always, but its request
+    keeps reading this much longer (swarm.calls.overtime): a gateway that finishes it anyway
+    (llama.cpp does, a hosted one bills it) has its answer billed in the ledger. None = 3 x
+    node_timeout_s; 0 = off (the connection closes at the timeout)."""
+    abandoned_max: int = Field(default=64, ge=0)
+    """Requests per process sent so that they may be read past their deadline (each takes a
+    thread and a connection while in flight); beyond it they close at the deadline."""
     connect_timeout_s: float = Field(default=5.0, gt=0)
     """TCP connect timeout to the gateway."""
     max_attempts: int = Field(default=5, ge=1)
@@ -144,6 +152,13 @@ class Settings(BaseSettings):
                 "admission_max_countdown_s, or a requeued task is delivered twice"
             )
         return self
+
+    @property
+    def overtime_grace_s(self) -> float:
+        """How long past its deadline a request is read (SWARM_ABANDONED_GRACE_S)."""
+        if self.abandoned_grace_s is None:
+            return 3 * self.node_timeout_s
+        return self.abandoned_grace_s
 
     @property
     def embedded(self) -> bool:

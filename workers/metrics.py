@@ -69,6 +69,9 @@ class SwarmMetrics(CallListener):
         self.output_tokens = counter("swarm_output_tokens", "Completion tokens billed.")
         self.cost = counter("swarm_cost_usd", "Cost of billed tokens at catalog prices, USD.")
         self.rate_limited = counter("swarm_rate_limited", "429 answers seen from the gateway.")
+        self.late_answers = counter(
+            "swarm_late_answers", "Answers billed after their call had timed out (overtime)."
+        )
         self.latency = Histogram(
             "swarm_call_latency_seconds",
             "Latency of one gateway call attempt.",
@@ -95,6 +98,11 @@ class SwarmMetrics(CallListener):
     def node_finished(self, model: str, ok: bool, attempts: int, latency_s: float) -> None:
         """Count the node by outcome."""
         self.nodes.labels(model, OK if ok else "error").inc()
+
+    def late_answer(self, model: str, usage: Usage, latency_s: float) -> None:
+        """Count a late answer and its tokens and cost (its attempt counted as a timeout)."""
+        self.late_answers.labels(model).inc()
+        self._bill(model, usage)
 
     def _bill(self, model: str, usage: Usage) -> None:
         self.input_tokens.labels(model).inc(usage.prompt_tokens)

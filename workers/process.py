@@ -20,6 +20,7 @@ from swarm.calls.context_window import SharedWindows
 from swarm.calls.gateway import backend_clients, backend_endpoints, make_client
 from swarm.calls.hedging import HedgePolicy, Hedger, LatencySketch
 from swarm.calls.listeners import CallListener
+from swarm.calls.overtime import Overtime
 from swarm.calls.pacing import SharedPacing
 from swarm.calls.runtime import Runtime
 from swarm.catalog import Catalog, load_catalog
@@ -133,6 +134,7 @@ def from_settings(settings: Settings) -> Runtime:
         backend_clients=backend_clients(settings, catalog, os.environ),
         windows=SharedWindows(learned, f"{key_prefix(settings.base_url, 'learned')}:windows"),
         pacing=SharedPacing(learned, f"{key_prefix(settings.base_url, 'learned')}:paces"),
+        overtime=Overtime.from_settings(settings),
     )
 
 

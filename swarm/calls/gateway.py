@@ -64,8 +64,12 @@ def backend_clients(
     return {name: make_client(settings, url, key) for name, (url, key) in endpoints.items()}
 
 
-def send(client: openai.OpenAI, request: CallRequest) -> Answer:
-    """One chat completion; raises openai errors or BadResponseError.
+def send(
+    client: openai.OpenAI, request: CallRequest, read_timeout_s: float | None = None
+) -> Answer:
+    """One chat completion; raises openai errors or BadResponseError. ``read_timeout_s``
+    replaces the client's read timeout (the node timeout) for this request: a request
+    read past its node's deadline (swarm.calls.overtime).
 
     Sent with the SDK's documented low-level ``client.post`` (its auth, headers, timeouts
     and error types) asking for the raw HTTP response, which is parsed as JSON once
@@ -74,8 +78,21 @@ def send(client: openai.OpenAI, request: CallRequest) -> Answer:
     (measured); reaching past ``client.post`` into the SDK's private HTTP client would save
     another 0.12 ms (of ~2.4 ms a call costs a worker) at the price of private API.
     """
-    response = client.post("/chat/completions", body=request.body(), cast_to=httpx2.Response)
+    if read_timeout_s is None:
+        response = client.post("/chat/completions", body=request.body(), cast_to=httpx2.Response)
+    else:
+        timeout = _with_read(client.timeout, read_timeout_s)
+        response = client.post("/chat/completions", body=request.body(), cast_to=httpx2.Response,
+                               options={"timeout": timeout})  # fmt: skip
     return parse_answer(response.content, response.headers)
+
+
+def _with_read(timeout: float | httpx2.Timeout | None, read_s: float) -> httpx2.Timeout:
+    """The client's timeout with another read timeout."""
+    if not isinstance(timeout, httpx2.Timeout):
+        return httpx2.Timeout(read_s)
+    return httpx2.Timeout(connect=timeout.connect, read=read_s, write=timeout.write,
+                          pool=timeout.pool)  # fmt: skip
 
 
 def parse_answer(content: bytes, headers: Mapping[str, str] | None = None) -> Answer:

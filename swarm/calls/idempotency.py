@@ -152,7 +152,9 @@ class CallGuard:
 
     def bill(self, usage: Usage) -> None:
         """Record a billed response whose answer is not used (a hedge that lost the race
-        but was answered before its cancel took effect)."""
+        but was answered before its cancel took effect; a request answered after its node
+        had timed out, swarm.calls.overtime). Counted whether or not the claim is still
+        held: the gateway billed it either way; only storing an answer is fenced."""
         self._record(usage, None)
 
     def _record(self, usage: Usage, answer: Answer | None) -> None:

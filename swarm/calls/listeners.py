@@ -27,6 +27,11 @@ class CallListener:
     def node_finished(self, model: str, ok: bool, attempts: int, latency_s: float) -> None:
         """A sub-agent node ended (after its retries), ok or with an error envelope."""
 
+    def late_answer(self, model: str, usage: Usage, latency_s: float) -> None:
+        """A request that had timed out at its node's deadline was answered after all
+        (swarm.calls.overtime): billed ``usage``, ``latency_s`` after it was sent. Its
+        attempt was told as a timeout already."""
+
 
 class Listeners(CallListener):
     """Fan one event out to several listeners."""
@@ -43,6 +48,10 @@ class Listeners(CallListener):
     def node_finished(self, model: str, ok: bool, attempts: int, latency_s: float) -> None:
         for listener in self.listeners:
             listener.node_finished(model, ok, attempts, latency_s)
+
+    def late_answer(self, model: str, usage: Usage, latency_s: float) -> None:
+        for listener in self.listeners:
+            listener.late_answer(model, usage, latency_s)
 
 
 def safely(hook: Callable[P, None], *args: P.args, **kwargs: P.kwargs) -> None:

@@ -91,7 +91,7 @@ def run_call(rt: Runtime, request: CallRequest) -> CallResult:
         if guard.refused:
             return CallResult(None, Usage(), 0, 0, ErrorKind.BUDGET_EXCEEDED, "budget reached")
         ctx = CallContext(rt, guard, gate_for(rt, request))
-        attempt = build_attempt(ctx, steps.transport(rt))
+        attempt = build_attempt(ctx, steps.transport(ctx))
         try:
             return call_with_retries(
                 lambda: attempt(request),

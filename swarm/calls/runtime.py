@@ -11,6 +11,7 @@ import openai
 from swarm.calls.admission.base import AdmissionController, Unlimited
 from swarm.calls.context_window import LearnedWindows
 from swarm.calls.listeners import CallListener
+from swarm.calls.overtime import Overtime
 from swarm.calls.pacing import Pacing
 from swarm.catalog import Catalog
 from swarm.settings import Settings
@@ -46,6 +47,9 @@ class Runtime:
     """Context windows the gateway stated in context-length errors, per model."""
     pacing: Pacing = field(default_factory=Pacing)
     """Each model's measured speed: completion budgets that fit the node timeout."""
+    overtime: Overtime = field(default_factory=Overtime)
+    """Requests read past their node's deadline, their late answers billed
+    (swarm.calls.overtime); off by default, ``Overtime.from_settings`` in a worker."""
 
     def client_for(self, backend: str) -> openai.OpenAI:
         """The client that calls the models of ``backend``."""

@@ -134,32 +134,58 @@ def fencing(ctx: CallContext) -> Step:
     return fence
 
 
-def transport(rt: Runtime) -> Attempt:
+def transport(ctx: CallContext) -> Attempt:
     """The end of the path: the HTTP request through the openai client of the model's
     backend (the process's client unless the backend has a base URL of its own), its
     completion budget fitted to the node timeout (swarm.calls.pacing), and its latency
-    and usage fed back to the model's pace."""
+    and usage fed back to the model's pace. A request still unanswered at the node timeout
+    raises the timeout as always, but keeps reading for the overtime grace
+    (swarm.calls.overtime): an answer that comes then is billed (``late_answer``)."""
+    rt = ctx.rt
     deadline_s = rt.settings.node_timeout_s
 
     def http(request: CallRequest) -> Answer:
         sent = paced(rt, request)
-        model = request.model.name
+        client = rt.client_for(request.model.backend)
         started = time.perf_counter()
         try:
-            answer = send(rt.client_for(request.model.backend), sent)
+            answer = rt.overtime.send(partial(send, client, sent), deadline_s,
+                                      partial(late_answer, ctx, sent))  # fmt: skip
         except Exception as exc:
             if classify(exc) is ErrorKind.TIMEOUT:
-                rt.pacing.timed_out(model, request.model.backend, sent.max_tokens)
+                rt.pacing.timed_out(request.model.name, request.model.backend, sent.max_tokens)
             raise
         if not answer.usage_missing:
-            usage = answer.usage
-            rt.pacing.answered(model, request.model.backend,
-                               usage.prompt_tokens - usage.cached_tokens,
-                               usage.completion_tokens, time.perf_counter() - started,
-                               deadline_s)  # fmt: skip
+            feed_pace(rt, request, answer.usage, time.perf_counter() - started)
         return answer
 
     return http
+
+
+def late_answer(ctx: CallContext, request: CallRequest, outcome: Answer | BaseException,
+                latency_s: float) -> None:  # fmt: skip
+    """A request that ended after its node's deadline (swarm.calls.overtime): what the
+    gateway billed it goes to the ledger like a hedge loser's (``CallGuard.bill``: counted
+    once by its call id, never stored as the call's answer, so a run that lost its claim
+    still counts it, as issue 15's fencing does), to the listener (metrics), and its
+    latency to the model's pace (how long such an answer really takes)."""
+    usage = outcome.usage if isinstance(outcome, Answer) else billed_usage(outcome)
+    if usage == Usage():
+        log.debug("overtime: %s ended late with nothing billed: %r", request.model.name, outcome)
+        return
+    log.debug("overtime: %s answered %.1f s after it was sent, billed %s",
+              request.model.name, latency_s, usage)  # fmt: skip
+    ctx.guard.bill(usage)
+    safely(ctx.rt.listener.late_answer, request.model.name, usage, latency_s)
+    if not (isinstance(outcome, Answer) and outcome.usage_missing):
+        feed_pace(ctx.rt, request, usage, latency_s)
+
+
+def feed_pace(rt: Runtime, request: CallRequest, usage: Usage, latency_s: float) -> None:
+    """One answer's usage and latency into the model's pace."""
+    rt.pacing.answered(request.model.name, request.model.backend,
+                       usage.prompt_tokens - usage.cached_tokens, usage.completion_tokens,
+                       latency_s, rt.settings.node_timeout_s)  # fmt: skip
 
 
 def paced(rt: Runtime, request: CallRequest) -> CallRequest:

@@ -22,6 +22,7 @@ from swarm.calls.admission.adaptive import MemoryAdaptive
 from swarm.calls.admission.backend import BackendAdmission
 from swarm.calls.gateway import backend_clients, backend_endpoints, make_client
 from swarm.calls.hedging import HedgePolicy, Hedger, LatencySketch
+from swarm.calls.overtime import Overtime
 from swarm.calls.runtime import Runtime
 from swarm.catalog import Catalog
 from swarm.client import SwarmClient
@@ -95,7 +96,7 @@ def embedded_swarm(
         hedger = Hedger(settings, base_url, key, LatencySketch(None, base_url), endpoints)
     runtime = Runtime(
         settings, catalog, store, client, admission=admission, hedger=hedger,
-        backend_clients=clients,
+        backend_clients=clients, overtime=Overtime.from_settings(settings),
     )  # fmt: skip
     worker_process.install(runtime)
     try:

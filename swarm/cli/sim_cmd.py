@@ -66,6 +66,12 @@ def serve(config: SimConfig, host: str, port: int) -> None:
 @click.option("--rps", type=_LIMIT, help="Requests per second per model (default unlimited).")
 @click.option("--max-concurrent", type=_LIMIT, help="Requests in flight per model.")
 @click.option("--slots", type=_LIMIT, help="Requests computed at once, all models (queue).")
+@click.option(
+    "--finish-abandoned",
+    is_flag=True,
+    default=None,
+    help="Compute and bill a request whose client went away (like llama.cpp).",
+)
 @click.option("--error-rate", type=float, help="Share of requests answered 5xx.")
 @click.option("--rate-limit-rate", type=float, help="Share of random 429s (not tied to rate).")
 @click.option(

@@ -70,6 +70,11 @@ class SimConfig(BaseModel):
     """Requests the server computes at once, all models together, like a local server
     (llama.cpp computes one); the others queue in arrival order, so latency grows linearly
     with the requests in flight. None = every admitted request is computed at once."""
+    finish_abandoned: bool = False
+    """Compute a request to the end although its client went away, and bill it (count it in
+    ``completed`` and the tokens, and in ``abandoned``), as llama.cpp's server and hosted
+    gateways do; it keeps its slot meanwhile. False = a request whose client went away is
+    stopped and not counted (``cancelled``)."""
     model_overrides: dict[str, ModelLimits] = Field(default_factory=dict)
     """Per-model limits that replace all four global limits for that model."""
 

@@ -70,6 +70,7 @@ class ModelStats:
     completion_tokens: int = 0
     cached_tokens: int = 0
     cancelled: int = 0
+    abandoned: int = 0
     inflight: int = 0
     max_inflight_seen: int = 0
     admitted_60s: PeakCounter = field(default_factory=lambda: PeakCounter(MINUTE_S))
@@ -87,6 +88,7 @@ class ModelStats:
             "completion_tokens": self.completion_tokens,
             "cached_tokens": self.cached_tokens,
             "cancelled": self.cancelled,
+            "abandoned": self.abandoned,
             "inflight": self.inflight,
             "max_inflight_seen": self.max_inflight_seen,
         }
@@ -105,7 +107,9 @@ class Stats:
     ``rate_limited`` (429s), ``errors`` (5xx), ``client_errors`` (other 4xx),
     ``prompt_tokens``/``completion_tokens``/``cached_tokens`` (summed over completed
     answers only, i.e. exactly the usage clients saw), ``cancelled`` (admitted requests
-    whose client went away before the answer, e.g. a hedge's loser), ``inflight`` and
+    whose client went away before the answer, e.g. a hedge's loser), ``abandoned`` (with
+    ``finish_abandoned``: answers computed to the end after their client went away, counted
+    in ``completed`` and the tokens too, as the server billed them), ``inflight`` and
     ``max_inflight_seen`` (admitted requests being served, hangs included), ``faults``
     (hang, bad_json, drop, empty_choices, no_usage), ``models`` (the same per model) and
     ``windows`` (per model: most requests admitted in any sliding 60 s and 1 s window),
@@ -278,14 +282,31 @@ class Simulator:
         self._enter(chat.model, now)
         slot = (chat.model, chat.roles, chat.contents)
         self.stats.slots.enter(slot)
+        serving = self._serve_and_leave(request, chat, plan, limiter, (decision.ticket, slot))
         try:
-            return await self._serve_admitted(request, chat, plan, limiter)
+            if not self.config.finish_abandoned:
+                return await serving
+            # computed to the end even when the client goes away (shielded from the cancel)
+            return await asyncio.shield(asyncio.ensure_future(serving))
         except asyncio.CancelledError:  # the client went away (aiohttp cancels the handler)
             for stats in (self.stats.total, self.stats.model(chat.model)):
                 stats.cancelled += 1
             raise
+
+    async def _serve_and_leave(
+        self,
+        request: web.Request,
+        chat: ChatRequest,
+        plan: Plan,
+        limiter: ModelLimiter,
+        held: tuple[int, tuple[str, Any, Any]],
+    ) -> web.StreamResponse:
+        """Serve an admitted request, then give back its admission ticket and slot."""
+        ticket, slot = held
+        try:
+            return await self._serve_admitted(request, chat, plan, limiter)
         finally:
-            limiter.release(decision.ticket)
+            limiter.release(ticket)
             self._leave(chat.model)
             self.stats.slots.leave(slot)
 
@@ -364,6 +385,10 @@ class Simulator:
             await response.prepare(request)
             await response.write_eof()
         except ConnectionError:
+            if usage is not None and self.config.finish_abandoned:  # computed, so billed
+                self._count_usage(chat.model, prompt, completion_tokens, cached)
+                for stats in (self.stats.total, self.stats.model(chat.model)):
+                    stats.abandoned += 1
             return response
         if usage is not None:
             self._count_usage(chat.model, prompt, completion_tokens, cached)

@@ -123,6 +123,27 @@ def test_hang_marker_times_out(client: openai.OpenAI, sim: RunningSim) -> None:
     assert sim.stats()["faults"]["hang"] == hangs + 1
 
 
+@pytest.mark.parametrize("finish", [False, True])
+def test_a_request_whose_client_left_is_billed_only_when_the_server_finishes_it(
+    finish: bool,
+) -> None:
+    # The client gives up at 0.2 s on a 0.8 s answer: by default the simulator stops it
+    # (cancelled, not completed); finishing abandoned requests, as llama.cpp does, it
+    # computes the answer to the end and counts it (completed, tokens, abandoned).
+    with (
+        start_in_thread(SimConfig(finish_abandoned=finish)) as sim,
+        openai.OpenAI(base_url=sim.base_url, api_key="test", max_retries=0, timeout=0.2) as client,
+    ):
+        with pytest.raises(openai.APITimeoutError):
+            _chat(client, "x [[sim:latency_ms=800]]")
+        _wait_until(lambda: sim.stats()["inflight"] == 0)
+        stats = sim.stats()
+    assert (stats["cancelled"], stats["completed"], stats["abandoned"]) == (
+        (1, 1, 1) if finish else (1, 0, 0)
+    )
+    assert (stats["completion_tokens"] > 0) is finish
+
+
 def test_drop_marker_is_a_connection_error(client: openai.OpenAI) -> None:
     with pytest.raises(openai.APIConnectionError) as caught:
         _chat(client, "x [[sim:drop]]")

@@ -46,6 +46,20 @@ def test_hooks_count_calls_tokens_cost_429s_and_latency() -> None:
     assert _value(m, "swarm_call_latency_seconds_bucket", le="0.1", **kimi) == 1
 
 
+def test_a_late_answer_counts_its_tokens_and_cost_not_another_call() -> None:
+    catalog = load_catalog()
+    m = SwarmMetrics(catalog)
+    m.attempt_finished("kimi-k2.5", ErrorKind.TIMEOUT, Usage(), 45.0)
+    Listeners([CallListener(), m]).late_answer("kimi-k2.5", USAGE, 80.0)
+    kimi = {"model": "kimi-k2.5"}
+    assert _value(m, "swarm_late_answers_total", **kimi) == 1
+    assert _value(m, "swarm_calls_total", outcome="timeout", **kimi) == 1
+    assert _value(m, "swarm_calls_total", outcome="ok", **kimi) == 0
+    assert _value(m, "swarm_output_tokens_total", **kimi) == 200
+    expected = cost_usd(catalog.model("kimi-k2.5"), USAGE)
+    assert abs(_value(m, "swarm_cost_usd_total", **kimi) - expected) < 1e-12
+
+
 def test_in_flight_follows_tasks_by_queue() -> None:
     m = SwarmMetrics(load_catalog())
     m.task_started("llm.gemini-2.5-flash")

@@ -1,0 +1,160 @@
+"""Requests read past their node's deadline, so a late answer is still billed.
+
+A call that times out used to close its HTTP connection at the node timeout. The gateway
+does not always stop there: llama.cpp finishes computing an abandoned non-streaming
+request, and a hosted provider bills a request it completes after the client left. The
+ledger then billed less than the gateway served (issue 18's real-server run: 38 of 40
+completions, the two missing ones answers that came after their node's deadline).
+
+So a request may work overtime: the node's thread hands the request to an overtime thread
+and waits for it until the node's deadline (``deadline_s``). An answer or error in time is
+the node's, exactly as before. At the deadline the node raises the same timeout error as
+before (``openai.APITimeoutError``), so retries, pacing's ``timed_out``, admission and
+hedging behave as they did; the request itself keeps reading for up to ``grace_s`` more
+(its HTTP read timeout is the deadline plus the grace), and an answer that arrives is
+handed to ``late`` (swarm.calls.steps bills it in the ledger like a hedge's loser, counts it
+in metrics and feeds it to pacing).
+
+Bounded: at most ``max_requests`` requests per process are sent this way (each takes a
+thread and a connection while in flight, a late one for up to ``grace_s``); beyond that,
+and with ``grace_s`` 0, a request runs on the node's thread and closes at the deadline as
+before. The overtime threads are daemon threads, started when needed and kept: a process
+that exits does not wait for its late requests.
+
+Cost: a thread hand-off per call (the request's HTTP work is the same), measured by
+``ops/bench/overtime.py``.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import httpx2
+import openai
+
+from swarm.calls.request import Answer
+from swarm.settings import Settings
+
+log = logging.getLogger(__name__)
+
+Send = Callable[[float | None], Answer]
+"""The request: sends it with this HTTP read timeout (seconds; None: the client's own, the
+node timeout) and returns its answer."""
+Late = Callable[[Answer | BaseException, float], None]
+"""Told how a request ended after its node's deadline (its answer, or why it failed) and
+its latency in seconds; runs on the overtime thread."""
+
+
+def _held_lock() -> threading.Lock:
+    lock = threading.Lock()
+    lock.acquire()
+    return lock
+
+
+@dataclass(eq=False)
+class _Pending:
+    """One request handed to an overtime thread."""
+
+    send: Send
+    timeout_s: float
+    late: Late
+    started: float = field(default_factory=time.perf_counter)
+    done: threading.Lock = field(default_factory=_held_lock)
+    """Released when the request has ended (the node waits by acquiring it)."""
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    outcome: Answer | BaseException | None = None
+    abandoned: bool = False
+    """Set by the node when it stopped waiting (under ``lock``)."""
+
+
+class Overtime:
+    """Per process: the overtime threads and the bound on requests sent through them."""
+
+    def __init__(self, grace_s: float = 0.0, max_requests: int = 0) -> None:
+        self.grace_s = grace_s
+        self.max_requests = max_requests if grace_s > 0 else 0
+        self._slots = threading.BoundedSemaphore(max(self.max_requests, 1))
+        self._jobs: queue.SimpleQueue[_Pending] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._threads = 0
+        self._idle = 0
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> Overtime:
+        """SWARM_ABANDONED_GRACE_S and SWARM_ABANDONED_MAX."""
+        return cls(settings.overtime_grace_s, settings.abandoned_max)
+
+    @property
+    def enabled(self) -> bool:
+        """True when requests may be read past their deadline."""
+        return self.max_requests > 0
+
+    def send(self, send: Send, deadline_s: float, late: Late) -> Answer:
+        """``send``'s answer if it comes within ``deadline_s``; else the node's timeout error,
+        while the request goes on for ``grace_s`` and a late ending goes to ``late``."""
+        if not self.enabled or not self._slots.acquire(blocking=False):
+            return send(None)  # closed at the deadline by the HTTP client, as before
+        pending = _Pending(send, deadline_s + self.grace_s, late)
+        self._hand_off(pending)
+        if not pending.done.acquire(timeout=deadline_s):
+            with pending.lock:
+                pending.abandoned = pending.outcome is None
+            if pending.abandoned:
+                log.debug("overtime: request past its %.0f s deadline, read %.0f s more",
+                          deadline_s, self.grace_s)  # fmt: skip
+                raise openai.APITimeoutError(request=_REQUEST)
+        outcome = pending.outcome
+        if isinstance(outcome, BaseException):
+            raise outcome
+        assert outcome is not None
+        return outcome
+
+    def _hand_off(self, pending: _Pending) -> None:
+        """Queue the request for an idle overtime thread, starting one when none is idle."""
+        with self._lock:
+            if self._idle > 0:
+                self._idle -= 1
+            else:
+                self._threads += 1
+                name = f"overtime-{self._threads}"
+                threading.Thread(target=self._serve, name=name, daemon=True).start()
+        self._jobs.put(pending)
+
+    def _serve(self) -> None:
+        while True:
+            _run(self._jobs.get())
+            with self._lock:
+                self._idle += 1
+            self._slots.release()  # after the thread is idle: never more threads than slots
+
+
+def _run(pending: _Pending) -> None:
+    try:
+        outcome: Answer | BaseException = pending.send(pending.timeout_s)
+    except Exception as exc:  # the node's to raise, or the late handler's to read
+        outcome = exc
+    with pending.lock:
+        pending.outcome = outcome
+        abandoned = pending.abandoned
+    pending.done.release()
+    if abandoned:
+        _tell_late(pending, outcome)
+
+
+def _tell_late(pending: _Pending, outcome: Answer | BaseException) -> None:
+    latency_s = time.perf_counter() - pending.started
+    log.debug("overtime: request ended %.1f s after it was sent, past its deadline: %s",
+              latency_s, type(outcome).__name__)  # fmt: skip
+    try:
+        pending.late(outcome, latency_s)
+    except Exception:
+        log.warning("overtime: handling a late answer failed (ignored)", exc_info=True)
+
+
+_REQUEST = httpx2.Request("POST", "http://gateway/chat/completions")
+"""The request an overtime timeout error names (the SDK's errors carry one)."""

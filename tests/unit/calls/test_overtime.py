@@ -1,0 +1,146 @@
+"""Requests read past their node's deadline (swarm.calls.overtime): the node times out as
+before, the request goes on for the grace, and a late ending is handed over once."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+import openai
+import pytest
+
+from swarm.calls.overtime import Overtime
+from swarm.calls.request import Answer
+from swarm.calls.retry_policy import BadResponseError, classify
+from swarm.records import ErrorKind, Usage
+from swarm.settings import Settings
+
+WAIT_S = 10.0
+"""A generous deadline for a condition (never a timing bound)."""
+ANSWER = Answer("late", Usage(prompt_tokens=7, completion_tokens=3), "stop")
+
+
+class Lates:
+    """The ``late`` hook: what ended after the deadline, and when it was told."""
+
+    def __init__(self) -> None:
+        self.outcomes: list[Answer | BaseException] = []
+        self.latencies: list[float] = []
+        self.told = threading.Event()
+
+    def __call__(self, outcome: Answer | BaseException, latency_s: float) -> None:
+        self.outcomes.append(outcome)
+        self.latencies.append(latency_s)
+        self.told.set()
+
+
+def held(release: threading.Event, outcome: Answer | Exception = ANSWER) -> tuple[
+    Callable[[float | None], Answer], list[tuple[str, float | None]]
+]:  # fmt: skip
+    """A request that ends (``outcome``) once ``release`` is set; records its thread's name
+    and the read timeout it was sent with."""
+    calls: list[tuple[str, float | None]] = []
+
+    def send(read_timeout_s: float | None) -> Answer:
+        calls.append((threading.current_thread().name, read_timeout_s))
+        assert release.wait(WAIT_S)
+        if isinstance(outcome, Exception):
+            raise outcome
+        return outcome
+
+    return send, calls
+
+
+def released() -> threading.Event:
+    event = threading.Event()
+    event.set()
+    return event
+
+
+def test_an_answer_in_time_is_the_nodes_and_nothing_is_late() -> None:
+    overtime, lates = Overtime(grace_s=30, max_requests=2), Lates()
+    send, calls = held(released())
+    assert overtime.send(send, 5.0, lates) is ANSWER
+    [(thread, read_timeout_s)] = calls
+    assert thread.startswith("overtime-") and read_timeout_s == 35.0  # deadline + grace
+    assert lates.outcomes == []
+
+
+def test_an_error_in_time_is_raised_to_the_node_as_it_was() -> None:
+    overtime, lates = Overtime(grace_s=30, max_requests=2), Lates()
+    error = BadResponseError("no choices", Usage(prompt_tokens=1))
+    send, _ = held(released(), error)
+    with pytest.raises(BadResponseError) as raised:
+        overtime.send(send, 5.0, lates)
+    assert raised.value is error and lates.outcomes == []
+
+
+def test_past_the_deadline_the_node_times_out_and_the_answer_comes_late() -> None:
+    overtime, lates = Overtime(grace_s=30, max_requests=2), Lates()
+    release = threading.Event()
+    send, calls = held(release)
+    with pytest.raises(openai.APITimeoutError) as raised:
+        overtime.send(send, 0.05, lates)
+    assert classify(raised.value) is ErrorKind.TIMEOUT  # retried and paced as before
+    assert lates.outcomes == []  # still reading
+    release.set()
+    assert lates.told.wait(WAIT_S)
+    assert lates.outcomes == [ANSWER] and lates.latencies[0] >= 0.05
+    assert calls[0][1] == pytest.approx(30.05)
+
+
+def test_a_request_that_fails_late_is_told_too() -> None:
+    overtime, lates = Overtime(grace_s=30, max_requests=2), Lates()
+    release = threading.Event()
+    error = openai.APITimeoutError(request=None)  # type: ignore[arg-type]
+    send, _ = held(release, error)
+    with pytest.raises(openai.APITimeoutError) as raised:
+        overtime.send(send, 0.05, lates)
+    release.set()
+    assert lates.told.wait(WAIT_S)
+    assert lates.outcomes == [error] and raised.value is not error  # the node's own timeout
+
+
+def test_without_grace_the_request_runs_on_the_nodes_thread_as_before() -> None:
+    overtime, lates = Overtime(grace_s=0, max_requests=64), Lates()
+    send, calls = held(released())
+    assert not overtime.enabled
+    assert overtime.send(send, 5.0, lates) is ANSWER
+    assert calls == [(threading.current_thread().name, None)]  # the client's own timeout
+
+
+def test_beyond_the_bound_a_request_closes_at_its_deadline_as_before() -> None:
+    overtime, lates = Overtime(grace_s=30, max_requests=1), Lates()
+    release = threading.Event()
+    slow, _ = held(release)
+    with pytest.raises(openai.APITimeoutError):
+        overtime.send(slow, 0.05, lates)  # reading past its deadline: the one slot
+    send, calls = held(released())
+    assert overtime.send(send, 5.0, lates) is ANSWER
+    assert calls == [(threading.current_thread().name, None)]
+    release.set()
+    assert lates.told.wait(WAIT_S)
+    deadline = time.monotonic() + WAIT_S
+    calls.clear()
+    while not calls or calls[-1][1] is None:  # the slot comes back once the late one ended
+        assert time.monotonic() < deadline
+        overtime.send(send, 5.0, lates)
+    assert calls[-1][0].startswith("overtime-")
+
+
+def test_threads_are_reused_never_more_than_the_bound() -> None:
+    overtime, lates = Overtime(grace_s=30, max_requests=3), Lates()
+    names = set()
+    for _ in range(50):
+        send, calls = held(released())
+        overtime.send(send, 5.0, lates)
+        names.add(calls[0][0])
+    assert len({n for n in names if n.startswith("overtime-")}) <= 3
+
+
+def test_settings_default_the_grace_to_three_node_timeouts() -> None:
+    assert Overtime.from_settings(Settings(node_timeout_s=10)).grace_s == 30.0
+    off = Overtime.from_settings(Settings(abandoned_grace_s=0))
+    assert not off.enabled
+    assert Overtime.from_settings(Settings(abandoned_max=0)).enabled is False
