@@ -22,7 +22,7 @@ from swarm.jobs.batch import progress_of, run_nodes
 from swarm.jobs.planner import run_plan
 from swarm.jobs.queueing import AGGREGATE_TASK, PLAN_TASK, SUBAGENT_TASK, SUBAGENTS_TASK, WATCH_TASK
 from swarm.jobs.subagent import run_node
-from swarm.jobs.watchdog import Action, Seen, check_every_s, check_job, stall_s
+from swarm.jobs.watchdog import Action, Seen, check_every_s, check_job, probe_job
 from swarm.store.outages import STORE_OUTAGES
 from workers import intake, leases, process
 
@@ -133,7 +133,9 @@ def watch(self: Task, job_id: str, seen: dict[str, Any] | None = None) -> dict[s
     the next check (same task id) until the job has its report."""
     rt = process.get()
     try:
-        check = check_job(rt.store, rt.settings, job_id, Seen(**seen) if seen else None)
+        check = check_job(rt.store, rt.settings, job_id, Seen.load(seen))
+        if check.action is Action.PROBE:
+            check = probe_job(self.app, rt.store, rt.catalog, rt.settings, job_id, check)
     except STORE_OUTAGES as exc:
         raise again_later(self, exc) from None
     except LeaseLostError:
@@ -143,9 +145,9 @@ def watch(self: Task, job_id: str, seen: dict[str, Any] | None = None) -> dict[s
     if check.action is not Action.WAIT:
         only = list(check.missing) if check.action is Action.RESEND_NODES else []
         log.warning(
-            "swarm watchdog: job %s made no progress for %.0f s; sending %s again",
+            "swarm watchdog: job %s %s; sending %s again",
             job_id,
-            stall_s(rt.settings),
+            check.reason,
             f"{len(only)} node(s) and the aggregation" if only else "the aggregation",
         )
         client = SwarmClient(rt.settings, rt.catalog, rt.store, self.app)

@@ -19,12 +19,14 @@ prints a Markdown table.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import socket
 import subprocess
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 
 import redis
 
@@ -117,6 +119,13 @@ def main() -> None:
     parser.add_argument("--lease-s", type=float, default=10.0)
     parser.add_argument("--seconds", type=float, default=30.0)
     args = parser.parse_args()
+    with private_redis() as url:
+        run(args, url)
+
+
+@contextlib.contextmanager
+def private_redis() -> Iterator[str]:
+    """A redis-server on a free port with no persistence, answering; its URL (db 0)."""
     port = free_port()
     with tempfile.TemporaryDirectory() as data:
         server = subprocess.Popen(
@@ -124,7 +133,16 @@ def main() -> None:
             stdout=subprocess.DEVNULL,
         )
         try:
-            run(args, f"redis://127.0.0.1:{port}/0")
+            url = f"redis://127.0.0.1:{port}/0"
+            client = redis.Redis.from_url(url)
+            for _ in range(100):
+                try:
+                    client.ping()
+                    break
+                except redis.ConnectionError:
+                    time.sleep(0.05)
+            client.close()
+            yield url
         finally:
             server.terminate()
             server.wait(10)
@@ -132,12 +150,6 @@ def main() -> None:
 
 def run(args: argparse.Namespace, url: str) -> None:
     client = redis.Redis.from_url(url, decode_responses=True)
-    for _ in range(100):
-        try:
-            client.ping()
-            break
-        except redis.ConnectionError:
-            time.sleep(0.05)
     store = RedisJobStore(client, ttl_s=3600)
     share = math.ceil(args.nodes / args.processes)
     keepers, stop, tasks, permits = [], threading.Event(), 0, 0

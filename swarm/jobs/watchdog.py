@@ -8,13 +8,18 @@ run of two (the kill came just as the worker fetched its next messages). Redis i
 lose the last writes before a crash (AOF ``everysec``). Nothing in Celery notices.
 
 So every fan-out also sends one watch task (``swarm.watch``, on the aggregation's queue)
-that comes back every ``check_every_s`` with the job's progress fingerprint. When the
-fingerprint has not moved for ``stall_s`` (two visibility timeouts plus two restore
+that comes back every ``check_every_s`` with the job's progress fingerprint. On the Redis
+broker, a fingerprint that has not moved for a few leases makes it probe the broker
+(swarm.jobs.lost_messages, then again after twice as long, and so on): a message the
+broker lost, two probes in a row, makes the missing nodes be sent again at once, and an
+unacked message of a worker that died before receiving it goes back to its queue. When
+the fingerprint has not moved for ``stall_s`` (two visibility timeouts plus two restore
 sweeps: long enough for a killed worker's unacked tasks to come back AND finish), the
-job stalled: the nodes with no envelope are sent again (a chord over them and a new
-aggregation, as by a resume; at most ``MAX_RESENDS`` times), or, when every node has its
-envelope but there is no report, or the resends ran out, the aggregation alone, which
-writes the report (nodes that never ran are errors: ``swarm resume`` runs them later).
+job stalled, whatever the probes found: the nodes with no envelope are sent again (a chord
+over them and a new aggregation, as by a resume; at most ``MAX_RESENDS`` times), or, when
+every node has its envelope but there is no report, or the resends ran out, the
+aggregation alone, which writes the report (nodes that never ran are errors: ``swarm
+resume`` runs them later).
 
 Re-sending cannot double anything (the call guard's idempotency): a node whose envelope is
 stored returns it, a call's stored answer is reused instead of calling again, the chord
@@ -24,19 +29,26 @@ jobs that gets re-sent costs one extra short task. The chain stops with the repo
 
 from __future__ import annotations
 
+import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
+from typing import Any
 
+import kombu.exceptions
+import redis
 from celery import Celery
 
+from swarm.catalog import Catalog
 from swarm.errors import JobNotFoundError
+from swarm.jobs.lost_messages import Verdict, probe, probe_after_s, probes_broker
 from swarm.jobs.queueing import WATCH_TASK
 from swarm.jobs.taskrepr import NO_KWARGS
 from swarm.records import JobSpec
 from swarm.settings import Settings
 from swarm.store import JobStore, Progress
 
+log = logging.getLogger(__name__)
 MAX_RESENDS = 2
 """Times a stalled job's missing nodes are sent again before the aggregation is forced."""
 STALL_SLACK_S = 2.0
@@ -52,8 +64,17 @@ def stall_s(settings: Settings) -> float:
 
 def check_every_s(settings: Settings) -> float:
     """Countdown between two checks: well inside the visibility timeout (a countdown held
-    longer would be redelivered while waiting, and the chain would fork)."""
-    return max(1.0, min(stall_s(settings) / 4, settings.visibility_timeout_s / 2))
+    longer would be redelivered while waiting, and the chain would fork); a lease where the
+    watch probes the broker (a probe is due a few leases after the last progress)."""
+    every_s = min(stall_s(settings) / 4, settings.visibility_timeout_s / 2)
+    if probes_broker(settings):
+        every_s = min(every_s, settings.lease_s)
+    return max(1.0, every_s)
+
+
+def probe_every_s(settings: Settings) -> float | None:
+    """No progress for this long makes the first probe; None where nothing is probed."""
+    return probe_after_s(settings) if probes_broker(settings) else None
 
 
 class Action(StrEnum):
@@ -67,6 +88,8 @@ class Action(StrEnum):
     """Stalled with nodes that never ended: send them again, then aggregate."""
     AGGREGATE = "aggregate"
     """Stalled with no node left to send (or resends exhausted): send the aggregation."""
+    PROBE = "probe"
+    """No progress for a few leases: look for the missing nodes' messages in the broker."""
 
 
 @dataclass(frozen=True)
@@ -79,6 +102,17 @@ class Seen:
     """Unix time the fingerprint was first seen."""
     resends: int = 0
     """Times this chain sent nodes or the aggregation again."""
+    probes: int = 0
+    """Broker probes since the fingerprint last moved."""
+    suspects: tuple[str, ...] = ()
+    """Missing nodes the last probe found in no message (swarm.jobs.lost_messages)."""
+
+    @classmethod
+    def load(cls, raw: dict[str, Any] | None) -> Seen | None:
+        """The Seen a watch message carries (JSON turned its tuple into a list)."""
+        if raw is None:
+            return None
+        return cls(**{**raw, "suspects": tuple(raw.get("suspects", ()))})
 
 
 @dataclass(frozen=True)
@@ -88,7 +122,9 @@ class Check:
     action: Action
     seen: Seen
     missing: tuple[str, ...] = ()
-    """Nodes with no envelope (for RESEND_NODES)."""
+    """Nodes with no envelope (for RESEND_NODES and PROBE)."""
+    reason: str = ""
+    """Why nodes or the aggregation are sent again (for the log)."""
 
 
 def fingerprint(progress: Progress) -> str:
@@ -103,32 +139,90 @@ def decide(
     *,
     now: float,
     stall_after_s: float,
+    probe_after_s: float | None = None,
 ) -> Check:
-    """The pure decision of one check of a job that has no report yet."""
+    """The pure decision of one check of a job that has no report yet (``probe_after_s``:
+    None where the broker is not probed)."""
     if seen is None or seen.fingerprint != current:
         resends = seen.resends if seen is not None else 0
         return Check(Action.WAIT, Seen(current, now, resends))
-    if now - seen.since < stall_after_s:
-        return Check(Action.WAIT, seen)
-    again = Seen(current, now, seen.resends + 1)
-    if missing and seen.resends < MAX_RESENDS:
-        return Check(Action.RESEND_NODES, again, missing)
-    return Check(Action.AGGREGATE, again)
+    if now - seen.since >= stall_after_s:
+        again = Seen(current, now, seen.resends + 1)
+        reason = f"made no progress for {stall_after_s:.0f} s"
+        if missing and seen.resends < MAX_RESENDS:
+            return Check(Action.RESEND_NODES, again, missing, reason)
+        return Check(Action.AGGREGATE, again, reason=reason)
+    if missing and probe_due(seen, now, probe_after_s):
+        return Check(Action.PROBE, replace(seen, probes=seen.probes + 1), missing)
+    return Check(Action.WAIT, seen)
+
+
+def probe_due(seen: Seen, now: float, probe_after_s: float | None) -> bool:
+    """A probe is due after ``probe_after_s`` without progress, then after twice, four
+    times ... as long (a job queued behind others is not probed every check), and at once
+    while the last probe has suspects to confirm."""
+    if probe_after_s is None:
+        return False
+    return bool(seen.suspects) or now - seen.since >= probe_after_s * 2**seen.probes
+
+
+def needs_missing(
+    seen: Seen | None,
+    current: str,
+    *,
+    now: float,
+    stall_after_s: float,
+    probe_after_s: float | None,
+) -> bool:
+    """True when ``decide`` may act, so the check must read which nodes have no envelope."""
+    if seen is None or seen.fingerprint != current:
+        return False
+    return now - seen.since >= stall_after_s or probe_due(seen, now, probe_after_s)
+
+
+def after_probe(check: Check, verdict: Verdict) -> Check:
+    """What a probe's verdict makes of a PROBE check: the missing nodes sent again when a
+    message was lost (while resends last), else a wait carrying the suspects."""
+    seen = replace(check.seen, suspects=verdict.suspects)
+    if verdict.lost and seen.resends < MAX_RESENDS:
+        again = Seen(seen.fingerprint, seen.since, seen.resends + 1, seen.probes)
+        reason = f"lost the message(s) of {', '.join(verdict.lost)} in the broker"
+        return Check(Action.RESEND_NODES, again, check.missing, reason)
+    return Check(Action.WAIT, seen)
+
+
+def probe_job(
+    app: Celery, store: JobStore, catalog: Catalog, settings: Settings, job_id: str, check: Check
+) -> Check:
+    """Run a PROBE check's probe of the broker (swarm.jobs.lost_messages); a broker or
+    store that cannot answer makes it a wait (the next probe, or the stall, comes later)."""
+    try:
+        verdict = probe(
+            app, store, catalog, store.spec(job_id), check.missing, check.seen.suspects,
+            now=time.time(), stale_after_s=probe_after_s(settings),
+        )  # fmt: skip
+    except (redis.RedisError, kombu.exceptions.OperationalError) as exc:
+        log.debug("swarm watchdog: job %s: the probe failed (%s)", job_id, exc)
+        return Check(Action.WAIT, check.seen)
+    return after_probe(check, verdict)
 
 
 def check_job(store: JobStore, settings: Settings, job_id: str, seen: Seen | None) -> Check:
-    """Look at a job once (see the module docstring)."""
+    """Look at a job once (see the module docstring): its progress only, and which nodes
+    have no envelope when a probe or the stall is due."""
     try:
-        spec = store.spec(job_id)
-        if store.report(job_id) is not None:
-            return Check(Action.DONE, seen or Seen("", time.time()))
-        ended = {env.node_id for env in store.envelopes(job_id)}
         progress = store.progress(job_id)
+        if progress.finished:
+            return Check(Action.DONE, seen or Seen("", time.time()))
+        now, current = time.time(), fingerprint(progress)
+        stall, probe = stall_s(settings), probe_every_s(settings)
+        missing: tuple[str, ...] = ()
+        if needs_missing(seen, current, now=now, stall_after_s=stall, probe_after_s=probe):
+            ended = {env.node_id for env in store.envelopes(job_id)}
+            missing = tuple(n for n in store.spec(job_id).node_ids if n not in ended)
     except JobNotFoundError:  # expired: nothing left to watch
         return Check(Action.DONE, seen or Seen("", time.time()))
-    missing = tuple(n for n in spec.node_ids if n not in ended)
-    now, stall = time.time(), stall_s(settings)
-    return decide(seen, fingerprint(progress), missing, now=now, stall_after_s=stall)
+    return decide(seen, current, missing, now=now, stall_after_s=stall, probe_after_s=probe)
 
 
 def send_watch(

@@ -226,6 +226,11 @@ class JobStore(ABC):
         the next sweep tries again."""
 
     @abstractmethod
+    def held_tasks(self, job_id: str, task_ids: Sequence[str]) -> set[str]:
+        """Those of ``task_ids`` whose message some run leased: the lease is live, or it
+        lapsed and waits in the index for a sweeper (swarm.jobs.lost_messages)."""
+
+    @abstractmethod
     def reopen(self, spec: JobSpec) -> int:
         """Make a finished job resumable: store ``spec`` (its budget may differ), delete the
         report and cancel flag, clear the budget's exhaustion and stale reservations and set

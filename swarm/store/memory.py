@@ -251,6 +251,12 @@ class MemoryJobStore(JobStore):
             del job.leases[name]
             return job.signatures.get(name.removeprefix(TASK))
 
+    def held_tasks(self, job_id: str, task_ids: Sequence[str]) -> set[str]:
+        with self._lock:
+            job = self._jobs.get(job_id)
+            leases = job.leases if job is not None else {}
+            return {task_id for task_id in task_ids if TASK + task_id in leases}
+
     def relist_lapse(self, member: str) -> None:
         job_id, name = parse_member(member)
         with self._lock:

@@ -55,7 +55,7 @@ from swarm.store.base import (
     progress_from_states,
 )
 from swarm.store.billing import BilledCall, BudgetState, StoredAnswer
-from swarm.store.leases import Lease, parse_member
+from swarm.store.leases import TASK, Lease, parse_member
 from swarm.store.script_args import (
     STORE_SCRIPTS,
     DueArgs,
@@ -399,6 +399,22 @@ class RedisJobStore(JobStore):
 
     def relist_lapse(self, member: str) -> None:
         self._scripts.run(IndexArgs(LEASE_INDEX, 1, "add", (member,)))
+
+    def held_tasks(self, job_id: str, task_ids: Sequence[str]) -> set[str]:
+        """One round trip: EXISTS of the lease and ZSCORE in the lapse index per task."""
+        if not task_ids:
+            return set()
+        pipe = self._r.pipeline(transaction=False)
+        for task_id in task_ids:
+            lease = Lease(job_id, f"{TASK}{task_id}", "")
+            pipe.exists(_key(job_id, lease.name))
+            pipe.zscore(LEASE_INDEX, lease.member)
+        found = pipe.execute()
+        return {
+            task_id
+            for task_id, exists, due in zip(task_ids, found[::2], found[1::2], strict=True)
+            if exists or due is not None
+        }
 
     def reopen(self, spec: JobSpec) -> int:
         self.spec(spec.job_id)

@@ -1,0 +1,120 @@
+"""A message the Redis broker lost, or holds unacked for a worker that died before receiving
+it, costs a few leases, not the watchdog's stall (2 x the 900 s visibility timeout + sweeps).
+
+Real redis-server (broker and job store), the simulator answering every call in 200 ms, and
+two `celery -A workers worker` processes started after the fault was staged on a queued job:
+one message taken off its queue list (a worker killed after its BRPOP, before kombu recorded
+it as unacked), or moved from the list into kombu's ``unacked`` hash and ``unacked_index``
+with a delivery a minute old (a worker killed after recording it, before ``task_received``
+leased it). Leases are 2 s (``SWARM_TEST_LEASE_S`` sets another length, e.g. 10, the
+default) and the visibility timeout is the default 900 s, so only the job's watch probing
+the broker (swarm.jobs.lost_messages) can finish the job within the wait.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from faults import FaultStack, aggregate_runs, fault_stack, inputs
+
+from swarm.jobs.watchdog import stall_s
+
+pytestmark = pytest.mark.integration
+
+LATENCY_MS = 200
+THREADS = 4
+LEASE_S = os.environ.get("SWARM_TEST_LEASE_S", "2")
+QUEUE = "llm.kimi-k2.5"
+NODES = 8
+WAIT_S = 40 * float(LEASE_S)
+"""How long a test waits for the report: generous, and far below the stall backstop."""
+
+
+@pytest.fixture(scope="module")
+def fs(redis_server, tmp_path_factory: pytest.TempPathFactory) -> Iterator[FaultStack]:  # type: ignore[no-untyped-def]
+    logs = tmp_path_factory.mktemp("lost-messages")
+    sim_args = ["--latency-ms", str(LATENCY_MS), "--seed", "15"]
+    with fault_stack(redis_server, logs, sim_args, {"SWARM_LEASE_S": LEASE_S}) as stack:
+        yield stack
+
+
+def take_off_queue(fs: FaultStack, task_id: str) -> dict[str, object]:
+    """Remove the message of ``task_id`` from its queue list; its payload."""
+    r = fs.stack_redis(0)
+    try:
+        wanted = f'"id": "{task_id}"'
+        found = [m for m in r.lrange(QUEUE, 0, -1) if wanted in m]
+        assert len(found) == 1 and r.lrem(QUEUE, 1, found[0]) == 1, found
+        payload: dict[str, object] = json.loads(found[0])
+        return payload
+    finally:
+        r.close()
+
+
+def run_job(
+    fs: FaultStack, marker: str, stage: Callable[[str], object]
+) -> tuple[dict[str, Any], float, str]:
+    """Submit a job with no worker running, stage the fault (``stage(job_id)``), start two
+    workers; the report, the seconds from the workers' start to it, and their logs."""
+    fs.stop_others(keep=set())  # no worker: the job's messages wait in their queue
+    fs.stack.reset_stats()
+    client = fs.client()
+    assert stall_s(client.settings) > 1800 > WAIT_S  # the backstop cannot be what saves it
+    handle = client.submit(inputs(NODES, marker), "Summarise this document")
+    stage(handle.id)
+    started = time.monotonic()
+    workers = fs.ensure_workers(["w1", "w2"], THREADS)
+    report = handle.wait(timeout=WAIT_S)
+    took_s = time.monotonic() - started
+    assert report["status"] == "succeeded", report.get("error")
+    assert (report["succeeded"], report["failed"]) == (NODES, 0)
+    # Every node and the aggregation called once, billed once.
+    assert report["models"]["kimi-k2.5"]["calls"] == NODES + 1 == fs.stack.stats()["completed"]
+    assert fs.stack.stats()["requests"] == NODES + 1
+    assert aggregate_runs(workers, handle.id) == 1
+    return report, took_s, "".join(w.log_text() for w in workers)
+
+
+def test_a_message_lost_after_its_brpop_is_sent_again_within_leases(fs: FaultStack) -> None:
+    report, took_s, logs = run_job(fs, "lost", lambda job: take_off_queue(fs, f"{job}-n0003"))
+    assert "lost the message(s) of n0003 in the broker" in logs
+    print(
+        f"\nFIGURE lost-message-probe: lease_s={LEASE_S} workers_start_to_report_s={took_s:.1f}"
+        f" wall_s={report['wall_s']:.1f} stall_s={stall_s(fs.client().settings):.0f}"
+    )
+
+
+def test_an_unacked_message_of_a_dead_receiver_goes_back_to_its_queue(fs: FaultStack) -> None:
+    tag = "dead-receiver-tag"
+
+    def stage(job_id: str) -> None:
+        payload = take_off_queue(fs, f"{job_id}-n0005")
+        properties = payload["properties"]
+        assert isinstance(properties, dict)
+        properties["delivery_tag"] = tag
+        delivery = properties["delivery_info"]
+        r = fs.stack_redis(0)
+        try:  # as kombu's QoS.append records a delivery, a minute ago
+            value = json.dumps([payload, delivery["exchange"], delivery["routing_key"]])
+            r.zadd("unacked_index", {tag: time.time() - 60})
+            r.hset("unacked", tag, value)
+        finally:
+            r.close()
+
+    report, took_s, logs = run_job(fs, "unacked", stage)
+    r = fs.stack_redis(0)
+    try:  # restored and taken off unacked: kombu's own restore will not deliver it again
+        assert r.hget("unacked", tag) is None and r.zscore("unacked_index", tag) is None
+    finally:
+        r.close()
+    assert "swarm watchdog: job" not in logs  # restored, not re-sent
+    print(
+        f"\nFIGURE unacked-dead-receiver-probe: lease_s={LEASE_S} "
+        f"workers_start_to_report_s={took_s:.1f} wall_s={report['wall_s']:.1f} "
+        f"stall_s={stall_s(fs.client().settings):.0f}"
+    )
