@@ -95,34 +95,47 @@ def install(c: Any, wanted: Callable[[], int | None]) -> Callable[[], None] | No
         )
         return None
     qos = c.qos = NodeQoS(c.qos, lambda: int(c.initial_prefetch_count or 0), wanted)
+    apply = _while_current(c, qos)
     channel = c.task_consumer.channel
     consumer_thread = threading.get_ident()
     for name in ("basic_ack", "basic_reject"):
-        setattr(channel, name, _qos_first(getattr(channel, name), qos, consumer_thread))
-    qos.apply()  # before the loop starts consuming: the first window is the node count's
+        setattr(channel, name, _qos_first(getattr(channel, name), apply, consumer_thread))
+    apply()  # before the loop starts consuming: the first window is the node count's
     log.debug("swarm: node-counted prefetch on, now %s", qos.prev)
-    return _waker(c, qos)
+    return _waker(getattr(c, "hub", None), qos, apply)
 
 
-def _qos_first(send: Callable[..., Any], qos: NodeQoS, thread: int) -> Callable[..., Any]:
-    """``send`` (an ack or reject) after the QoS, in the consumer thread: the message has
+def _while_current(c: Any, qos: NodeQoS) -> Callable[[], None]:
+    """``qos.apply`` while ``qos`` is the consumer's: once the consumer restarted, Celery's
+    QoS callback sends on the new channel, whose prefetch is the new QoS's to set."""
+
+    def apply() -> None:
+        if c.qos is qos:
+            qos.apply()
+
+    return apply
+
+
+def _qos_first(
+    send: Callable[..., Any], apply: Callable[[], None], thread: int
+) -> Callable[..., Any]:
+    """``send`` (an ack or reject) after ``apply``, in the consumer thread: the message has
     left Celery's held set, and its slot must not be refilled unless the count allows."""
 
     def send_after_qos(*args: Any, **kwargs: Any) -> Any:
         if threading.get_ident() == thread:
-            qos.apply()
+            apply()
         return send(*args, **kwargs)
 
     return send_after_qos
 
 
-def _waker(c: Any, qos: NodeQoS) -> Callable[[], None]:
-    """What a node thread calls when a node ended: wake the consumer's loop to apply the
-    count if it changed (without a hub, Celery's loop sees it within its drain timeout)."""
-    hub = getattr(c, "hub", None)
+def _waker(hub: Any, qos: NodeQoS, apply: Callable[[], None]) -> Callable[[], None]:
+    """What a node thread calls when a node ended: wake the consumer's loop to ``apply``
+    the count if it changed (without a hub, Celery's loop sees it within its drain timeout)."""
 
     def wake() -> None:
         if hub is not None and qos.prev != qos.value:
-            hub.call_soon(qos.apply)
+            hub.call_soon(apply)
 
     return wake

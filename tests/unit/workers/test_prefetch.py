@@ -86,7 +86,7 @@ def test_an_ended_message_lowers_the_prefetch_before_its_ack_frees_the_slot() ->
     assert wire.sent == [("qos", 1)]  # before the loop consumes: the count's first window
     wanted[0] = 2  # a node ended: room for one more message
     wake()
-    assert wire.soon == [c.qos.apply] and wire.sent == [("qos", 1)]  # the loop applies it
+    assert len(wire.soon) == 1 and wire.sent == [("qos", 1)]  # the loop applies it
     wire.soon.pop()()
     wanted[0] = 1  # a message ended and left Celery's held set
     c.task_consumer.channel.basic_ack("t1")
@@ -94,6 +94,12 @@ def test_an_ended_message_lowers_the_prefetch_before_its_ack_frees_the_slot() ->
     assert wire.sent == [("qos", 1), ("qos", 2), ("qos", 1), ("ack", "t1"), ("reject", "t2")]
     wake()
     assert wire.soon == []  # nothing changed: the loop is not woken
+    c.qos = QoS(wire.basic_qos, 4)  # the consumer restarted (a new channel, a new QoS)
+    wanted[0] = 3
+    wake()
+    c.task_consumer.channel.basic_ack("t3")  # a message of the old channel
+    wire.soon.pop()()
+    assert wire.sent[-2:] == [("reject", "t2"), ("ack", "t3")]  # the old QoS sends nothing
 
 
 def test_per_consumer_qos_keeps_celerys_prefetch_and_says_why(
