@@ -1,4 +1,4 @@
-"""Where a job's sub-agent messages are in the Redis broker: queued, or delivered and unacked.
+"""Where a job's messages are in the Redis broker: queued, or delivered and unacked.
 
 kombu's Redis transport (kombu/transport/redis.py, 5.x) keeps a message in one of:
 
@@ -29,7 +29,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from swarm.jobs.queueing import SUBAGENT_TASK, SUBAGENTS_TASK
+from swarm.jobs.queueing import AGGREGATE_TASK, SUBAGENT_TASK, SUBAGENTS_TASK
 
 log = logging.getLogger(__name__)
 PAGE = 500
@@ -37,6 +37,8 @@ PAGE = 500
 CAP = 10_000
 """A list or unacked hash longer than this is not read (the census is incomplete)."""
 NODE_TASKS = frozenset({SUBAGENT_TASK, SUBAGENTS_TASK})
+AGGREGATION = "<aggregation>"
+"""What an aggregation message carries in place of nodes (no node id has this form)."""
 
 
 @dataclass(frozen=True)
@@ -46,7 +48,7 @@ class Sighting:
     task_id: str
     """The message's task id (a retry or a re-sent copy has the same id)."""
     node_ids: tuple[str, ...]
-    """The nodes it carries."""
+    """The nodes it carries (an aggregation: ``(AGGREGATION,)``)."""
     tag: str | None = None
     """Its delivery tag, when it is in ``unacked`` (None: queued)."""
     delivered_at: float | None = None
@@ -70,7 +72,7 @@ class Census:
 
 
 def sighting(raw: str | bytes, job_id: str) -> Sighting | None:
-    """The job's sub-agent message in a raw list entry or unacked value, else None."""
+    """The job's sub-agent or aggregation message in a raw list entry or unacked value."""
     text = raw.decode() if isinstance(raw, bytes) else raw
     if job_id not in text:
         return None
@@ -78,7 +80,8 @@ def sighting(raw: str | bytes, job_id: str) -> Sighting | None:
         entry = json.loads(text)
         message = entry[0] if isinstance(entry, list) else entry
         headers = message["headers"]
-        if headers.get("task") not in NODE_TASKS:
+        task = headers.get("task")
+        if task not in NODE_TASKS and task != AGGREGATE_TASK:
             return None
         body = message["body"]
         if message.get("properties", {}).get("body_encoding") == "base64":
@@ -87,10 +90,21 @@ def sighting(raw: str | bytes, job_id: str) -> Sighting | None:
     except (ValueError, KeyError, IndexError, TypeError) as exc:
         log.debug("swarm census: unreadable message (%s)", exc)
         return None
-    if not isinstance(args, list) or len(args) < 2 or args[0] != job_id:
+    carried = _carried(task, args, job_id)
+    return None if carried is None else Sighting(str(headers["id"]), carried)
+
+
+def _carried(task: str, args: Any, job_id: str) -> tuple[str, ...] | None:
+    """The nodes a message's arguments carry, if it is the job's: ``(job, node)``,
+    ``(job, [nodes])``, or the aggregation's ``(results, job)``."""
+    if not isinstance(args, list) or len(args) < 2:
+        return None
+    if task == AGGREGATE_TASK:
+        return (AGGREGATION,) if args[-1] == job_id else None
+    if args[0] != job_id:
         return None
     nodes = args[1] if isinstance(args[1], list) else [args[1]]
-    return Sighting(str(headers["id"]), tuple(str(n) for n in nodes))
+    return tuple(str(n) for n in nodes)
 
 
 def queue_keys(queue: str, steps: Sequence[int], sep: str) -> list[str]:

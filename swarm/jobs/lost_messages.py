@@ -1,4 +1,4 @@
-"""Sub-agent messages the Redis broker lost, or holds for a worker that died before receiving.
+"""Messages the Redis broker lost, or holds for a worker that died before receiving them.
 
 Leases (swarm.store.leases) cover a message from Celery's ``task_received`` on. Two gaps
 remain on kombu's Redis transport (swarm.jobs.broker_census):
@@ -14,8 +14,10 @@ message carries is a suspect; a suspect of two probes in a row (a lease apart: a
 the instant between BRPOP and ``unacked``, or acked by a fenced run and about to be sent
 again by a sweeper, is seen by then) is lost, and the watch re-sends the job's missing nodes
 as its stall backstop does (a new chord and aggregation: the lost message's chord cannot be
-completed). An unacked message of missing nodes delivered more than a few leases ago, whose
-task id has no lease (live, or lapsed and waiting for a sweeper) and no copy in a queue,
+completed). A job with every node ended and no report waits for its aggregation message,
+probed the same way: lost, the watch sends the aggregation again. An unacked message of
+missing nodes (or the aggregation) delivered more than a few leases ago, whose task id has
+no lease (live, or lapsed and waiting for a sweeper) and no copy in a queue,
 is put back at the head of its queue and off ``unacked``, so kombu's restore does not
 deliver it a second time. If a concurrent restore by kombu pushes it too, the second copy
 finds the nodes' envelopes stored and calls nothing (the call guard's idempotency).
@@ -33,7 +35,7 @@ from urllib.parse import urlparse
 from celery import Celery
 
 from swarm.catalog import Catalog
-from swarm.jobs.broker_census import Census, Sighting, restore, take_census
+from swarm.jobs.broker_census import AGGREGATION, Census, Sighting, restore, take_census
 from swarm.records import JobSpec
 from swarm.settings import Settings
 from swarm.store import JobStore
@@ -76,9 +78,10 @@ def classify(
     now: float,
     stale_after_s: float,
 ) -> Verdict:
-    """The pure decision of one probe (see the module docstring). ``held``: task ids with a
-    lease, live or lapsed; ``suspects``: the previous probe's."""
-    wanted = frozenset(missing)
+    """The pure decision of one probe (see the module docstring). ``missing``: the nodes with
+    no envelope, none meaning the aggregation is what the job waits for (AGGREGATION);
+    ``held``: task ids with a lease, live or lapsed; ``suspects``: the previous probe's."""
+    wanted = frozenset(missing) or frozenset({AGGREGATION})
     tags = tuple(_restorable(census, wanted, held, now - stale_after_s))
     if not census.complete:  # absence proves nothing
         return Verdict(restore=tags)
@@ -117,9 +120,10 @@ def probe(
     now: float,
     stale_after_s: float,
 ) -> Verdict:
-    """Take the census of ``missing``'s queues, restore what ``classify`` says, and return
-    the verdict (the caller re-sends ``lost``)."""
-    queues = sorted({catalog.model(spec.task(n).model).queue for n in missing})
+    """Take the census of ``missing``'s queues (none missing: the aggregation's), restore
+    what ``classify`` says, and return the verdict (the caller re-sends ``lost``)."""
+    models = [spec.task(n).model for n in missing] or [spec.aggregate_model]
+    queues = sorted({catalog.model(model).queue for model in models})
     with app.connection_for_write() as conn:
         if conn.transport.driver_type != "redis":
             return Verdict()

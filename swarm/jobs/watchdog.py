@@ -89,7 +89,8 @@ class Action(StrEnum):
     AGGREGATE = "aggregate"
     """Stalled with no node left to send (or resends exhausted): send the aggregation."""
     PROBE = "probe"
-    """No progress for a few leases: look for the missing nodes' messages in the broker."""
+    """No progress for a few leases: look for the missing nodes' messages in the broker (or,
+    every node ended, the aggregation's)."""
 
 
 @dataclass(frozen=True)
@@ -152,7 +153,7 @@ def decide(
         if missing and seen.resends < MAX_RESENDS:
             return Check(Action.RESEND_NODES, again, missing, reason)
         return Check(Action.AGGREGATE, again, reason=reason)
-    if missing and probe_due(seen, now, probe_after_s):
+    if probe_due(seen, now, probe_after_s):  # nothing missing: the aggregation is probed
         return Check(Action.PROBE, replace(seen, probes=seen.probes + 1), missing)
     return Check(Action.WAIT, seen)
 
@@ -181,13 +182,15 @@ def needs_missing(
 
 
 def after_probe(check: Check, verdict: Verdict) -> Check:
-    """What a probe's verdict makes of a PROBE check: the missing nodes sent again when a
-    message was lost (while resends last), else a wait carrying the suspects."""
+    """What a probe's verdict makes of a PROBE check: the missing nodes (none: the
+    aggregation) sent again when a message was lost (while resends last), else a wait
+    carrying the suspects."""
     seen = replace(check.seen, suspects=verdict.suspects)
     if verdict.lost and seen.resends < MAX_RESENDS:
         again = Seen(seen.fingerprint, seen.since, seen.resends + 1, seen.probes)
         reason = f"lost the message(s) of {', '.join(verdict.lost)} in the broker"
-        return Check(Action.RESEND_NODES, again, check.missing, reason)
+        action = Action.RESEND_NODES if check.missing else Action.AGGREGATE
+        return Check(action, again, check.missing, reason)
     return Check(Action.WAIT, seen)
 
 

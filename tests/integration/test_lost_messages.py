@@ -19,8 +19,9 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import procs
 import pytest
-from faults import FaultStack, aggregate_runs, fault_stack, inputs
+from faults import FaultStack, aggregate_runs, fault_stack, inputs, wait_until
 
 from swarm.jobs.watchdog import stall_s
 
@@ -30,6 +31,8 @@ LATENCY_MS = 200
 THREADS = 4
 LEASE_S = os.environ.get("SWARM_TEST_LEASE_S", "2")
 QUEUE = "llm.kimi-k2.5"
+"""The sub-agents' and the aggregation's queue (the aggregation's only, in the last test)."""
+NODE_MODEL = "deepseek-v3.2"
 NODES = 8
 WAIT_S = 40 * float(LEASE_S)
 """How long a test waits for the report: generous, and far below the stall backstop."""
@@ -47,8 +50,7 @@ def take_off_queue(fs: FaultStack, task_id: str) -> dict[str, object]:
     """Remove the message of ``task_id`` from its queue list; its payload."""
     r = fs.stack_redis(0)
     try:
-        wanted = f'"id": "{task_id}"'
-        found = [m for m in r.lrange(QUEUE, 0, -1) if wanted in m]
+        found = [m for m in r.lrange(QUEUE, 0, -1) if f'"id": "{task_id}"' in m]
         assert len(found) == 1 and r.lrem(QUEUE, 1, found[0]) == 1, found
         payload: dict[str, object] = json.loads(found[0])
         return payload
@@ -83,6 +85,7 @@ def run_job(
 def test_a_message_lost_after_its_brpop_is_sent_again_within_leases(fs: FaultStack) -> None:
     report, took_s, logs = run_job(fs, "lost", lambda job: take_off_queue(fs, f"{job}-n0003"))
     assert "lost the message(s) of n0003 in the broker" in logs
+    assert "1 node(s) and the aggregation" in logs
     print(
         f"\nFIGURE lost-message-probe: lease_s={LEASE_S} workers_start_to_report_s={took_s:.1f}"
         f" wall_s={report['wall_s']:.1f} stall_s={stall_s(fs.client().settings):.0f}"
@@ -118,3 +121,45 @@ def test_an_unacked_message_of_a_dead_receiver_goes_back_to_its_queue(fs: FaultS
         f"workers_start_to_report_s={took_s:.1f} wall_s={report['wall_s']:.1f} "
         f"stall_s={stall_s(fs.client().settings):.0f}"
     )
+
+
+def test_a_lost_aggregation_message_is_sent_again_within_leases(fs: FaultStack) -> None:
+    """The nodes run on a worker of their model's queue only; once the chord sent the
+    aggregation (to a queue nobody consumes yet), its message is taken off that queue, and
+    a worker of every queue starts."""
+    fs.stop_others(keep=set())
+    fs.stack.reset_stats()
+    client = fs.client()
+    node_queue = client.catalog.model(NODE_MODEL).queue
+    assert node_queue != QUEUE == client.catalog.model(client.catalog.route("aggregate").name).queue
+    handle = client.submit(inputs(NODES, "aggregate"), "Summarise this document", model=NODE_MODEL)
+    nodes_only = procs.start_celery_worker(fs.env, node_queue, THREADS, "n1@%h", fs.logs)
+    fs.stack.workers.append(nodes_only)
+    fs.named["n1"] = nodes_only
+    aggregation_id = f"{handle.id}-aggregate"
+    wait_until(lambda: queued_ids(fs) >= {aggregation_id}, WAIT_S, "the aggregation queued")
+    take_off_queue(fs, aggregation_id)
+    started = time.monotonic()
+    workers = fs.ensure_workers(["w1"], THREADS)
+    report = handle.wait(timeout=WAIT_S)
+    took_s = time.monotonic() - started
+    assert report["status"] == "succeeded", report.get("error")
+    assert (report["succeeded"], report["failed"]) == (NODES, 0)
+    stats = fs.stack.stats()
+    assert stats["completed"] == stats["requests"] == NODES + 1
+    logs = workers[0].log_text()
+    assert "lost the message(s) of <aggregation> in the broker" in logs
+    assert aggregate_runs(workers, handle.id) == 1
+    print(
+        f"\nFIGURE lost-aggregation-probe: lease_s={LEASE_S} workers_start_to_report_s="
+        f"{took_s:.1f} wall_s={report['wall_s']:.1f}"
+    )
+
+
+def queued_ids(fs: FaultStack) -> set[str]:
+    """Task ids of the messages waiting in the aggregation's queue."""
+    r = fs.stack_redis(0)
+    try:
+        return {json.loads(m)["headers"]["id"] for m in r.lrange(QUEUE, 0, -1)}
+    finally:
+        r.close()

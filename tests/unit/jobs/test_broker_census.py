@@ -12,8 +12,16 @@ import fakeredis
 import pytest
 
 from swarm.jobs import broker_census
-from swarm.jobs.broker_census import Census, Sighting, queue_keys, restore, sighting, take_census
-from swarm.jobs.queueing import SUBAGENT_TASK, SUBAGENTS_TASK, WATCH_TASK
+from swarm.jobs.broker_census import (
+    AGGREGATION,
+    Census,
+    Sighting,
+    queue_keys,
+    restore,
+    sighting,
+    take_census,
+)
+from swarm.jobs.queueing import AGGREGATE_TASK, SUBAGENT_TASK, SUBAGENTS_TASK, WATCH_TASK
 
 SEP = "\x06\x16"
 QUEUE = "llm.m"
@@ -77,6 +85,11 @@ def test_a_sighting_is_a_sub_agent_message_of_the_job_with_its_nodes() -> None:
     assert sighting(one, "j2") is None  # another job's
     assert sighting(json.dumps(message(WATCH_TASK, "j1-watch", ["j1", None])), "j1") is None
     assert sighting('{"j1": "not a message"}', "j1") is None
+    results = [{"job_id": "j1", "nodes": 1}]
+    aggregation = json.dumps(message(AGGREGATE_TASK, "j1-aggregate", [results, "j1"]))
+    assert sighting(aggregation, "j1") == Sighting("j1-aggregate", (AGGREGATION,))
+    other = json.dumps(message(AGGREGATE_TASK, "j2-aggregate", [[{"job_id": "j1"}], "j2"]))
+    assert sighting(other, "j1") is None
 
 
 def test_queue_keys_follow_kombus_priority_lists() -> None:

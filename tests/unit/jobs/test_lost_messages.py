@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from swarm.jobs.broker_census import Census, Sighting
+from swarm.jobs.broker_census import AGGREGATION, Census, Sighting
 from swarm.jobs.lost_messages import Verdict, classify, probe_after_s, probes_broker
 from swarm.jobs.watchdog import (
     MAX_RESENDS,
@@ -61,6 +61,18 @@ def test_a_missing_node_no_message_carries_is_a_suspect_then_lost() -> None:
     # A suspect found since (re-sent by a sweeper, or in unacked by now) is no longer one.
     found = Census((queued("j-n3", "n3"),), census.unacked, complete=True)
     assert verdict(found, suspects=("n3",)) == Verdict(suspects=("n1",))
+
+
+def test_with_every_node_ended_the_aggregation_message_is_what_is_looked_for() -> None:
+    def probe(census: Census, suspects: tuple[str, ...] = ()) -> Verdict:
+        return classify(census, (), frozenset(), suspects, now=NOW, stale_after_s=STALE_S)
+
+    running = Census((), (unacked("j-aggregate", AGGREGATION, age_s=60),), complete=True)
+    assert probe(running) == Verdict(restore=("tag-j-aggregate",))  # stale and not leased
+    assert probe(Census((queued("j-aggregate", AGGREGATION),), (), True)) == Verdict()
+    nowhere = Census((), (), complete=True)
+    assert probe(nowhere) == Verdict(suspects=(AGGREGATION,))
+    assert probe(nowhere, (AGGREGATION,)).lost == (AGGREGATION,)
 
 
 def test_an_incomplete_census_finds_nothing_lost() -> None:
@@ -125,10 +137,9 @@ def test_probes_come_after_a_few_leases_then_back_off_until_the_stall() -> None:
             seen = check.seen
     assert times == [30, 60, 120, 240, 480, 960]  # a job only queued costs a few probes
     assert decide(seen, "3/0/0", MISSING, now=1000.0, **probe).action is Action.RESEND_NODES
-    # no probe where the broker is not probed, nor with nothing missing, nor while moving
+    # no probe where the broker is not probed, nor while moving
     assert decide(Seen("3/0/0", 0.0), "3/0/0", MISSING, now=60.0, stall_after_s=1000.0
                   ).action is Action.WAIT  # fmt: skip
-    assert decide(Seen("3/0/0", 0.0), "3/0/0", (), now=60.0, **probe).action is Action.WAIT
     assert decide(Seen("3/0/0", 0.0), "4/0/0", MISSING, now=60.0, **probe).seen.probes == 0
 
 
@@ -143,6 +154,12 @@ def test_suspects_are_confirmed_at_the_next_check_then_the_missing_nodes_are_sen
     resend = after_probe(again, Verdict(suspects=("n3",), lost=("n3",)))
     assert resend.action is Action.RESEND_NODES and resend.missing == MISSING
     assert resend.seen.resends == 1 and "n3" in resend.reason
+    # Every node ended and no report: the aggregation was probed, and is sent again.
+    aggregation = decide(Seen("3/0/0", 0.0, probes=1, suspects=(AGGREGATION,)), "3/0/0", (),
+                         now=31.0, stall_after_s=1000.0, probe_after_s=30.0)  # fmt: skip
+    assert aggregation.action is Action.PROBE and aggregation.missing == ()
+    lost = after_probe(aggregation, Verdict(suspects=(AGGREGATION,), lost=(AGGREGATION,)))
+    assert lost.action is Action.AGGREGATE and lost.seen.resends == 1
     spent = Check(Action.PROBE, Seen("3/0/0", 0.0, MAX_RESENDS), MISSING)
     assert after_probe(spent, Verdict(lost=("n3",))).action is Action.WAIT  # the stall decides
 
