@@ -198,7 +198,8 @@ def probe_job(
     app: Celery, store: JobStore, catalog: Catalog, settings: Settings, job_id: str, check: Check
 ) -> Check:
     """Run a PROBE check's probe of the broker (swarm.jobs.lost_messages); a broker or
-    store that cannot answer makes it a wait (the next probe, or the stall, comes later)."""
+    store that cannot answer makes it a wait (the next probe, or the stall, comes later),
+    a job expired meanwhile ends the watch."""
     try:
         verdict = probe(
             app, store, catalog, store.spec(job_id), check.missing, check.seen.suspects,
@@ -207,6 +208,8 @@ def probe_job(
     except (redis.RedisError, kombu.exceptions.OperationalError) as exc:
         log.debug("swarm watchdog: job %s: the probe failed (%s)", job_id, exc)
         return Check(Action.WAIT, check.seen)
+    except JobNotFoundError:
+        return Check(Action.DONE, check.seen)
     return after_probe(check, verdict)
 
 

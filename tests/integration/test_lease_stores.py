@@ -139,3 +139,17 @@ def test_a_run_that_lost_its_lease_leaves_the_new_holders_lapse_watched(
         assert time.monotonic() < deadline, "the new holder's lease was never swept"
         time.sleep(0.05)
     assert store.take_lapse(second.member) == SIGNATURE
+
+
+def test_a_task_is_held_while_its_lease_lives_or_waits_for_a_sweeper(store: JobStore) -> None:  # noqa: F811
+    store.create_job(spec(), ["a", "b", "c"])
+    live, lapsing, released = (task_lease("job", t) for t in ("t1", "t2", "t3"))
+    store.take_task_lease(live, 5, SIGNATURE)
+    store.take_task_lease(lapsing, 0.1, SIGNATURE)
+    store.take_task_lease(released, 5, SIGNATURE)
+    store.release_lease(released)
+    time.sleep(0.3)
+    assert store.held_tasks("job", ["t1", "t2", "t3", "t4"]) == {"t1", "t2"}
+    assert store.take_lapse(lapsing.member) is not None  # a sweeper sends it again
+    assert store.held_tasks("job", ["t1", "t2"]) == {"t1"}
+    assert store.held_tasks("job", []) == set()

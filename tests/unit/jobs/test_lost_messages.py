@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import pytest
 
+from swarm.catalog import load_catalog
 from swarm.jobs.broker_census import AGGREGATION, Census, Sighting
 from swarm.jobs.lost_messages import Verdict, classify, probe_after_s, probes_broker
+from swarm.jobs.queueing import make_celery
 from swarm.jobs.watchdog import (
     MAX_RESENDS,
     Action,
@@ -17,6 +19,7 @@ from swarm.jobs.watchdog import (
     check_job,
     decide,
     needs_missing,
+    probe_job,
     stall_s,
 )
 from swarm.records import JobSpec, NodeEnvelope
@@ -195,3 +198,14 @@ def test_held_tasks_are_those_with_a_lease() -> None:
     store.take_task_lease(task_lease("j", "j-n0"), 10.0, "{}")
     assert store.held_tasks("j", ["j-n0", "j-n1"]) == {"j-n0"}
     assert store.held_tasks("other", ["j-n0"]) == set()
+
+
+def test_a_probe_of_a_broker_that_is_not_redis_finds_nothing_and_an_expired_job_ends() -> None:
+    store, catalog = MemoryJobStore(), load_catalog()
+    new_job(store, 2, "j")
+    app = make_celery(Settings(), catalog)  # the embedded, in-memory broker
+    check = Check(Action.PROBE, Seen("0/0/0", 0.0, probes=1, suspects=("n1",)), ("n0", "n1"))
+    settings = Settings(broker_url="redis://h/0")
+    waited = probe_job(app, store, catalog, settings, "j", check)
+    assert waited.action is Action.WAIT and waited.seen.suspects == ()
+    assert probe_job(app, store, catalog, settings, "gone", check).action is Action.DONE
