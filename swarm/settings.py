@@ -66,8 +66,9 @@ class Settings(BaseSettings):
     over this long (plus a sweep, a fifth of it) after its last heartbeat."""
     quorum_queues: bool = False
     """RabbitMQ: declare the task queues as quorum queues (replicated across the cluster's
-    nodes). Decide before the queues first exist: RabbitMQ refuses to redeclare a queue
-    with another type. No effect on the Redis broker."""
+    nodes) on topic exchanges, so that countdowns wait in RabbitMQ's delay exchanges
+    (swarm.jobs.delayed_delivery). Decide before the queues first exist: RabbitMQ refuses to
+    redeclare a queue or an exchange with another type. No effect on the Redis broker."""
     worker_concurrency: int = Field(default=32, ge=1)
     """Threads per worker process (I/O-bound calls)."""
     node_threads: int | None = Field(default=None, ge=1)

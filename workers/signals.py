@@ -9,6 +9,7 @@ from typing import Any
 
 from celery import Task, signals
 
+from swarm.jobs.delayed_delivery import origin_queue
 from workers import leases, metrics, process
 
 _connected = False
@@ -42,8 +43,7 @@ def _metrics() -> metrics.SwarmMetrics | None:
 
 def _queue(task: Task | None) -> str | None:
     info = getattr(getattr(task, "request", None), "delivery_info", None) or {}
-    queue = info.get("routing_key")
-    return queue if isinstance(queue, str) else None
+    return origin_queue(info.get("routing_key"))  # a countdown's key starts with its delay
 
 
 def _task_started(task: Task | None = None, **_: Any) -> None:

@@ -13,6 +13,7 @@ from celery import Celery
 from kombu.entity import Exchange, Queue
 
 from swarm.catalog import Catalog
+from swarm.jobs.delayed_delivery import SwarmCelery
 from swarm.settings import Settings
 
 SUBAGENT_TASK = "swarm.subagent"
@@ -80,19 +81,26 @@ def celery_config(settings: Settings, catalog: Catalog) -> dict[str, Any]:
 
 
 def declared_queues(settings: Settings, names: Sequence[str]) -> list[Queue]:
-    """Each queue on a direct exchange of its own name, bound only to its own routing key.
+    """Each queue on an exchange of its own name, bound only to its own routing key.
 
     A bare ``Queue(name)`` gets Celery's default exchange (named after the default queue)
     and its routing key: every queue was also bound to ``llm.kimi-k2.5`` with key
     ``llm.kimi-k2.5``, so on RabbitMQ a message for that queue was copied into every queue.
-    With ``quorum_queues`` the queues are RabbitMQ quorum queues (replicated; Celery then
-    uses per-consumer QoS and the broker's delayed delivery for countdowns by itself).
+
+    Classic queues (the default) are on direct exchanges. With ``quorum_queues`` they are
+    RabbitMQ quorum queues (replicated) on topic exchanges, the key still the queue's exact
+    name (no wildcard): Celery's consumers then use a per-consumer prefetch, which Celery
+    cannot raise for a countdown message, so countdowns go through RabbitMQ's delay
+    exchanges (swarm.jobs.delayed_delivery), which Celery binds only to topic (or fanout)
+    exchanges: each worker adds the binding ``#.<queue>`` to each queue's exchange and
+    binds that exchange to ``celery_delayed_delivery``.
     """
     arguments = {"x-queue-type": "quorum"} if settings.quorum_queues else None
+    kind = "topic" if settings.quorum_queues else "direct"
     return [
         Queue(  # type: ignore[no-untyped-call]
             name,
-            Exchange(name, type="direct"),  # type: ignore[no-untyped-call]
+            Exchange(name, type=kind),  # type: ignore[no-untyped-call]
             routing_key=name,
             queue_arguments=arguments,
         )
@@ -137,6 +145,6 @@ def _transport_options(settings: Settings) -> dict[str, Any]:
 
 def make_celery(settings: Settings, catalog: Catalog, name: str = "swarm") -> Celery:
     """A Celery app configured for this deployment, with no tasks registered."""
-    app = Celery(name, set_as_current=False)
+    app: Celery = SwarmCelery(name, set_as_current=False)
     app.conf.update(celery_config(settings, catalog))
     return app
