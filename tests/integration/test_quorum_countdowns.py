@@ -11,6 +11,7 @@ import re
 import time
 from pathlib import Path
 
+import procs
 import pytest
 import rabbit
 from faults import fault_stack, inputs, wait_until
@@ -18,6 +19,7 @@ from kombu import Connection
 
 from swarm.catalog import load_catalog
 from swarm.jobs.queueing import WATCH_TASK, declared_queues, make_celery
+from swarm.records import InputItem
 from swarm.settings import Settings
 
 pytestmark = pytest.mark.integration
@@ -57,6 +59,45 @@ def test_a_countdown_task_does_not_hold_the_workers_only_slot(
             assert {(name, name, name), (name, name, f"#.{name}")} <= bindings
             assert ("celery_delayed_delivery", name, f"#.{name}") in bindings
         assert len([b for b in bindings if b[1] in names]) == 3 * len(names)
+
+
+REQUEUE = {
+    **QUORUM,
+    "SWARM_MAX_ATTEMPTS": "2",
+    "SWARM_ADMISSION_MAX_WAIT_S": "0.3",  # the simulator's Retry-After 1 s: back to the queue
+    "SWARM_ADMISSION_MAX_COUNTDOWN_S": "0.5",  # a sub-second countdown
+    "SWARM_NODES_PER_TASK": "1",
+}
+LIMITED = "[[sim:status=429]]"
+
+
+def test_requeued_nodes_come_back_to_their_own_queue_after_a_sub_second_countdown(
+    redis_server,  # type: ignore[no-untyped-def]
+    tmp_logs: Path,
+) -> None:
+    with rabbit.vhost() as url, fault_stack(redis_server, tmp_logs, SIM_ARGS, REQUEUE, url) as qs:
+        client = qs.client()
+        model, aggregation = (
+            client.catalog.models["gemini-2.5-flash"],
+            client.catalog.route("aggregate"),
+        )
+        assert model.queue != aggregation.queue
+        workers = {}
+        for name, queue in (("model", model.queue), ("aggregation", aggregation.queue)):
+            workers[name] = procs.start_celery_worker(qs.env, queue, 1, f"{name}@%h", tmp_logs)
+            qs.stack.workers.append(workers[name])
+        texts = [f"input {i} {LIMITED if i < 2 else ''}" for i in range(4)]
+        items = [InputItem(ref=f"in-{i}", text=text) for i, text in enumerate(texts)]
+        handle = client.submit(items, "Summarise", model="gemini-2.5-flash",
+                               aggregate_instruction="Merge.")  # fmt: skip
+        report = handle.wait(timeout=120)
+        limited = [node for node in report["nodes"] if node["error_kind"] == "rate_limited"]
+        assert report["succeeded"] == 2 and len(limited) == 2
+        assert all(node["attempts"] == 2 for node in limited)  # one requeue each
+        runs = re.compile(rf"Task swarm\.subagent\[({re.escape(handle.id)}-[^\]]+)\] received")
+        on_model = runs.findall(workers["model"].log_text())
+        assert len(on_model) == 4 + 2, on_model  # 4 nodes, 2 of them requeued once
+        assert runs.findall(workers["aggregation"].log_text()) == []
 
 
 def test_a_producer_sends_countdowns_before_any_worker_and_retries_keep_their_queue() -> None:
