@@ -1,7 +1,8 @@
 """``python -m llama_cpp.server`` that also writes the usage of every completion it
 computes to the JSON-lines file named by ``LLAMA_USAGE_LOG``: the server's own counts,
 including answers computed for a client that had given up waiting (the real_llm tests
-compare them with swarm's ledger). Arguments are the server's."""
+compare them with swarm's ledger), and a line per completion started and ended to
+``LLAMA_CALLS_LOG`` (idle when they are as many). Arguments are the server's."""
 
 from __future__ import annotations
 
@@ -20,7 +21,11 @@ _compute = llama_cpp.Llama.create_chat_completion
 
 @functools.wraps(_compute)
 def _counted(self: Any, *args: Any, **kwargs: Any) -> Any:
-    result = _compute(self, *args, **kwargs)
+    _log_call("start")
+    try:
+        result = _compute(self, *args, **kwargs)
+    finally:
+        _log_call("end")
     usage = result.get("usage") if isinstance(result, dict) else None
     if usage:
         line = json.dumps({"prompt_tokens": usage["prompt_tokens"],
@@ -29,6 +34,11 @@ def _counted(self: Any, *args: Any, **kwargs: Any) -> Any:
         with _lock, open(os.environ["LLAMA_USAGE_LOG"], "a") as out:
             out.write(line + "\n")
     return result
+
+
+def _log_call(event: str) -> None:
+    with _lock, open(os.environ["LLAMA_CALLS_LOG"], "a") as out:
+        out.write(event + "\n")
 
 
 llama_cpp.Llama.create_chat_completion = _counted  # type: ignore[method-assign]
