@@ -17,6 +17,12 @@ from swarm.errors import ConfigError, MissingKeyError
 _PLACEHOLDER = re.compile(r"^(YOUR[_-].*|.*[_-]HERE|<.*>|changeme|x+|\.\.\.)$", re.IGNORECASE)
 
 
+GRACE_TIMEOUTS = 10
+"""Default overtime grace, in node timeouts: on a one-slot server (llama.cpp) an abandoned
+request waits behind the others, each retry's among them (issue 18's real run: prefills of
+85 s on a loaded machine, several queued)."""
+
+
 class Settings(BaseSettings):
     """Every knob of a producer or worker; immutable once read."""
 
@@ -39,7 +45,7 @@ class Settings(BaseSettings):
     abandoned_grace_s: float | None = Field(default=None, ge=0)
     """A call that times out at node_timeout_s raises the timeout as always, but its request
     keeps reading this much longer (swarm.calls.overtime): a gateway that finishes it anyway
-    (llama.cpp does, a hosted one bills it) has its answer billed in the ledger. None = 3 x
+    (llama.cpp does, a hosted one bills it) has its answer billed in the ledger. None = 10 x
     node_timeout_s; 0 = off (the connection closes at the timeout)."""
     abandoned_max: int = Field(default=64, ge=0)
     """Requests per process sent so that they may be read past their deadline (each takes a
@@ -158,7 +164,7 @@ class Settings(BaseSettings):
     def overtime_grace_s(self) -> float:
         """How long past its deadline a request is read (SWARM_ABANDONED_GRACE_S)."""
         if self.abandoned_grace_s is None:
-            return 3 * self.node_timeout_s
+            return GRACE_TIMEOUTS * self.node_timeout_s
         return self.abandoned_grace_s
 
     @property

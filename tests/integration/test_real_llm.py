@@ -38,7 +38,7 @@ N_CTX = 4096
 JOB_TIMEOUT_S = 3600.0
 SETTLE_S = 600.0
 """How long after the job the ledger may take to bill the late answers (a call's grace is
-three node timeouts, 135 s, and the one-slot server computes them one after another)."""
+ten node timeouts, 450 s, and the one-slot server computes them one after another)."""
 
 
 def locate_model() -> Path:
