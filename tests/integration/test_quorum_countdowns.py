@@ -25,7 +25,7 @@ from swarm.settings import Settings
 pytestmark = pytest.mark.integration
 
 QUORUM = {"SWARM_QUORUM_QUEUES": "true"}
-LATE_S = 30
+LATE_S = 15
 """Countdown of the task that must not hold the worker: far longer than the plain job takes."""
 SIM_ARGS = ["--latency-ms", "50", "--seed", "3"]
 
