@@ -36,9 +36,9 @@ pytestmark = pytest.mark.real_llm
 GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 N_CTX = 4096
 JOB_TIMEOUT_S = 3600.0
-SETTLE_S = 600.0
-"""How long after the job the ledger may take to bill the late answers (a call's grace is
-ten node timeouts, 450 s, and the one-slot server computes them one after another)."""
+SETTLE_S = 480.0
+"""How long after the job the ledger may take to bill the late answers: a call's overtime
+grace (ten node timeouts, 450 s) and a margin; no request is read after that."""
 
 
 def locate_model() -> Path:
@@ -84,11 +84,14 @@ class Llama:
 def assert_billed_what_the_server_answered(
     handle: SwarmHandle, llama: Llama, before: int
 ) -> dict[str, Any]:
-    """The ledger bills every completion the server computed for the job, answers that came
-    after their call had timed out included (read past the deadline, swarm.calls.overtime):
-    polled until the server is idle and the report (with ``late_calls``) counts as many
-    calls as the server computed, or SETTLE_S went by; then the counts and usage must be
-    equal. Returns the report as finally read."""
+    """The ledger bills the completions the server computed for the job, answers that came
+    after their call had timed out included (read past the deadline for the overtime grace,
+    swarm.calls.overtime): polled until the server is idle and the report (with
+    ``late_calls``) counts as many calls as the server computed, or until SETTLE_S after
+    the job (then no request can still be read). The server finishes an abandoned request
+    even after the grace (a one-slot server reaches a queued one minutes later): at most
+    one unbilled completion per attempt that failed; with none unbilled the usage is equal.
+    Returns the report as finally read."""
     deadline = time.monotonic() + SETTLE_S
     while True:
         report, computed = handle.report(), llama.counted()[before:]
@@ -98,11 +101,13 @@ def assert_billed_what_the_server_answered(
             break
         time.sleep(1.0)
     usage, server = report["usage"], server_usage(computed)
-    late = report.get("late_calls", 0)
+    failed_attempts = sum(node["attempts"] for node in report["nodes"]) - len(report["nodes"])
+    late, unbilled = report.get("late_calls", 0), len(computed) - billed
     print(f"billed {billed} completions (late_calls {late}), the server computed "
-          f"{len(computed)}; usage {usage} against the server's {server}")  # fmt: skip
-    assert billed == len(computed)
-    assert server == {k: usage[k] for k in server}
+          f"{len(computed)}: {unbilled} unbilled; usage {usage}, server {server}")  # fmt: skip
+    assert 0 <= unbilled <= max(failed_attempts, 0)
+    if unbilled == 0:
+        assert server == {k: usage[k] for k in server}
     return report
 
 
