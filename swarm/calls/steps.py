@@ -167,8 +167,10 @@ def late_answer(ctx: CallContext, request: CallRequest, outcome: Answer | BaseEx
     """A request that ended after its node's deadline (swarm.calls.overtime): what the
     gateway billed it goes to the ledger like a hedge loser's (``CallGuard.bill``: counted
     once by its call id, never stored as the call's answer, so a run that lost its claim
-    still counts it, as issue 15's fencing does), to the listener (metrics), and its
-    latency to the model's pace (how long such an answer really takes)."""
+    still counts it, as issue 15's fencing does) and to the listener (metrics). Not to the
+    model's pace: its latency is mostly time queued behind other requests at a server that
+    kept computing what its clients had left (fed in, a one-slot llama.cpp server's paces
+    fell until answers were capped at the 32-token minimum)."""
     usage = outcome.usage if isinstance(outcome, Answer) else billed_usage(outcome)
     if usage == Usage():
         log.debug("overtime: %s ended late with nothing billed: %r", request.model.name, outcome)
@@ -177,8 +179,6 @@ def late_answer(ctx: CallContext, request: CallRequest, outcome: Answer | BaseEx
               request.model.name, latency_s, usage)  # fmt: skip
     ctx.guard.bill(usage)
     safely(ctx.rt.listener.late_answer, request.model.name, usage, latency_s)
-    if not (isinstance(outcome, Answer) and outcome.usage_missing):
-        feed_pace(ctx.rt, request, usage, latency_s)
 
 
 def feed_pace(rt: Runtime, request: CallRequest, usage: Usage, latency_s: float) -> None:
