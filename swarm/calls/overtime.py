@@ -12,8 +12,11 @@ the node's, exactly as before. At the deadline the node raises the same timeout 
 before (``openai.APITimeoutError``), so retries, pacing's ``timed_out``, admission and
 hedging behave as they did; the request itself keeps reading for up to ``grace_s`` more
 (its HTTP read timeout is the deadline plus the grace), and an answer that arrives is
-handed to ``late`` (swarm.calls.steps bills it in the ledger like a hedge's loser, counts it
-in metrics and feeds it to pacing).
+handed to ``late`` (swarm.calls.steps bills it in the ledger like a hedge's loser and counts
+it in metrics). The timeout error raised at the deadline is a ``StillReading``: admission
+(swarm.calls.admission.gate) keeps the call's permits until the request has ended, since the
+gateway is still computing it (a one-slot server is sent nothing more meanwhile, so an
+abandoned request is not left queued behind new ones past its grace, unbilled).
 
 Bounded: at most ``max_requests`` requests per process are sent this way (each takes a
 thread and a connection while in flight, a late one for up to ``grace_s``); beyond that,
@@ -48,6 +51,8 @@ node timeout) and returns its answer."""
 Late = Callable[[Answer | BaseException, float], None]
 """Told how a request ended after its node's deadline (its answer, or why it failed) and
 its latency in seconds; runs on the overtime thread."""
+Ended = Callable[[Answer | BaseException], None]
+"""Told how a request the node stopped waiting for ended (``StillReading.when_ended``)."""
 
 
 def _held_lock() -> threading.Lock:
@@ -70,6 +75,28 @@ class _Pending:
     outcome: Answer | BaseException | None = None
     abandoned: bool = False
     """Set by the node when it stopped waiting (under ``lock``)."""
+    on_end: list[Ended] = field(default_factory=list)
+    """Told how the request ended, once it has (``StillReading.when_ended``; under ``lock``)."""
+
+
+class StillReading(openai.APITimeoutError):
+    """The node's timeout for a request that goes on in overtime (an ``APITimeoutError``
+    like any other to retries and pacing); ``when_ended`` says when the request ends."""
+
+    def __init__(self, pending: _Pending) -> None:
+        super().__init__(request=_REQUEST)
+        self._pending = pending
+
+    def when_ended(self, ended: Ended) -> None:
+        """``ended`` is called with the request's answer or error once it has ended: on the
+        overtime thread, or now when it already has."""
+        pending = self._pending
+        with pending.lock:
+            if pending.outcome is None:
+                pending.on_end.append(ended)
+                return
+            outcome = pending.outcome
+        _tell(ended, outcome)
 
 
 class Overtime:
@@ -107,7 +134,7 @@ class Overtime:
             if pending.abandoned:
                 log.debug("overtime: request past its %.0f s deadline, read %.0f s more",
                           deadline_s, self.grace_s)  # fmt: skip
-                raise openai.APITimeoutError(request=_REQUEST)
+                raise StillReading(pending)
         outcome = pending.outcome
         if isinstance(outcome, BaseException):
             raise outcome
@@ -140,10 +167,19 @@ def _run(pending: _Pending) -> None:
         outcome = exc
     with pending.lock:
         pending.outcome = outcome
-        abandoned = pending.abandoned
+        abandoned, on_end = pending.abandoned, list(pending.on_end)
     pending.done.release()
     if abandoned:
         _tell_late(pending, outcome)
+    for ended in on_end:  # after the late answer is billed
+        _tell(ended, outcome)
+
+
+def _tell(ended: Ended, outcome: Answer | BaseException) -> None:
+    try:
+        ended(outcome)
+    except Exception:
+        log.warning("overtime: handling a request's end failed (ignored)", exc_info=True)
 
 
 def _tell_late(pending: _Pending, outcome: Answer | BaseException) -> None:

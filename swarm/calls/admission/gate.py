@@ -16,6 +16,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import replace
+from functools import partial
 
 from swarm.calls.admission.base import (
     RATE_REFUSALS,
@@ -25,6 +26,7 @@ from swarm.calls.admission.base import (
     Permit,
 )
 from swarm.calls.admission.feedback import exhausted_of, pause_of
+from swarm.calls.overtime import StillReading
 from swarm.calls.request import Answer
 from swarm.calls.retry_policy import classify
 from swarm.catalog import ModelSpec
@@ -168,10 +170,26 @@ class Gate:
         try:
             answer = attempt()
         except BaseException as exc:
-            self.settle(permit, error=exc)
+            if isinstance(exc, StillReading):  # the gateway is still computing it
+                exc.when_ended(partial(self._settle_abandoned, permit, exc))
+            else:
+                self.settle(permit, error=exc)
             raise
         self.settle(permit, answer=answer)
         return answer
+
+    def _settle_abandoned(
+        self, permit: Permit, error: BaseException, ended: Answer | BaseException
+    ) -> None:
+        """Finish the permit of a request that timed out but went on (swarm.calls.overtime)
+        once it has ended: until then the gateway is still computing it, so it counts in
+        flight and a one-slot server is sent nothing more. It ends as the timeout it was to
+        the node, charged the tokens of a late answer."""
+        tokens = ended.usage.total_tokens if isinstance(ended, Answer) else 0
+        log.debug("admission: %s's abandoned request ended (%s): its permit is back",
+                  self.spec.name, type(ended).__name__)  # fmt: skip
+        outcome = outcome_of_error(error, time.time(), at_limit=permit.at_limit)
+        self.controller.finish(self.spec, permit, replace(outcome, used_tokens=tokens))
 
     def settle(
         self,

@@ -10,7 +10,7 @@ from collections.abc import Callable
 import openai
 import pytest
 
-from swarm.calls.overtime import Overtime
+from swarm.calls.overtime import Overtime, StillReading
 from swarm.calls.request import Answer
 from swarm.calls.retry_policy import BadResponseError, classify
 from swarm.records import ErrorKind, Usage
@@ -144,3 +144,22 @@ def test_settings_default_the_grace_to_ten_node_timeouts() -> None:
     off = Overtime.from_settings(Settings(abandoned_grace_s=0))
     assert not off.enabled
     assert Overtime.from_settings(Settings(abandoned_max=0)).enabled is False
+
+
+def test_the_nodes_timeout_says_when_the_request_ends() -> None:
+    overtime, lates = Overtime(grace_s=30, max_requests=2), Lates()
+    release = threading.Event()
+    send, _ = held(release)
+    with pytest.raises(StillReading) as raised:
+        overtime.send(send, 0.05, lates)
+    ended: list[Answer | BaseException] = []
+    raised.value.when_ended(ended.append)
+    assert ended == []  # the gateway is still computing it
+    release.set()
+    assert lates.told.wait(WAIT_S)
+    deadline = time.monotonic() + WAIT_S
+    while not ended and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert ended == [ANSWER]
+    raised.value.when_ended(ended.append)  # asked once it has ended: told at once
+    assert ended == [ANSWER, ANSWER]

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import threading
+import time
+
 import httpx2
 import openai
 import pytest
 
 from swarm.calls.admission import AdmissionPolicy, MemoryAdmission, Outcome
 from swarm.calls.admission.gate import Gate, outcome_of_error, wait_or_requeue
+from swarm.calls.overtime import Overtime
 from swarm.calls.request import Answer
 from swarm.catalog import load_catalog
 from swarm.errors import RetryLater, SwarmError
@@ -157,3 +161,29 @@ def test_a_call_that_waited_for_a_rate_limits_slot_is_at_the_limit() -> None:
                 may_requeue=False, sleep=lambda s: None)  # fmt: skip
     assert not gate.acquire().at_limit  # the bucket had room
     assert gate.acquire().at_limit  # refused for rps (no reserve), then admitted
+
+
+def test_a_request_read_past_its_deadline_keeps_its_permit_until_it_ends() -> None:
+    model = load_catalog().model("kimi-k2.5").model_copy(update={"max_inflight": 1})
+    ctl = MemoryAdmission(AdmissionPolicy())
+    gate = Gate(ctl, model, "job", 10, max_wait_s=0.0, max_countdown_s=60.0,
+                may_requeue=True, sleep=lambda _: None)  # fmt: skip
+    overtime, release = Overtime(grace_s=30, max_requests=1), threading.Event()
+    late = Answer("late", Usage(prompt_tokens=30, completion_tokens=20), "stop")
+
+    def request(read_timeout_s: float | None) -> Answer:
+        assert release.wait(10.0)
+        return late
+
+    with pytest.raises(openai.APITimeoutError):  # the node times out as before
+        gate.call(lambda: overtime.send(request, 0.05, lambda outcome, latency_s: None))
+    assert ctl.counters(model).inflight == 1  # the one-slot gateway is still computing it
+    with pytest.raises(RetryLater) as info:  # waits for it, back in the queue
+        gate.call(lambda: late)
+    assert info.value.reason == "inflight"
+    release.set()
+    deadline = time.monotonic() + 10.0
+    while ctl.counters(model).inflight and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert ctl.counters(model).inflight == 0
+    assert gate.call(lambda: late) == late
