@@ -17,10 +17,14 @@ from swarm.errors import ConfigError, MissingKeyError
 _PLACEHOLDER = re.compile(r"^(YOUR[_-].*|.*[_-]HERE|<.*>|changeme|x+|\.\.\.)$", re.IGNORECASE)
 
 
-GRACE_TIMEOUTS = 10
-"""Default overtime grace, in node timeouts: on a one-slot server (llama.cpp) an abandoned
-request waits behind the others, each retry's among them (issue 18's real run: prefills of
-85 s on a loaded machine, several queued)."""
+GRACE_TIMEOUTS = 40
+"""Default overtime grace, in node timeouts (30 min at 45 s): on a one-slot server
+(llama.cpp) the first wave of a job, sent before any answer told its speed, is computed one
+after the other, and an abandoned request is reached only when those ahead of it are done
+(issue 18's real run: the 15th of 20 after more than the 450 s of ten node timeouts, so it
+went unbilled). A hosted gateway ends a request long before (its own request timeout), so
+the bound only matters against one that never answers.
+"""
 
 
 class Settings(BaseSettings):
@@ -45,7 +49,7 @@ class Settings(BaseSettings):
     abandoned_grace_s: float | None = Field(default=None, ge=0)
     """A call that times out at node_timeout_s raises the timeout as always, but its request
     keeps reading this much longer (swarm.calls.overtime): a gateway that finishes it anyway
-    (llama.cpp does, a hosted one bills it) has its answer billed in the ledger. None = 10 x
+    (llama.cpp does, a hosted one bills it) has its answer billed in the ledger. None = 40 x
     node_timeout_s; 0 = off (the connection closes at the timeout)."""
     abandoned_max: int = Field(default=64, ge=0)
     """Requests per process sent so that they may be read past their deadline (each takes a

@@ -139,8 +139,8 @@ def test_threads_are_reused_never_more_than_the_bound() -> None:
     assert len({n for n in names if n.startswith("overtime-")}) <= 3
 
 
-def test_settings_default_the_grace_to_ten_node_timeouts() -> None:
-    assert Overtime.from_settings(Settings(node_timeout_s=10)).grace_s == 100.0
+def test_settings_default_the_grace_to_forty_node_timeouts() -> None:
+    assert Overtime.from_settings(Settings(node_timeout_s=10)).grace_s == 400.0
     off = Overtime.from_settings(Settings(abandoned_grace_s=0))
     assert not off.enabled
     assert Overtime.from_settings(Settings(abandoned_max=0)).enabled is False
