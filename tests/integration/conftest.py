@@ -6,7 +6,8 @@ Redis policy (see the developer guide):
 * By default the session starts its own ``redis-server`` on a free 127.0.0.1 port with a temp
   data dir; the machine's Redis on 6379 is never touched.
 * If ``SWARM_TEST_REDIS_URL`` is set, that server is used instead, and **the db in that URL is
-  FLUSHDB'd before every test that uses ``redis_url``** (other dbs there are left alone).
+  FLUSHDB'd before every test that uses ``redis_url``** (other dbs there are left alone); one
+  process only (``./ops/test -n 0``): xdist processes would flush each other's data.
 * If Redis cannot be had: the tests fail under ``CI=true`` and are skipped (with the reason)
   elsewhere.
 """
@@ -17,13 +18,16 @@ import os
 import sys
 from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import procs
+
+if TYPE_CHECKING:
+    from faults import FaultStack
 
 _HERE = Path(__file__).resolve().parent
 _LOGS_KEY = pytest.StashKey[Path]()
@@ -51,6 +55,9 @@ def redis_server(
     import redis
 
     external = os.environ.get("SWARM_TEST_REDIS_URL")
+    if external and int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1:
+        # Every xdist process would flush the same db under the others' tests.
+        procs.unavailable("SWARM_TEST_REDIS_URL is one db for every xdist process: add -n 0")
     if external:
         server = procs.ExternalRedis(external)
         c = server.client(socket_connect_timeout=3)
@@ -152,3 +159,24 @@ def rabbit_url() -> Iterator[str]:
 
     with rabbit.vhost() as url:
         yield url
+
+
+# -- a module's fault stack on each broker -----------------------------------------------------
+@pytest.fixture(scope="module", params=["redis", "amqp"])
+def broker_fs(
+    request: pytest.FixtureRequest,
+    redis_server: procs.RedisServer | procs.ExternalRedis,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[FaultStack]:
+    """The module's fault stack (faults.fault_stack) on the Redis broker, then behind the
+    session's RabbitMQ vhost (the job store stays on Redis). The module says what it runs in
+    ``BROKER_STACK = faults.BrokerStack(...)``; its tests run once per broker."""
+    from faults import BrokerStack, fault_stack
+
+    spec = getattr(request.module, "BROKER_STACK", None)
+    if not isinstance(spec, BrokerStack):
+        raise TypeError(f"{request.module.__name__} uses broker_fs without a BROKER_STACK")
+    logs = tmp_path_factory.mktemp(f"{spec.name}-{request.param}")
+    url = request.getfixturevalue("rabbit_url") if request.param == "amqp" else None
+    with fault_stack(redis_server, logs, list(spec.sim_args), dict(spec.env), url) as stack:
+        yield stack

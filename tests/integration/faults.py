@@ -7,7 +7,7 @@ import contextlib
 import re
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -84,6 +84,17 @@ class FaultStack:
             if name not in keep:
                 proc.terminate(30)
                 del self.named[name]
+
+
+@dataclass(frozen=True)
+class BrokerStack:
+    """What a module's stack on each broker runs (its ``BROKER_STACK``, read by the
+    ``broker_fs`` fixture of tests/integration/conftest.py)."""
+
+    name: str
+    """Prefix of the stack's log folder."""
+    sim_args: tuple[str, ...]
+    env: Mapping[str, str]
 
 
 @contextlib.contextmanager

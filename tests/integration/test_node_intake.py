@@ -13,13 +13,12 @@ its nodes cost less than its node threads, and that message may bring a whole ba
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import procs
 import pytest
 import rabbit
-from faults import FaultStack, fault_stack, nodes_of, task_lines, wait_until
+from faults import BrokerStack, FaultStack, fault_stack, nodes_of, task_lines, wait_until
 
 from swarm.records import InputItem
 
@@ -33,18 +32,8 @@ MOST_HELD = NODE_THREADS - 1 + NODES_PER_TASK
 SIM_ARGS = ["--latency-ms", "2000", "--seed", "15"]
 AGGREGATE = "Merge. [[sim:latency_ms=10]]"
 WORKER_ENV = {"SWARM_NODE_THREADS": str(NODE_THREADS), "SWARM_NODES_PER_TASK": "8"}
-
-
-@pytest.fixture(scope="module", params=["redis", "amqp"])
-def fs(
-    request: pytest.FixtureRequest,
-    redis_server,  # type: ignore[no-untyped-def]
-    tmp_path_factory: pytest.TempPathFactory,
-) -> Iterator[FaultStack]:
-    logs = tmp_path_factory.mktemp(f"intake-{request.param}")
-    url = request.getfixturevalue("rabbit_url") if request.param == "amqp" else None
-    with fault_stack(redis_server, logs, SIM_ARGS, WORKER_ENV, url) as stack:
-        yield stack
+BROKER_STACK = BrokerStack("intake", tuple(SIM_ARGS), WORKER_ENV)
+"""The stack of ``broker_fs`` (tests/integration/conftest.py), on each broker."""
 
 
 def held(worker: procs.Proc, job_id: str, node_ids: list[str], done: set[str]) -> int:
@@ -65,8 +54,8 @@ class Sampler:
     the samples where one worker held nothing while another held more than its node
     threads can run (a backlog the idle worker could have taken)."""
 
-    def __init__(self, fs: FaultStack, workers: list[procs.Proc], job_id: str) -> None:
-        self.store, self.workers, self.job_id = fs.client().store, workers, job_id
+    def __init__(self, broker_fs: FaultStack, workers: list[procs.Proc], job_id: str) -> None:
+        self.store, self.workers, self.job_id = broker_fs.client().store, workers, job_id
         self.most = [0] * len(workers)
         self.dry_while_backlog = 0
         self.samples = 0
@@ -105,38 +94,39 @@ def items(n: int, latency_ms: int | None = None) -> list[InputItem]:
     ]
 
 
-def test_a_worker_holds_no_more_nodes_than_its_node_threads(fs: FaultStack) -> None:
+def test_a_worker_holds_no_more_nodes_than_its_node_threads(broker_fs: FaultStack) -> None:
     # 32 nodes in 4 messages of 8, one worker with 4 task threads and 8 node threads:
     # Celery's prefetch (4 messages) would take all 32 nodes at once; the node count lets
     # it hold one message while its 8 calls run, and 3 stay queued for other workers.
-    fs.stop_others(["solo"])
-    (worker,) = fs.ensure_workers(["solo"], TASK_THREADS)
-    fs.stack.reset_stats()
-    handle = fs.client().submit(items(32), "Review", aggregate_instruction=AGGREGATE)
-    wait_until(lambda: int(fs.stack.stats()["inflight"]) >= NODE_THREADS, 60, "8 calls")
-    inflight = int(fs.stack.stats()["inflight"])
+    broker_fs.stop_others(["solo"])
+    (worker,) = broker_fs.ensure_workers(["solo"], TASK_THREADS)
+    broker_fs.stack.reset_stats()
+    handle = broker_fs.client().submit(items(32), "Review", aggregate_instruction=AGGREGATE)
+    wait_until(lambda: int(broker_fs.stack.stats()["inflight"]) >= NODE_THREADS, 60, "8 calls")
+    inflight = int(broker_fs.stack.stats()["inflight"])
     received = task_lines(worker.log_text(), handle.id, "received")
     assert (inflight, len(received)) == (NODE_THREADS, 1)
 
     report = handle.wait(timeout=120)
     assert report["status"] == "succeeded"
     assert sum(1 for node in report["nodes"] if node["status"] == "ok") == 32
-    assert fs.stack.stats()["max_inflight_seen"] <= NODE_THREADS + 1  # + the aggregation
+    assert broker_fs.stack.stats()["max_inflight_seen"] <= NODE_THREADS + 1  # + the aggregation
 
 
-def test_two_workers_share_a_job_of_multi_node_messages(fs: FaultStack) -> None:
+def test_two_workers_share_a_job_of_multi_node_messages(broker_fs: FaultStack) -> None:
     # 96 nodes in 12 messages of 8 on two workers, calls of 0.5-1.5 s: Celery's prefetch
     # would give each worker 4 messages (32 nodes for 8 node threads) and leave one idle
     # while the other still queues nodes; the node count keeps each at MOST_HELD or less.
-    workers = fs.ensure_workers(["a", "b"], TASK_THREADS)
-    fs.stop_others(["a", "b"])
-    handle = fs.client().submit(items(96, 1000), "Review", aggregate_instruction=AGGREGATE)
-    with Sampler(fs, workers, handle.id) as sampler:
+    workers = broker_fs.ensure_workers(["a", "b"], TASK_THREADS)
+    broker_fs.stop_others(["a", "b"])
+    handle = broker_fs.client().submit(items(96, 1000), "Review", aggregate_instruction=AGGREGATE)
+    with Sampler(broker_fs, workers, handle.id) as sampler:
         report = handle.wait(timeout=180)
     assert report["status"] == "succeeded"
     shares = [ran(w, handle.id, sampler.node_ids) for w in workers]
+    scheme = broker_fs.stack.broker_url.split(":")[0]
     print(
-        f"\nFIGURE node-intake {fs.stack.broker_url.split(':')[0]}: most_held={sampler.most} "
+        f"\nFIGURE node-intake {scheme}: most_held={sampler.most} "
         f"(bound {MOST_HELD}) nodes_run={shares} dry_while_backlog_samples="
         f"{sampler.dry_while_backlog}/{sampler.samples} wall_s={report['wall_s']:.1f}"
     )

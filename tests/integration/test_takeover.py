@@ -20,14 +20,21 @@ import re
 import signal
 import time
 from collections import Counter
-from collections.abc import Iterator
 from typing import Any
 
 import procs
 import proxy
 import pytest
 import redis
-from faults import FaultStack, aggregate_runs, fault_stack, inputs, nodes_of, task_lines, wait_until
+from faults import (
+    BrokerStack,
+    FaultStack,
+    aggregate_runs,
+    inputs,
+    nodes_of,
+    task_lines,
+    wait_until,
+)
 
 from swarm.client import SwarmClient
 from workers.leases import LEASED_TASKS
@@ -53,43 +60,31 @@ which no lease covers yet (one CI run in a few lost a node that way for the whol
 Calls take 1 s, so nothing running is delivered twice; take-overs come from the leases."""
 FAULT_S = 5 * LEASE_S
 """How long a worker stays frozen or cut off: several leases."""
+BROKER_STACK = BrokerStack(
+    "takeover",
+    ("--latency-ms", str(LATENCY_MS), "--seed", "15"),
+    {"SWARM_LEASE_S": str(LEASE_S), **BACKSTOP},
+)
+"""The stack of ``broker_fs`` (tests/integration/conftest.py), on each broker."""
 SETTLED = "(?:succeeded|ignored|raised|retry|reject)"
 """How a worker log ends a task run (Celery's trace lines)."""
 
 
-@pytest.fixture(scope="module", params=["redis", "amqp"])
-def fs(
-    request: pytest.FixtureRequest,
-    redis_server,  # type: ignore[no-untyped-def]
-    tmp_path_factory: pytest.TempPathFactory,
-) -> Iterator[FaultStack]:
-    logs = tmp_path_factory.mktemp(f"takeover-{request.param}")
-    sim_args = ["--latency-ms", str(LATENCY_MS), "--seed", "15"]
-    env = {"SWARM_LEASE_S": str(LEASE_S), **BACKSTOP}
-    if request.param == "redis":
-        with fault_stack(redis_server, logs, sim_args, env) as stack:
-            yield stack
-        return
-    url = request.getfixturevalue("rabbit_url")
-    with fault_stack(redis_server, logs, sim_args, env, url) as stack:
-        yield stack
-
-
-def held_nodes(fs: FaultStack, log: str, job_id: str) -> set[str]:
+def held_nodes(broker_fs: FaultStack, log: str, job_id: str) -> set[str]:
     """Nodes of the tasks a worker received and had not finished."""
     held = task_lines(log, job_id, "received") - task_lines(log, job_id, "succeeded")
-    node_ids = list(fs.client().store.spec(job_id).node_ids)
-    envelopes = {env.node_id for env in fs.client().store.envelopes(job_id)}
+    node_ids = list(broker_fs.client().store.spec(job_id).node_ids)
+    envelopes = {env.node_id for env in broker_fs.client().store.envelopes(job_id)}
     return nodes_of(held, job_id, node_ids) - envelopes
 
 
-def store_redis(fs: FaultStack) -> redis.Redis:
+def store_redis(broker_fs: FaultStack) -> redis.Redis:
     """A client on the job store's Redis db; close it."""
-    url = fs.env.get("SWARM_RESULT_URL") or procs.with_db(fs.stack.broker_url, 1)
+    url = broker_fs.env.get("SWARM_RESULT_URL") or procs.with_db(broker_fs.stack.broker_url, 1)
     return redis.Redis.from_url(url, decode_responses=True)
 
 
-def leased(fs: FaultStack, worker: procs.Proc, job_id: str) -> bool:
+def leased(broker_fs: FaultStack, worker: procs.Proc, job_id: str) -> bool:
     """True once the worker runs tasks of the job and holds a lease on every one it received
     and has not finished (a message received during a fault has none: only the broker's
     redelivery, after the 900 s visibility timeout on Redis, would bring it back)."""
@@ -97,7 +92,7 @@ def leased(fs: FaultStack, worker: procs.Proc, job_id: str) -> bool:
     open_ids = task_lines(log, job_id, "received") - task_lines(log, job_id, SETTLED)
     if not open_ids:
         return False
-    r = store_redis(fs)
+    r = store_redis(broker_fs)
     try:
         keys = [f"swarm:{{job:{job_id}}}:task:{task_id}" for task_id in open_ids]
         return bool(r.exists(*keys) == len(keys))
@@ -105,11 +100,10 @@ def leased(fs: FaultStack, worker: procs.Proc, job_id: str) -> bool:
         r.close()
 
 
-def delivered(fs: FaultStack, job_id: str) -> int:
+def delivered(broker_fs: FaultStack, job_id: str) -> int:
     """How many of the job's sub-agent tasks some worker's log shows received."""
-    return len(
-        set().union(*(task_lines(w.log_text(), job_id, "received") for w in fs.stack.workers))
-    )
+    logs = [w.log_text() for w in broker_fs.stack.workers]
+    return len(set().union(*(task_lines(log, job_id, "received") for log in logs)))
 
 
 def idle(client: SwarmClient, worker: procs.Proc, job_id: str) -> bool:
@@ -144,20 +138,23 @@ def settled_in_log(log: str, job_id: str) -> bool:
     return all(ended[task_id] >= runs for task_id, runs in received.items())
 
 
-def test_a_killed_worker_costs_seconds(fs: FaultStack) -> None:
-    workers = fs.ensure_workers(["w1", "w2", "w3"], THREADS)
+def test_a_killed_worker_costs_seconds(broker_fs: FaultStack) -> None:
+    workers = broker_fs.ensure_workers(["w1", "w2", "w3"], THREADS)
     victim = workers[2]
-    fs.stack.reset_stats()
-    handle = fs.client().submit(inputs(40, "kill"), "Summarise this document")
+    broker_fs.stack.reset_stats()
+    handle = broker_fs.client().submit(inputs(40, "kill"), "Summarise this document")
     # At 40% done, with calls of the victim's in flight (12 run at once, 40 in 4 rounds).
     wait_until(
-        lambda: handle.progress().done >= 16 and bool(held_nodes(fs, victim.log_text(), handle.id)),
+        lambda: (
+            handle.progress().done >= 16
+            and bool(held_nodes(broker_fs, victim.log_text(), handle.id))
+        ),
         120,
         "16 of 40 nodes done while w3 holds some",
     )
     victim.kill()  # SIGKILL: nothing acked, no lease released
     killed_at = time.monotonic()
-    in_flight = held_nodes(fs, victim.log_text(), handle.id)
+    in_flight = held_nodes(broker_fs, victim.log_text(), handle.id)
 
     report = handle.wait(timeout=300)
     recovery_s = time.monotonic() - killed_at
@@ -166,8 +163,8 @@ def test_a_killed_worker_costs_seconds(fs: FaultStack) -> None:
     # A lapsed lease was taken over (ops/bench/takeover.py measures it with the defaults).
     # The issue's bound is printed, not asserted (timings are never asserted here).
     bound_s = LATENCY_MS / 1000 * len(in_flight) / 2 + 20
-    assert aggregate_runs(fs.stack.workers, handle.id) == 1
-    stats = fs.stack.stats()
+    assert aggregate_runs(broker_fs.stack.workers, handle.id) == 1
+    stats = broker_fs.stack.stats()
     # Every node and the aggregation billed once; the gateway saw at most the killed
     # worker's in-flight calls again, and never two calls for one node at once.
     assert report["models"]["kimi-k2.5"]["calls"] == 41
@@ -178,19 +175,19 @@ def test_a_killed_worker_costs_seconds(fs: FaultStack) -> None:
         f"{stats['requests']} ledger_calls={report['models']['kimi-k2.5']['calls']} "
         f"kill_to_report_s={recovery_s:.1f} bound_s={bound_s:.1f} wall_s={report['wall_s']:.1f}"
     )
-    fs.named.pop("w3")
+    broker_fs.named.pop("w3")
 
 
-def test_a_frozen_worker_is_taken_over_and_fenced_off(fs: FaultStack) -> None:
-    workers = fs.ensure_workers(["w1", "w2", "w3"], THREADS)
+def test_a_frozen_worker_is_taken_over_and_fenced_off(broker_fs: FaultStack) -> None:
+    workers = broker_fs.ensure_workers(["w1", "w2", "w3"], THREADS)
     frozen = workers[2]
-    fs.stack.reset_stats()
-    handle = fs.client().submit(inputs(36, "freeze"), "Summarise this document")
+    broker_fs.stack.reset_stats()
+    handle = broker_fs.client().submit(inputs(36, "freeze"), "Summarise this document")
     # Freeze w3 in the last wave, once every message was received by some worker: a message
     # the Redis transport had popped for w3 but w3 had not yet received when it froze would
     # wait for the broker's redelivery (the visibility timeout), which leases do not cover.
     wait_until(
-        lambda: delivered(fs, handle.id) == 36 and leased(fs, frozen, handle.id),
+        lambda: delivered(broker_fs, handle.id) == 36 and leased(broker_fs, frozen, handle.id),
         60,
         "every message received, w3 running leased tasks",
     )
@@ -207,16 +204,16 @@ def test_a_frozen_worker_is_taken_over_and_fenced_off(fs: FaultStack) -> None:
     # w3 wakes up with answers the gateway gave it before or while it was frozen: fenced, it
     # stores none of them and no envelope, but the ledger records what the gateway billed
     # (once, by call id), and the report, written before, counts those calls as late ones.
-    client = fs.client()
+    client = broker_fs.client()
     wait_until(lambda: idle(client, frozen, handle.id), 90, "w3's runs ended after waking")
     after = client.attach(handle.id).report()
     assert after is not None and after["nodes"] == report["nodes"]
     ledger = client.store.ledger(handle.id)["kimi-k2.5"].calls
-    stats = fs.stack.stats()
+    stats = broker_fs.stack.stats()
     assert after["models"]["kimi-k2.5"]["calls"] == ledger == stats["completed"], (after, stats)
     assert after["late_calls"] == ledger - report["models"]["kimi-k2.5"]["calls"]
     assert stats["slots"]["overlaps"] == 0, stats["slots"]
-    assert aggregate_runs(fs.stack.workers, handle.id) >= 1
+    assert aggregate_runs(broker_fs.stack.workers, handle.id) >= 1
     print(
         f"\nFIGURE takeover-sigstop: stop_to_report_s={taken_over_s:.1f} gateway_requests="
         f"{stats['requests']} completed={stats['completed']} ledger_calls={ledger} "
@@ -224,14 +221,14 @@ def test_a_frozen_worker_is_taken_over_and_fenced_off(fs: FaultStack) -> None:
     )
 
 
-def test_sigterm_lets_running_calls_finish_and_loses_nothing(fs: FaultStack) -> None:
-    fs.stop_others(keep={"w1", "w2"})
-    stays, leaves = fs.ensure_workers(["w1", "w2"], THREADS)
-    fs.stack.reset_stats()
-    handle = fs.client().submit(inputs(24, "graceful [[sim:latency_ms=1000]]"), "Summarise")
+def test_sigterm_lets_running_calls_finish_and_loses_nothing(broker_fs: FaultStack) -> None:
+    broker_fs.stop_others(keep={"w1", "w2"})
+    stays, leaves = broker_fs.ensure_workers(["w1", "w2"], THREADS)
+    broker_fs.stack.reset_stats()
+    handle = broker_fs.client().submit(inputs(24, "graceful [[sim:latency_ms=1000]]"), "Summarise")
     wait_until(lambda: bool(task_lines(leaves.log_text(), handle.id, "received")), 60, "w2 running")
     code = leaves.terminate(60)  # SIGTERM: Celery's warm shutdown
-    fs.named.pop("w2")
+    broker_fs.named.pop("w2")
     assert code == 0, leaves.log_tail()
     report = handle.wait(timeout=120)
     assert report["status"] == "succeeded", report.get("error")
@@ -241,28 +238,29 @@ def test_sigterm_lets_running_calls_finish_and_loses_nothing(fs: FaultStack) -> 
     received = task_lines(leaves.log_text(), handle.id, "received")
     finished = task_lines(leaves.log_text(), handle.id, "succeeded")
     assert received <= finished | task_lines(stays.log_text(), handle.id, "succeeded")
-    stats = fs.stack.stats()
+    stats = broker_fs.stack.stats()
     assert stats["requests"] == stats["completed"] == 25 == report["models"]["kimi-k2.5"]["calls"]
     assert stats["slots"]["overlaps"] == 0
     print(f"\nFIGURE takeover-sigterm: received={len(received)} finished_there={len(finished)}")
 
 
 def test_a_worker_cut_off_from_redis_is_taken_over(
-    fs: FaultStack, request: pytest.FixtureRequest
+    broker_fs: FaultStack, request: pytest.FixtureRequest
 ) -> None:
-    fs.stop_others(keep={"w1", "w2"})
-    fs.ensure_workers(["w1", "w2"], THREADS)
-    store_url = fs.env.get("SWARM_RESULT_URL") or procs.with_db(fs.stack.broker_url, 1)
+    broker_fs.stop_others(keep={"w1", "w2"})
+    broker_fs.ensure_workers(["w1", "w2"], THREADS)
+    broker_url = broker_fs.stack.broker_url
+    store_url = broker_fs.env.get("SWARM_RESULT_URL") or procs.with_db(broker_url, 1)
     host, port = store_url.split("//")[1].split("/")[0].rsplit(":", 1)
     cut = proxy.CutProxy((host, int(port)))
     request.addfinalizer(cut.close)
     via = {"SWARM_RESULT_URL": procs.with_db(f"redis://127.0.0.1:{cut.port}/0", 1)}
-    if fs.stack.broker_url.startswith("redis"):  # the broker is that Redis too
+    if broker_fs.stack.broker_url.startswith("redis"):  # the broker is that Redis too
         via["SWARM_BROKER_URL"] = f"redis://127.0.0.1:{cut.port}/0"
-    [partitioned] = fs.ensure_workers(["w4"], THREADS, via)
-    fs.stack.reset_stats()
-    handle = fs.client().submit(inputs(36, "cut"), "Summarise this document")
-    wait_until(lambda: leased(fs, partitioned, handle.id), 60, "w4 running leased tasks")
+    [partitioned] = broker_fs.ensure_workers(["w4"], THREADS, via)
+    broker_fs.stack.reset_stats()
+    handle = broker_fs.client().submit(inputs(36, "cut"), "Summarise this document")
+    wait_until(lambda: leased(broker_fs, partitioned, handle.id), 60, "w4 running leased tasks")
     cut.cut()
     cut_at = time.monotonic()
     try:
@@ -274,11 +272,11 @@ def test_a_worker_cut_off_from_redis_is_taken_over(
     assert report["status"] == "succeeded", report.get("error")
     assert (report["succeeded"], report["failed"]) == (36, 0)
     # w4 reconnects: fenced, it stores nothing over the new holders
-    client = fs.client()
+    client = broker_fs.client()
     wait_until(lambda: idle(client, partitioned, handle.id), 90, "w4's runs ended after the cut")
     after = client.attach(handle.id).report()
     assert after is not None and after["nodes"] == report["nodes"]
-    stats = fs.stack.stats()
+    stats = broker_fs.stack.stats()
     assert stats["slots"]["overlaps"] == 0, stats["slots"]
     # Answers that reached w4 while Redis was unreachable were billed but not recorded.
     ledger = client.store.ledger(handle.id)["kimi-k2.5"].calls
@@ -288,4 +286,4 @@ def test_a_worker_cut_off_from_redis_is_taken_over(
         f"{stats['requests']} completed={stats['completed']} ledger_calls={ledger} "
         f"w4_alive={partitioned.alive}"
     )
-    fs.stop_others(keep={"w1", "w2"})
+    broker_fs.stop_others(keep={"w1", "w2"})
