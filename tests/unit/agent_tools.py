@@ -43,3 +43,4 @@ def flood(megabytes: int) -> str:
 
 
 few = [add, shout]
+none: list[object] = []

@@ -30,7 +30,9 @@ def test_toolsets_by_module_and_attribute() -> None:
     with pytest.raises(ToolsetError, match="cannot import"):
         load_toolset("no_such_pkg.tools")
     with pytest.raises(ToolsetError, match="not a @tool"):
-        load_toolset("agent_tools:CALLS")
+        load_toolset("agent_tools:time")  # a module, whatever else ran before
+    with pytest.raises(ToolsetError, match="no @tool functions"):
+        load_toolset("agent_tools:none")
     assert load_toolset("repo") == {}  # built-in: known, loaded per node
 
 
