@@ -12,6 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 import redis
 
 from swarm.calls.admission import AdmissionController, AdmissionPolicy, Unlimited
+from swarm.calls.admission.abandoned import AbandonedPermits
 from swarm.calls.admission.adaptive import RedisAdaptive
 from swarm.calls.admission.backend import BackendAdmission
 from swarm.calls.admission.limits import key_prefix
@@ -135,6 +136,7 @@ def from_settings(settings: Settings) -> Runtime:
         windows=SharedWindows(learned, f"{key_prefix(settings.base_url, 'learned')}:windows"),
         pacing=SharedPacing(learned, f"{key_prefix(settings.base_url, 'learned')}:paces"),
         overtime=Overtime.from_settings(settings),
+        abandoned=AbandonedPermits.from_settings(settings),
     )
 
 

@@ -72,6 +72,7 @@ def gate_for(rt: Runtime, request: CallRequest) -> Gate:
         max_countdown_s=settings.admission_max_countdown_s,
         may_requeue=request.may_requeue,
         reserve_s=settings.admission_reserve_s,
+        abandoned=rt.abandoned,
     )
 
 

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 import openai
 
+from swarm.calls.admission.abandoned import AbandonedPermits
 from swarm.calls.admission.base import AdmissionController, Unlimited
 from swarm.calls.context_window import LearnedWindows
 from swarm.calls.listeners import CallListener
@@ -50,6 +51,9 @@ class Runtime:
     overtime: Overtime = field(default_factory=Overtime)
     """Requests read past their node's deadline, their late answers billed
     (swarm.calls.overtime); off by default, ``Overtime.from_settings`` in a worker."""
+    abandoned: AbandonedPermits = field(default_factory=AbandonedPermits)
+    """The admission permits those requests hold until they end, or until they show they
+    hang (swarm.calls.admission.abandoned)."""
 
     def client_for(self, backend: str) -> openai.OpenAI:
         """The client that calls the models of ``backend``."""

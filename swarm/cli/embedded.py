@@ -18,6 +18,7 @@ from celery.contrib.testing.worker import TestWorkController, setup_app_for_work
 from celery.worker import state as worker_state
 
 from swarm.calls.admission import AdmissionPolicy, MemoryAdmission
+from swarm.calls.admission.abandoned import AbandonedPermits
 from swarm.calls.admission.adaptive import MemoryAdaptive
 from swarm.calls.admission.backend import BackendAdmission
 from swarm.calls.gateway import backend_clients, backend_endpoints, make_client
@@ -97,6 +98,7 @@ def embedded_swarm(
     runtime = Runtime(
         settings, catalog, store, client, admission=admission, hedger=hedger,
         backend_clients=clients, overtime=Overtime.from_settings(settings),
+        abandoned=AbandonedPermits.from_settings(settings),
     )  # fmt: skip
     worker_process.install(runtime)
     try:

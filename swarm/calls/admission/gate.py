@@ -18,12 +18,14 @@ from collections.abc import Callable
 from dataclasses import replace
 from functools import partial
 
+from swarm.calls.admission.abandoned import AbandonedPermits
 from swarm.calls.admission.base import (
     RATE_REFUSALS,
     AdmissionController,
     Decision,
     Outcome,
     Permit,
+    Refusal,
 )
 from swarm.calls.admission.feedback import exhausted_of, pause_of
 from swarm.calls.overtime import StillReading
@@ -38,6 +40,8 @@ log = logging.getLogger(__name__)
 MIN_SLEEP_S = 0.001
 MAX_JITTER_S = 0.2
 """Waiters add up to this much (or half their wait) at random, so they do not wake together."""
+COUNT_REFUSALS = frozenset({Refusal.INFLIGHT, Refusal.FAIR_SHARE})
+"""Refusals by permits out (a held permit going back can end them)."""
 
 
 def wait_or_requeue(
@@ -106,6 +110,7 @@ class Gate:
         reserve_s: float = 0.0,
         sleep: Callable[[float], None] = time.sleep,
         rand: Callable[[], float] = random.random,
+        abandoned: AbandonedPermits | None = None,
     ) -> None:
         self.controller = controller
         self.spec = spec
@@ -117,6 +122,9 @@ class Gate:
         self.reserve_s = min(reserve_s, max_wait_s)
         self.sleep = sleep
         self.rand = rand
+        self.abandoned = abandoned or AbandonedPermits()
+        """The process's permits of abandoned requests (the Runtime's; a gate's own when
+        none is given)."""
         self.budget_spent = False
         """Set by each finished attempt: the model's retry budget is spent (retry no more)."""
 
@@ -133,6 +141,8 @@ class Gate:
                     # a call that waited for a rate limit's slot comes at that limit's rate
                     return replace(permit, at_limit=True) if waited_for_rate else permit
                 continue
+            if decision.reason in COUNT_REFUSALS and self.abandoned.starved(self.spec.backend):
+                continue  # a permit held for a request that ends nothing went back
             waited_for_rate |= decision.reason in RATE_REFUSALS
             delay = wait_or_requeue(
                 decision.retry_after_s,
@@ -167,27 +177,34 @@ class Gate:
     def call(self, attempt: Callable[[], Answer]) -> Answer:
         """One admitted attempt: acquire, call, then finish with its outcome."""
         permit = self.acquire()
+        backend, sent_at = self.spec.backend, self.abandoned.clock()
         try:
             answer = attempt()
         except BaseException as exc:
             if isinstance(exc, StillReading):  # the gateway is still computing it
-                exc.when_ended(partial(self._settle_abandoned, permit, exc))
+                held = self.abandoned.hold(backend, partial(self._settle_abandoned, permit, exc))
+                exc.when_ended(held.end)
             else:
+                self.abandoned.ended(backend)
                 self.settle(permit, error=exc)
             raise
         self.settle(permit, answer=answer)
+        self.abandoned.answered(backend, sent_at)
         return answer
 
     def _settle_abandoned(
-        self, permit: Permit, error: BaseException, ended: Answer | BaseException
+        self, permit: Permit, error: BaseException, ended: Answer | BaseException | None
     ) -> None:
         """Finish the permit of a request that timed out but went on (swarm.calls.overtime)
         once it has ended: until then the gateway is still computing it, so it counts in
         flight and a one-slot server is sent nothing more. It ends as the timeout it was to
-        the node, charged the tokens of a late answer."""
+        the node, charged the tokens of a late answer. ``ended`` None: the permit goes back
+        before the request ends (swarm.calls.admission.abandoned: it hangs, or was
+        overtaken), charged nothing."""
         tokens = ended.usage.total_tokens if isinstance(ended, Answer) else 0
-        log.debug("admission: %s's abandoned request ended (%s): its permit is back",
-                  self.spec.name, type(ended).__name__)  # fmt: skip
+        if ended is not None:
+            log.debug("admission: %s's abandoned request ended (%s): its permit is back",
+                      self.spec.name, type(ended).__name__)  # fmt: skip
         outcome = outcome_of_error(error, time.time(), at_limit=permit.at_limit)
         self.controller.finish(self.spec, permit, replace(outcome, used_tokens=tokens))
 

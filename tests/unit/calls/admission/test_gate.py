@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import threading
 import time
+from dataclasses import dataclass
 
 import httpx2
 import openai
 import pytest
 
 from swarm.calls.admission import AdmissionPolicy, MemoryAdmission, Outcome
+from swarm.calls.admission.abandoned import AbandonedPermits
 from swarm.calls.admission.gate import Gate, outcome_of_error, wait_or_requeue
 from swarm.calls.overtime import Overtime
 from swarm.calls.request import Answer
-from swarm.catalog import load_catalog
+from swarm.catalog import ModelSpec, load_catalog
 from swarm.errors import RetryLater, SwarmError
 from swarm.jobs.queueing import job_priority
 from swarm.records import Usage
@@ -187,3 +189,79 @@ def test_a_request_read_past_its_deadline_keeps_its_permit_until_it_ends() -> No
         time.sleep(0.01)
     assert ctl.counters(model).inflight == 0
     assert gate.call(lambda: late) == late
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def hung_call(gate: Gate, hang: threading.Event) -> None:
+    """A call whose request the gateway never answers (until ``hang`` is set): the node
+    times out at 0.05 s and the request goes on in overtime."""
+    overtime = Overtime(grace_s=30, max_requests=1)
+
+    def request(read_timeout_s: float | None) -> Answer:
+        assert hang.wait(10.0)
+        raise openai.APITimeoutError(request=httpx2.Request("POST", "http://gw/v1"))
+
+    with pytest.raises(openai.APITimeoutError):
+        gate.call(lambda: overtime.send(request, 0.05, lambda outcome, latency_s: None))
+
+
+@dataclass
+class HungSetup:
+    """A gate on a model with ``max_inflight`` slots, a fake clock, one call hung."""
+
+    model: ModelSpec
+    ctl: MemoryAdmission
+    clock: FakeClock
+    hang: threading.Event
+    abandoned: AbandonedPermits
+    gate: Gate
+
+
+def one_call_hung(max_inflight: int) -> HungSetup:
+    model = load_catalog().model("kimi-k2.5").model_copy(update={"max_inflight": max_inflight})
+    ctl, clock, hang = MemoryAdmission(AdmissionPolicy()), FakeClock(), threading.Event()
+    abandoned = AbandonedPermits(patience_s=5.0, clock=clock)
+    gate = Gate(ctl, model, "job", 10, max_wait_s=60.0, max_countdown_s=60.0,
+                may_requeue=False, sleep=clock.sleep, abandoned=abandoned)  # fmt: skip
+    hung_call(gate, hang)
+    return HungSetup(model, ctl, clock, hang, abandoned, gate)
+
+
+LATE = Answer("late", Usage(prompt_tokens=30, completion_tokens=20), "stop")
+
+
+def test_a_hung_request_gives_its_permit_back_when_its_backend_ends_nothing() -> None:
+    h = one_call_hung(max_inflight=1)
+    model, ctl, clock, hang, abandoned, gate = h.model, h.ctl, h.clock, h.hang, h.abandoned, h.gate
+    late = LATE
+    assert ctl.counters(model).inflight == 1 and abandoned.holding(model.backend) == 1
+    assert gate.call(lambda: late) == late  # waited, then the hung request's permit went back
+    assert 5.0 <= clock.now < 6.0  # one patience of (fake) time: no progress, not its end
+    assert abandoned.holding(model.backend) == 0
+    assert ctl.counters(model).inflight == 0
+    hang.set()  # the hung request ends at last: nothing is given back twice
+    time.sleep(0.1)
+    assert ctl.counters(model).inflight == 0
+    assert gate.try_acquire() is not None and gate.try_acquire() is None  # still one slot
+
+
+def test_an_answer_to_a_request_sent_after_a_hung_one_frees_its_permit() -> None:
+    h = one_call_hung(max_inflight=2)
+    model, ctl, clock, hang, gate, late = h.model, h.ctl, h.clock, h.hang, h.gate, LATE
+    assert ctl.counters(model).inflight == 1
+    clock.now += 1.0
+    assert gate.call(lambda: late) == late  # answered: a newer request overtook the hung one
+    assert ctl.counters(model).inflight == 0 and clock.now == 1.0
+    hang.set()
+    time.sleep(0.1)
+    assert ctl.counters(model).inflight == 0
