@@ -59,7 +59,22 @@ def test_free_port_never_hands_out_a_port_twice_even_when_the_kernel_offers_it_a
 
     monkeypatch.setattr(socket, "socket", lambda *_: OneSocket())
     monkeypatch.setattr(ports, "_HANDED_OUT", set())
+    monkeypatch.setattr(ports, "listen_range", lambda: (1, 0))  # unknown: the kernel picks
     assert [free_port(), free_port(), free_port()] == [41001, 41002, 41003]
+
+
+def test_free_port_picks_below_the_ephemeral_range_never_twice(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    (tmp_path / "range").write_text("32768\t60999\n")
+    assert ports.listen_range(str(tmp_path / "range")) == (ports.LISTEN_LOW, 32767)
+    assert ports.listen_range(str(tmp_path / "missing")) == (1, 0)
+    offered = iter([21001, 21001, 6379, 21002, 21001, 21003, 21004])
+    monkeypatch.setattr(ports.random, "randint", lambda low, high: next(offered))
+    monkeypatch.setattr(ports, "listen_range", lambda: (21000, 21010))
+    monkeypatch.setattr(ports, "_bindable", lambda port: port != 21003)  # 21003 is taken
+    monkeypatch.setattr(ports, "_HANDED_OUT", set())
+    assert [free_port(), free_port(), free_port()] == [21001, 21002, 21004]
 
 
 def test_wait_for_log_then_terminate_with_sigterm(tmp_path: Path) -> None:
