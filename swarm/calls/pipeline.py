@@ -104,3 +104,7 @@ def run_call(rt: Runtime, request: CallRequest) -> CallResult:
         except RetryLater as later:
             later.slot = request.slot  # the task carries this call's progress to its next run
             raise
+        finally:
+            if (unused := ctx.late.close()) is not None:  # came after the last attempt
+                answer, latency_s = unused
+                steps.bill_late(ctx, request.model.name, answer.usage, latency_s)

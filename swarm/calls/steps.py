@@ -11,13 +11,14 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import partial
 
 from swarm.calls.admission.gate import Gate
 from swarm.calls.gateway import send
 from swarm.calls.hedging.race import HedgedCall
 from swarm.calls.idempotency import CallGuard
+from swarm.calls.late import LateAnswers
 from swarm.calls.listeners import safely
 from swarm.calls.request import Answer, CallRequest
 from swarm.calls.retries import NOT_ATTEMPTS, billed_usage
@@ -42,6 +43,8 @@ class CallContext:
     rt: Runtime
     guard: CallGuard
     gate: Gate
+    late: LateAnswers = field(default_factory=LateAnswers)
+    """A late answer of one of the call's attempts, for its next one (swarm.calls.late)."""
 
     def tell(self, kind: ErrorKind | None, usage: Usage, latency_s: float) -> None:
         """Tell the runtime's listener of an attempt; a listener that raises is logged and
@@ -117,7 +120,7 @@ def admitting(ctx: CallContext) -> Step:
     queue (RetryLater), then reports how the attempt went (tokens, 429s)."""
 
     def admit(request: CallRequest, next: Attempt) -> Answer:
-        return ctx.gate.call(partial(next, request))
+        return ctx.gate.call(partial(next, request), ready=ctx.late.take)
 
     return admit
 
@@ -164,21 +167,32 @@ def transport(ctx: CallContext) -> Attempt:
 
 def late_answer(ctx: CallContext, request: CallRequest, outcome: Answer | BaseException,
                 latency_s: float) -> None:  # fmt: skip
-    """A request that ended after its node's deadline (swarm.calls.overtime): what the
-    gateway billed it goes to the ledger like a hedge loser's (``CallGuard.bill``: counted
-    once by its call id, never stored as the call's answer, so a run that lost its claim
-    still counts it, as issue 15's fencing does) and to the listener (metrics). Not to the
-    model's pace: its latency is mostly time queued behind other requests at a server that
-    kept computing what its clients had left (fed in, a one-slot llama.cpp server's paces
-    fell until answers were capped at the 32-token minimum)."""
-    usage = outcome.usage if isinstance(outcome, Answer) else billed_usage(outcome)
-    if usage == Usage():
-        log.debug("overtime: %s ended late with nothing billed: %r", request.model.name, outcome)
+    """A request that ended after its node's deadline (swarm.calls.overtime). An answer
+    while the call still runs is kept for its next attempt (swarm.calls.late), which takes
+    it instead of asking again. Otherwise what the gateway billed goes to the ledger like a
+    hedge loser's (``CallGuard.bill``: counted once by its call id, never stored as the
+    call's answer, so a run that lost its claim still counts it, as issue 15's fencing
+    does) and to the listener (metrics). Not to the model's pace: its latency is mostly
+    time queued behind other requests at a server that kept computing what its clients had
+    left (fed in, a one-slot llama.cpp server's paces fell until answers were capped at the
+    32-token minimum)."""
+    if isinstance(outcome, Answer) and ctx.late.offer(outcome, latency_s):
+        log.debug("overtime: %s answered %.1f s after it was sent: kept for the call's next "
+                  "attempt", request.model.name, latency_s)  # fmt: skip
         return
-    log.debug("overtime: %s answered %.1f s after it was sent, billed %s",
-              request.model.name, latency_s, usage)  # fmt: skip
+    usage = outcome.usage if isinstance(outcome, Answer) else billed_usage(outcome)
+    bill_late(ctx, request.model.name, usage, latency_s)
+
+
+def bill_late(ctx: CallContext, model: str, usage: Usage, latency_s: float) -> None:
+    """A late response no attempt used: billed in the ledger, told to the listener."""
+    if usage == Usage():
+        log.debug("overtime: %s ended late with nothing billed", model)
+        return
+    log.debug("overtime: %s answered %.1f s after it was sent, billed %s", model, latency_s,
+              usage)  # fmt: skip
     ctx.guard.bill(usage)
-    safely(ctx.rt.listener.late_answer, request.model.name, usage, latency_s)
+    safely(ctx.rt.listener.late_answer, model, usage, latency_s)
 
 
 def feed_pace(rt: Runtime, request: CallRequest, usage: Usage, latency_s: float) -> None:

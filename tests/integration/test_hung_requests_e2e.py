@@ -1,4 +1,5 @@
-"""Requests the gateway never answers do not hold a small in-flight limit shut.
+"""Requests the gateway never answers do not hold a small in-flight limit shut; one
+answered late while its call retries is the call's answer.
 
 A request past its node's deadline goes on in overtime and keeps its admission permits
 until it ends (swarm.calls.overtime, swarm.calls.admission.abandoned). Here the kimi model
@@ -8,12 +9,16 @@ answers in 20 ms). Held until they end, two stragglers would hold both permits f
 whole 600 s and nothing else could be sent: the job would not end. Their permits go back
 when a request sent after them is answered (overtaken), or when the backend ends nothing
 for a node timeout while calls wait (starved).
+
+A request answered after its deadline but while its call still waits for a permit is taken
+by the call's next attempt (swarm.calls.late): the gateway computes it once.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -40,18 +45,22 @@ def narrow_catalog(path: Path) -> Path:
     return path
 
 
+@dataclass(frozen=True)
+class Narrow:
+    """The stack and a producer with the narrow catalog."""
+
+    stack: Stack
+    client: SwarmClient
+
+
 @pytest.fixture(scope="module")
-def hung(redis_server: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[SwarmClient]:
+def narrow(redis_server: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Narrow]:
     logs = tmp_path_factory.mktemp("hung-logs")
     config = narrow_catalog(logs / "catalog.toml")
     env = {**ENV, "SWARM_CONFIG": str(config)}
     worker = Worker("w1", "llm.kimi-k2.5", c=8)
     with running_stack(redis_server, logs, ["--latency-ms", "20"], [worker], env) as st:
-        yield client_of(st, config)
-
-
-def client_of(stack: Stack, config: Path) -> SwarmClient:
-    return SwarmClient.from_settings(stack.settings(config=config))
+        yield Narrow(st, SwarmClient.from_settings(st.settings(config=config)))
 
 
 def inputs() -> list[InputItem]:
@@ -60,10 +69,32 @@ def inputs() -> list[InputItem]:
     return [InputItem(ref=f"d{i}", text=text) for i, text in enumerate(slow + fast)]
 
 
-def test_hung_requests_give_their_permits_back_and_the_job_ends(hung: SwarmClient) -> None:
-    handle = hung.submit(inputs(), "Review", aggregate_instruction="Merge.")
+def test_hung_requests_give_their_permits_back_and_the_job_ends(narrow: Narrow) -> None:
+    handle = narrow.client.submit(inputs(), "Review", aggregate_instruction="Merge.")
     report = handle.wait(timeout=WAIT_S)
     assert report["status"] == "succeeded", report["failures_by_kind"]
     attempts = {node["input_ref"]: node["attempts"] for node in report["nodes"]}
     assert [attempts[f"d{i}"] for i in range(STRAGGLERS)] == [2] * STRAGGLERS  # timed out once
     assert all(attempts[f"d{STRAGGLERS + i}"] == 1 for i in range(OTHERS))
+
+
+def test_an_answer_that_comes_while_its_call_waits_for_a_permit_is_its_answer(
+    narrow: Narrow,
+) -> None:
+    # Both first requests take 3 s (past the 2 s timeout) and hold both permits; the
+    # retries wait for them, and take the late answers instead of asking again.
+    narrow.stack.reset_stats()
+    late = [InputItem(ref=f"s{i}", text=f"page {i} [[sim:straggle_ms=3000]]") for i in range(2)]
+    handle = narrow.client.submit(late, "Review", aggregate_instruction="Merge.")
+    report = handle.wait(timeout=WAIT_S)
+    assert report["status"] == "succeeded", report["failures_by_kind"]
+    assert [node["attempts"] for node in report["nodes"]] == [2, 2]  # timed out, took it
+    stats = narrow.stack.stats()
+    assert (stats["requests"], stats["completed"]) == (3, 3)  # two firsts, the aggregation
+    ledger = narrow.client.store.ledger(handle.id)
+    assert sum(line.calls for line in ledger.values()) == 3
+    assert usage_pair(report["usage"]) == usage_pair(stats)
+
+
+def usage_pair(counts: dict[str, Any]) -> tuple[int, int]:
+    return counts["prompt_tokens"], counts["completion_tokens"]

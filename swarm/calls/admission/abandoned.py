@@ -55,8 +55,8 @@ class Release(StrEnum):
     """Calls waited for permits while the backend ended nothing for ``patience_s``."""
 
 
-Settle = Callable[[Answer | BaseException | None], None]
-"""Finishes a held permit: with how its request ended, or None when it goes back early."""
+Settle = Callable[[Answer | BaseException | Release], None]
+"""Finishes a held permit: with how its request ended, or why it goes back early."""
 
 
 @dataclass(eq=False)
@@ -162,4 +162,5 @@ class AbandonedPermits:
         age_s = self.clock() - held.abandoned_at
         log.debug("admission: permits of a request to %s abandoned %.1f s ago go back (%s); "
                   "its answer is still read", held.backend, age_s, held.released)  # fmt: skip
-        held.settle(None)
+        assert held.released is not None
+        held.settle(held.released)

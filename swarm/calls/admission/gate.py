@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from functools import partial
 
-from swarm.calls.admission.abandoned import AbandonedPermits
+from swarm.calls.admission.abandoned import AbandonedPermits, Release
 from swarm.calls.admission.base import (
     RATE_REFUSALS,
     AdmissionController,
@@ -174,9 +174,18 @@ class Gate:
         asks once and is not sent when the model is at its limits)."""
         return self.controller.acquire(self.spec, self.job_id, self.tokens).permit
 
-    def call(self, attempt: Callable[[], Answer]) -> Answer:
-        """One admitted attempt: acquire, call, then finish with its outcome."""
+    def call(
+        self, attempt: Callable[[], Answer], ready: Callable[[], Answer | None] | None = None
+    ) -> Answer:
+        """One admitted attempt: acquire, call, then finish with its outcome. ``ready``: an
+        answer the attempt can take instead of a request (swarm.calls.late), asked before
+        and after the wait for a permit (given back unsent when it came meanwhile)."""
+        if ready is not None and (answer := ready()) is not None:
+            return answer
         permit = self.acquire()
+        if ready is not None and (answer := ready()) is not None:
+            self.controller.finish(self.spec, permit, Outcome(used_tokens=0, sent=False))
+            return answer
         backend, sent_at = self.spec.backend, self.abandoned.clock()
         try:
             answer = attempt()
@@ -193,19 +202,24 @@ class Gate:
         return answer
 
     def _settle_abandoned(
-        self, permit: Permit, error: BaseException, ended: Answer | BaseException | None
+        self, permit: Permit, error: BaseException, ended: Answer | BaseException | Release
     ) -> None:
         """Finish the permit of a request that timed out but went on (swarm.calls.overtime)
         once it has ended: until then the gateway is still computing it, so it counts in
         flight and a one-slot server is sent nothing more. It ends as the timeout it was to
-        the node, charged the tokens of a late answer. ``ended`` None: the permit goes back
-        before the request ends (swarm.calls.admission.abandoned: it hangs, or was
-        overtaken), charged nothing."""
-        tokens = ended.usage.total_tokens if isinstance(ended, Answer) else 0
-        if ended is not None:
-            log.debug("admission: %s's abandoned request ended (%s): its permit is back",
-                      self.spec.name, type(ended).__name__)  # fmt: skip
+        the node, charged the tokens of a late answer. A ``Release``: the permit goes back
+        before the request ends (swarm.calls.admission.abandoned), charged nothing; when a
+        newer request was answered meanwhile (overtaken), the timeout is no sign of a
+        backend at its limit and does not bring the adaptive limit down."""
         outcome = outcome_of_error(error, time.time(), at_limit=permit.at_limit)
+        if isinstance(ended, Release):
+            if ended is Release.OVERTAKEN:
+                outcome = replace(outcome, timed_out=False)
+            self.controller.finish(self.spec, permit, outcome)
+            return
+        tokens = ended.usage.total_tokens if isinstance(ended, Answer) else 0
+        log.debug("admission: %s's abandoned request ended (%s): its permit is back",
+                  self.spec.name, type(ended).__name__)  # fmt: skip
         self.controller.finish(self.spec, permit, replace(outcome, used_tokens=tokens))
 
     def settle(

@@ -13,11 +13,15 @@ from typing import Any
 import httpx2
 from doubles import MockGateway, completion, new_job
 
+from swarm.calls.admission import AdmissionPolicy, MemoryAdmission
+from swarm.calls.admission.gate import Gate
+from swarm.calls.idempotency import CallGuard
 from swarm.calls.listeners import CallListener
 from swarm.calls.overtime import Overtime
 from swarm.calls.pipeline import run_call
-from swarm.calls.request import CallRequest
+from swarm.calls.request import Answer, CallRequest
 from swarm.calls.runtime import Runtime
+from swarm.calls.steps import CallContext, late_answer
 from swarm.records import ErrorKind, Usage
 
 WAIT_S = 10.0
@@ -109,3 +113,41 @@ def test_a_late_unusable_answer_is_billed_what_it_carries(
     release.set()
     assert _ledger_calls(rt, 2) == Usage(prompt_tokens=20, completion_tokens=2)
     assert listener.late == [Usage(prompt_tokens=10)]
+
+
+def test_a_late_answer_that_comes_while_the_call_retries_is_its_answer(
+    make_runtime: Callable[..., tuple[Runtime, MockGateway]],
+) -> None:
+    # One call in flight: the retry waits for the permit the abandoned request holds, so
+    # the late answer comes first and the retry takes it instead of asking again.
+    release = threading.Event()
+    late = completion("late but whole", prompt=10, completion_tokens=300)
+    rt, listener = _runtime(make_runtime, _first_held(release, late))
+    rt = replace(rt, admission=MemoryAdmission(AdmissionPolicy()))
+    one_slot = rt.catalog.model(MODEL).model_copy(update={"max_inflight": 1})
+    request = replace(_request(rt), model=one_slot)
+    threading.Timer(0.5, release.set).start()
+
+    result = run_call(rt, request)
+
+    assert result.ok and result.attempts == 2  # timed out, then took the late answer
+    assert result.answer is not None and result.answer.content == "late but whole"
+    assert listener.attempts == [ErrorKind.TIMEOUT, None] and listener.late == []
+    line = rt.store.ledger("j1")[MODEL]
+    assert (line.calls, line.usage) == (1, Usage(prompt_tokens=10, completion_tokens=300))
+    stored = rt.store.answer("j1", request.key)
+    assert stored is not None and stored.content == "late but whole"
+    assert rt.admission.counters(one_slot).inflight == 0
+
+
+def test_a_late_answer_after_the_call_ended_is_billed_as_unused(
+    make_runtime: Callable[..., tuple[Runtime, MockGateway]],
+) -> None:
+    release = threading.Event()
+    rt, listener = _runtime(make_runtime, _first_held(release, completion("late", prompt=10)))
+    call = CallContext(rt, CallGuard(rt, _request(rt)), Gate(rt.admission, rt.catalog.model(
+        MODEL), "j1", 10, max_wait_s=1.0, max_countdown_s=1.0, may_requeue=False))  # fmt: skip
+    assert call.late.close() is None  # the call ended
+    late_answer(call, _request(rt), Answer("late", Usage(prompt_tokens=10), "stop"), 1.5)
+    assert listener.late == [Usage(prompt_tokens=10)]
+    assert rt.store.ledger("j1")[MODEL].calls == 1

@@ -42,9 +42,9 @@ def test_an_answer_sent_after_an_abandonment_gives_back_the_oldest_permit_only()
     permits.answered("hosted", sent_at=first.abandoned_at - 0.5)  # sent before: queued ahead
     assert settled == []
     permits.answered("hosted", sent_at=clock.now + 0.5)
-    assert settled == [("first", None)] and first.released is Release.OVERTAKEN
+    assert settled == [("first", Release.OVERTAKEN)] and first.released is Release.OVERTAKEN
     permits.answered("hosted", sent_at=clock.now + 0.5)
-    assert settled == [("first", None), ("second", None)]
+    assert settled == [("first", Release.OVERTAKEN), ("second", Release.OVERTAKEN)]
     first.end(LATE)  # its late end after the permit went back settles nothing more
     assert len(settled) == 2 and second.released is Release.OVERTAKEN
     assert other.released is None and permits.holding("local") == 1
@@ -64,5 +64,5 @@ def test_a_starved_backend_gets_one_permit_back_per_patience_without_progress() 
     assert not permits.starved("local")  # one per patience
     clock.now += 10.0
     assert permits.starved("local") and second.released is Release.STARVED
-    assert settled == [None, None] and not permits.starved("local")
+    assert settled == [Release.STARVED] * 2 and not permits.starved("local")
     assert not permits.starved("unknown")

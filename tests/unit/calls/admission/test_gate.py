@@ -10,7 +10,7 @@ import httpx2
 import openai
 import pytest
 
-from swarm.calls.admission import AdmissionPolicy, MemoryAdmission, Outcome
+from swarm.calls.admission import AdmissionPolicy, MemoryAdmission, Outcome, Permit, Verdict
 from swarm.calls.admission.abandoned import AbandonedPermits
 from swarm.calls.admission.gate import Gate, outcome_of_error, wait_or_requeue
 from swarm.calls.overtime import Overtime
@@ -215,12 +215,24 @@ def hung_call(gate: Gate, hang: threading.Event) -> None:
         gate.call(lambda: overtime.send(request, 0.05, lambda outcome, latency_s: None))
 
 
+class RecordingAdmission(MemoryAdmission):
+    """Memory admission that keeps the outcome of every finished permit."""
+
+    def __init__(self) -> None:
+        super().__init__(AdmissionPolicy())
+        self.outcomes: list[Outcome] = []
+
+    def finish(self, spec: ModelSpec, permit: Permit, outcome: Outcome) -> Verdict:
+        self.outcomes.append(outcome)
+        return super().finish(spec, permit, outcome)
+
+
 @dataclass
 class HungSetup:
     """A gate on a model with ``max_inflight`` slots, a fake clock, one call hung."""
 
     model: ModelSpec
-    ctl: MemoryAdmission
+    ctl: RecordingAdmission
     clock: FakeClock
     hang: threading.Event
     abandoned: AbandonedPermits
@@ -229,7 +241,7 @@ class HungSetup:
 
 def one_call_hung(max_inflight: int) -> HungSetup:
     model = load_catalog().model("kimi-k2.5").model_copy(update={"max_inflight": max_inflight})
-    ctl, clock, hang = MemoryAdmission(AdmissionPolicy()), FakeClock(), threading.Event()
+    ctl, clock, hang = RecordingAdmission(), FakeClock(), threading.Event()
     abandoned = AbandonedPermits(patience_s=5.0, clock=clock)
     gate = Gate(ctl, model, "job", 10, max_wait_s=60.0, max_countdown_s=60.0,
                 may_requeue=False, sleep=clock.sleep, abandoned=abandoned)  # fmt: skip
@@ -249,6 +261,7 @@ def test_a_hung_request_gives_its_permit_back_when_its_backend_ends_nothing() ->
     assert 5.0 <= clock.now < 6.0  # one patience of (fake) time: no progress, not its end
     assert abandoned.holding(model.backend) == 0
     assert ctl.counters(model).inflight == 0
+    assert ctl.outcomes[0].timed_out  # nothing ended: a loss for an adaptive limit
     hang.set()  # the hung request ends at last: nothing is given back twice
     time.sleep(0.1)
     assert ctl.counters(model).inflight == 0
@@ -262,6 +275,8 @@ def test_an_answer_to_a_request_sent_after_a_hung_one_frees_its_permit() -> None
     clock.now += 1.0
     assert gate.call(lambda: late) == late  # answered: a newer request overtook the hung one
     assert ctl.counters(model).inflight == 0 and clock.now == 1.0
+    hung = ctl.outcomes[1]  # the answer's permit, then the hung request's
+    assert hung.failed and not hung.timed_out  # a newer answer: no sign of a backend at its limit
     hang.set()
     time.sleep(0.1)
     assert ctl.counters(model).inflight == 0
