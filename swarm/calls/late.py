@@ -6,8 +6,10 @@ server computes it before anything else), or backing off. That answer is the one
 attempt would ask for (same prompt), so the next attempt takes it instead of sending the
 request again: the gateway computes the call once, the ledger bills it once, as the call's
 answer (recorded and stored like any answer, so issue 15's fencing applies). A late answer
-that no attempt takes (the call already ended, or went back to the queue) is billed as an
-unused response, as before.
+that no attempt takes (the call already ended) is billed as an unused response, as before.
+So that one does not go to waste, a call with a request still being read waits for a permit
+in its task rather than going back to the queue (swarm.calls.admission.gate), and stops
+waiting when the answer comes.
 
 Hand-written: a one-slot mailbox between the overtime thread and the call's thread.
 """
@@ -23,21 +25,45 @@ Late = tuple[Answer, float]
 
 
 class LateAnswers:
-    """One call's late answer, until an attempt takes it or the call ends."""
+    """One call's late answer, until an attempt takes it or the call ends; and whether a
+    request of the call is still being read (one may come)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._answer: Late | None = None
         self._closed = False
+        self._reading = 0
+
+    def expect(self) -> None:
+        """An attempt stopped waiting for its request, which goes on (StillReading)."""
+        with self._lock:
+            self._reading += 1
 
     def offer(self, answer: Answer, latency_s: float) -> bool:
-        """Keep ``answer`` for the call's next attempt; False when the call has ended (or
-        one is kept already): the caller bills it as unused."""
+        """A request read past its deadline was answered: keep ``answer`` for the call's next
+        attempt; False when the call has ended (or one is kept already): the caller bills
+        it as unused."""
         with self._lock:
+            self._reading -= 1
             if self._closed or self._answer is not None:
                 return False
             self._answer = (answer, latency_s)
             return True
+
+    def failed(self) -> None:
+        """A request read past its deadline ended without an answer."""
+        with self._lock:
+            self._reading -= 1
+
+    def coming(self) -> bool:
+        """A request of the call is still being read: its answer may be the next one."""
+        with self._lock:
+            return self._reading > 0 and self._answer is None and not self._closed
+
+    def ready(self) -> bool:
+        """An answer is kept (``take`` has it)."""
+        with self._lock:
+            return self._answer is not None
 
     def take(self) -> Answer | None:
         """The kept answer, once (None when there is none)."""
@@ -50,5 +76,5 @@ class LateAnswers:
         is returned (to bill as unused)."""
         with self._lock:
             self._closed = True
-            answer, self._answer = self._answer, None
-            return answer
+            kept, self._answer = self._answer, None
+        return kept

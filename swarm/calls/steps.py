@@ -120,7 +120,7 @@ def admitting(ctx: CallContext) -> Step:
     queue (RetryLater), then reports how the attempt went (tokens, 429s)."""
 
     def admit(request: CallRequest, next: Attempt) -> Answer:
-        return ctx.gate.call(partial(next, request), ready=ctx.late.take)
+        return ctx.gate.call(partial(next, request), late=ctx.late)
 
     return admit
 
@@ -176,7 +176,9 @@ def late_answer(ctx: CallContext, request: CallRequest, outcome: Answer | BaseEx
     time queued behind other requests at a server that kept computing what its clients had
     left (fed in, a one-slot llama.cpp server's paces fell until answers were capped at the
     32-token minimum)."""
-    if isinstance(outcome, Answer) and ctx.late.offer(outcome, latency_s):
+    if not isinstance(outcome, Answer):
+        ctx.late.failed()
+    elif ctx.late.offer(outcome, latency_s):
         log.debug("overtime: %s answered %.1f s after it was sent: kept for the call's next "
                   "attempt", request.model.name, latency_s)  # fmt: skip
         return

@@ -7,6 +7,7 @@
     memory    the in-process controller (embedded mode, unit tests)
     feedback  Retry-After / x-ratelimit-* parsing and AIMD steps (pure)
     gate      around one attempt: wait in the task, or RetryLater back to the queue
+    abandoned permits of requests past their deadline: held until they end or show they hang
 """
 
 from __future__ import annotations

@@ -28,6 +28,7 @@ from swarm.calls.admission.base import (
     Refusal,
 )
 from swarm.calls.admission.feedback import exhausted_of, pause_of
+from swarm.calls.late import LateAnswers
 from swarm.calls.overtime import StillReading
 from swarm.calls.request import Answer
 from swarm.calls.retry_policy import classify
@@ -40,6 +41,8 @@ log = logging.getLogger(__name__)
 MIN_SLEEP_S = 0.001
 MAX_JITTER_S = 0.2
 """Waiters add up to this much (or half their wait) at random, so they do not wake together."""
+LATE_POLL_S = 1.0
+"""Longest sleep of a call waiting for a permit while one of its requests is still read."""
 COUNT_REFUSALS = frozenset({Refusal.INFLIGHT, Refusal.FAIR_SHARE})
 """Refusals by permits out (a held permit going back can end them)."""
 
@@ -130,9 +133,19 @@ class Gate:
 
     def acquire(self) -> Permit:
         """Block until admitted, or raise RetryLater (see module docstring)."""
+        permit = self._acquire(None)
+        assert permit is not None  # without a late answer to wait for, only a permit ends it
+        return permit
+
+    def _acquire(self, late: LateAnswers | None) -> Permit | None:
+        """A permit; None when ``late`` has an answer (it came while the call waited). While
+        a request of the call is still being read (``late.coming``), a long wait stays in
+        the task: going back to the queue would leave that answer to no one."""
         lease_id = uuid.uuid4().hex
         waited_for_rate = False
         while True:
+            if late is not None and late.ready():
+                return None
             decision = self.controller.acquire(
                 self.spec, self.job_id, self.tokens, lease_id, self.reserve_s
             )
@@ -144,13 +157,16 @@ class Gate:
             if decision.reason in COUNT_REFUSALS and self.abandoned.starved(self.spec.backend):
                 continue  # a permit held for a request that ends nothing went back
             waited_for_rate |= decision.reason in RATE_REFUSALS
+            coming = late is not None and late.coming()
             delay = wait_or_requeue(
                 decision.retry_after_s,
                 str(decision.reason),
                 self.max_wait_s,
                 self.max_countdown_s,
-                self.may_requeue,
+                self.may_requeue and not coming,
             )
+            if coming:
+                delay = min(delay, LATE_POLL_S)
             jitter_s = self.rand() * min(0.5 * delay, MAX_JITTER_S)
             log.debug("admission: %s waits %.3f s (%s)", self.spec.name, delay + jitter_s,
                       decision.reason)  # fmt: skip
@@ -174,23 +190,25 @@ class Gate:
         asks once and is not sent when the model is at its limits)."""
         return self.controller.acquire(self.spec, self.job_id, self.tokens).permit
 
-    def call(
-        self, attempt: Callable[[], Answer], ready: Callable[[], Answer | None] | None = None
-    ) -> Answer:
-        """One admitted attempt: acquire, call, then finish with its outcome. ``ready``: an
-        answer the attempt can take instead of a request (swarm.calls.late), asked before
-        and after the wait for a permit (given back unsent when it came meanwhile)."""
-        if ready is not None and (answer := ready()) is not None:
+    def call(self, attempt: Callable[[], Answer], late: LateAnswers | None = None) -> Answer:
+        """One admitted attempt: acquire, call, then finish with its outcome. ``late``: the
+        call's late answers (swarm.calls.late); one there is taken instead of a request,
+        before or during the wait for a permit (given back unsent when it came meanwhile)."""
+        if late is not None and (answer := late.take()) is not None:
             return answer
-        permit = self.acquire()
-        if ready is not None and (answer := ready()) is not None:
-            self.controller.finish(self.spec, permit, Outcome(used_tokens=0, sent=False))
+        permit = self._acquire(late)
+        if late is not None and (answer := late.take()) is not None:
+            if permit is not None:
+                self.controller.finish(self.spec, permit, Outcome(used_tokens=0, sent=False))
             return answer
+        assert permit is not None  # None only when a late answer is kept
         backend, sent_at = self.spec.backend, self.abandoned.clock()
         try:
             answer = attempt()
         except BaseException as exc:
             if isinstance(exc, StillReading):  # the gateway is still computing it
+                if late is not None:
+                    late.expect()
                 held = self.abandoned.hold(backend, partial(self._settle_abandoned, permit, exc))
                 exc.when_ended(held.end)
             else:

@@ -12,7 +12,8 @@ import pytest
 
 from swarm.calls.admission import AdmissionPolicy, MemoryAdmission, Outcome, Permit, Verdict
 from swarm.calls.admission.abandoned import AbandonedPermits
-from swarm.calls.admission.gate import Gate, outcome_of_error, wait_or_requeue
+from swarm.calls.admission.gate import MAX_JITTER_S, Gate, outcome_of_error, wait_or_requeue
+from swarm.calls.late import LateAnswers
 from swarm.calls.overtime import Overtime
 from swarm.calls.request import Answer
 from swarm.catalog import ModelSpec, load_catalog
@@ -280,3 +281,23 @@ def test_an_answer_to_a_request_sent_after_a_hung_one_frees_its_permit() -> None
     hang.set()
     time.sleep(0.1)
     assert ctl.counters(model).inflight == 0
+
+
+def test_a_call_whose_request_is_still_read_waits_for_its_answer_instead_of_the_queue() -> None:
+    h = one_call_hung(max_inflight=1)  # the only permit is held by the call's own request
+    late, sleeps = LateAnswers(), []
+    late.expect()
+
+    def sleep(seconds: float) -> None:  # the answer comes on the third wait
+        sleeps.append(seconds)
+        if len(sleeps) == 3:
+            assert late.offer(LATE, 2.0)
+
+    gate = Gate(h.ctl, h.model, "job", 10, max_wait_s=0.0, max_countdown_s=60.0,
+                may_requeue=True, sleep=sleep, abandoned=h.abandoned)  # fmt: skip
+    assert gate.call(lambda: pytest.fail("no request: the late answer came"), late) == LATE
+    assert len(sleeps) == 3 and max(sleeps) <= 1.0 + MAX_JITTER_S
+    assert h.ctl.counters(h.model).inflight == 1  # only the abandoned request's permit
+    with pytest.raises(RetryLater):  # nothing coming any more: a long wait goes to the queue
+        gate.call(lambda: LATE, late)
+    h.hang.set()
