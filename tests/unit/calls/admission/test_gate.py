@@ -203,9 +203,9 @@ class FakeClock:
         self.now += seconds
 
 
-def hung_call(gate: Gate, hang: threading.Event) -> None:
+def hung_call(gate: Gate, hang: threading.Event) -> Overtime:
     """A call whose request the gateway never answers (until ``hang`` is set): the node
-    times out at 0.05 s and the request goes on in overtime."""
+    times out at 0.05 s and the request goes on in overtime (returned)."""
     overtime = Overtime(grace_s=30, max_requests=1)
 
     def request(read_timeout_s: float | None) -> Answer:
@@ -214,6 +214,17 @@ def hung_call(gate: Gate, hang: threading.Event) -> None:
 
     with pytest.raises(openai.APITimeoutError):
         gate.call(lambda: overtime.send(request, 0.05, lambda outcome, latency_s: None))
+    return overtime
+
+
+def end_hung(h: HungSetup) -> None:
+    """Let the hung request end, and wait until its end was handled (its overtime thread is
+    idle again: the permit's end callbacks ran)."""
+    h.hang.set()
+    deadline = time.monotonic() + 10.0
+    while h.overtime._idle == 0:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
 
 
 class RecordingAdmission(MemoryAdmission):
@@ -238,16 +249,18 @@ class HungSetup:
     hang: threading.Event
     abandoned: AbandonedPermits
     gate: Gate
+    overtime: Overtime
 
 
 def one_call_hung(max_inflight: int) -> HungSetup:
-    model = load_catalog().model("kimi-k2.5").model_copy(update={"max_inflight": max_inflight})
+    limits = {"max_inflight": max_inflight, "rps": None, "rpm": 10**9, "tpm": 10**12}
+    model = load_catalog().model("kimi-k2.5").model_copy(update=limits)
     ctl, clock, hang = RecordingAdmission(), FakeClock(), threading.Event()
     abandoned = AbandonedPermits(patience_s=5.0, clock=clock)
     gate = Gate(ctl, model, "job", 10, max_wait_s=60.0, max_countdown_s=60.0,
                 may_requeue=False, sleep=clock.sleep, abandoned=abandoned)  # fmt: skip
-    hung_call(gate, hang)
-    return HungSetup(model, ctl, clock, hang, abandoned, gate)
+    overtime = hung_call(gate, hang)
+    return HungSetup(model, ctl, clock, hang, abandoned, gate, overtime)
 
 
 LATE = Answer("late", Usage(prompt_tokens=30, completion_tokens=20), "stop")
@@ -255,7 +268,7 @@ LATE = Answer("late", Usage(prompt_tokens=30, completion_tokens=20), "stop")
 
 def test_a_hung_request_gives_its_permit_back_when_its_backend_ends_nothing() -> None:
     h = one_call_hung(max_inflight=1)
-    model, ctl, clock, hang, abandoned, gate = h.model, h.ctl, h.clock, h.hang, h.abandoned, h.gate
+    model, ctl, clock, abandoned, gate = h.model, h.ctl, h.clock, h.abandoned, h.gate
     late = LATE
     assert ctl.counters(model).inflight == 1 and abandoned.holding(model.backend) == 1
     assert gate.call(lambda: late) == late  # waited, then the hung request's permit went back
@@ -263,24 +276,22 @@ def test_a_hung_request_gives_its_permit_back_when_its_backend_ends_nothing() ->
     assert abandoned.holding(model.backend) == 0
     assert ctl.counters(model).inflight == 0
     assert ctl.outcomes[0].timed_out  # nothing ended: a loss for an adaptive limit
-    hang.set()  # the hung request ends at last: nothing is given back twice
-    time.sleep(0.1)
-    assert ctl.counters(model).inflight == 0
+    end_hung(h)  # the hung request ends at last: nothing is given back twice
+    assert ctl.counters(model).inflight == 0 and len(ctl.outcomes) == 2
     assert gate.try_acquire() is not None and gate.try_acquire() is None  # still one slot
 
 
 def test_an_answer_to_a_request_sent_after_a_hung_one_frees_its_permit() -> None:
     h = one_call_hung(max_inflight=2)
-    model, ctl, clock, hang, gate, late = h.model, h.ctl, h.clock, h.hang, h.gate, LATE
+    model, ctl, clock, gate, late = h.model, h.ctl, h.clock, h.gate, LATE
     assert ctl.counters(model).inflight == 1
     clock.now += 1.0
     assert gate.call(lambda: late) == late  # answered: a newer request overtook the hung one
     assert ctl.counters(model).inflight == 0 and clock.now == 1.0
     hung = ctl.outcomes[1]  # the answer's permit, then the hung request's
     assert hung.failed and not hung.timed_out  # a newer answer: no sign of a backend at its limit
-    hang.set()
-    time.sleep(0.1)
-    assert ctl.counters(model).inflight == 0
+    end_hung(h)
+    assert ctl.counters(model).inflight == 0 and len(ctl.outcomes) == 2
 
 
 def test_a_call_whose_request_is_still_read_waits_for_its_answer_instead_of_the_queue() -> None:
