@@ -23,7 +23,8 @@ GRACE_TIMEOUTS = 40
 after the other, and an abandoned request is reached only when those ahead of it are done
 (issue 18's real run: the 15th of 20 after more than the 450 s of ten node timeouts, so it
 went unbilled). A hosted gateway ends a request long before (its own request timeout), so
-the bound only matters against one that never answers.
+the bound only matters against one that never answers: there it holds a thread and a
+connection that long (not its permits: swarm.calls.admission.abandoned gives them back).
 """
 
 

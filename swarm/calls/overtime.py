@@ -16,7 +16,9 @@ handed to ``late`` (swarm.calls.steps bills it in the ledger like a hedge's lose
 it in metrics). The timeout error raised at the deadline is a ``StillReading``: admission
 (swarm.calls.admission.gate) keeps the call's permits until the request has ended, since the
 gateway is still computing it (a one-slot server is sent nothing more meanwhile, so an
-abandoned request is not left queued behind new ones past its grace, unbilled).
+abandoned request is not left queued behind new ones past its grace, unbilled), or until it
+shows it hangs (swarm.calls.admission.abandoned); an answer that comes while the call still
+retries is the call's answer (swarm.calls.late).
 
 Bounded: at most ``max_requests`` requests per process are sent this way (each takes a
 thread and a connection while in flight, a late one for up to ``grace_s``); beyond that,
