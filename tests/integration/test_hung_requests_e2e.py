@@ -31,7 +31,7 @@ from swarm.records import InputItem
 
 pytestmark = pytest.mark.integration
 
-ENV = {"SWARM_NODE_TIMEOUT_S": "2", "SWARM_BACKOFF_MAX_S": "0.5", "SWARM_ABANDONED_GRACE_S": "600"}
+ENV = {"SWARM_NODE_TIMEOUT_S": "3", "SWARM_BACKOFF_MAX_S": "0.5", "SWARM_ABANDONED_GRACE_S": "600"}
 STRAGGLERS, OTHERS = 4, 8
 WAIT_S = 120.0
 """A generous deadline (held to their end, the stragglers' permits would stall the job 600 s)."""
@@ -81,10 +81,10 @@ def test_hung_requests_give_their_permits_back_and_the_job_ends(narrow: Narrow) 
 def test_an_answer_that_comes_while_its_call_waits_for_a_permit_is_its_answer(
     narrow: Narrow,
 ) -> None:
-    # Both first requests take 3 s (past the 2 s timeout) and hold both permits; the
+    # Both first requests take 3.5 s (past the 3 s timeout) and hold both permits; the
     # retries wait for them, and take the late answers instead of asking again.
     narrow.stack.reset_stats()
-    late = [InputItem(ref=f"s{i}", text=f"page {i} [[sim:straggle_ms=3000]]") for i in range(2)]
+    late = [InputItem(ref=f"s{i}", text=f"page {i} [[sim:straggle_ms=3500]]") for i in range(2)]
     handle = narrow.client.submit(late, "Review", aggregate_instruction="Merge.")
     report = handle.wait(timeout=WAIT_S)
     assert report["status"] == "succeeded", report["failures_by_kind"]

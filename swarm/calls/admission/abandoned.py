@@ -16,8 +16,9 @@ gateway does before new work:
   request per answer it gives, never a burst;
 - starved: a call is refused for in-flight permits while this process holds abandoned
   permits of its backend and the backend has ended none of this process's requests for
-  ``patience_s`` (a node timeout): nothing it computes will free a permit soon. The oldest
-  held permit goes back; another only after a further ``patience_s`` without progress.
+  ``patience_s`` (a node timeout), counted from the oldest one's abandonment at the
+  earliest: nothing it computes will free a permit soon. The oldest held permit goes back;
+  another only after a further ``patience_s`` without progress.
 
 The request itself is still read (and a late answer billed) until it ends or its grace is
 over; only its permits go back. Per process: a worker sees the answers and ends of its own
@@ -122,13 +123,17 @@ class AbandonedPermits:
 
     def starved(self, backend: str) -> bool:
         """A call to ``backend`` was refused for in-flight permits: True when the oldest
-        permit held here went back (the backend ended nothing for ``patience_s``)."""
+        permit held here went back (the backend ended nothing for ``patience_s``, nor since
+        that request was abandoned)."""
         now = self.clock()
         with self._lock:
             held = self._held.get(backend)
-            if not held or now - self._progress.get(backend, now) < self.patience_s:
+            if not held:
                 return False
             oldest = held[0]
+            since = max(self._progress.get(backend, now), oldest.abandoned_at)
+            if now - since < self.patience_s:
+                return False
             self._release(oldest, Release.STARVED)
             self._progress[backend] = now
         self._give_back(oldest)

@@ -66,3 +66,14 @@ def test_a_starved_backend_gets_one_permit_back_per_patience_without_progress() 
     assert permits.starved("local") and second.released is Release.STARVED
     assert settled == [Release.STARVED] * 2 and not permits.starved("local")
     assert not permits.starved("unknown")
+
+
+def test_a_request_abandoned_after_a_long_quiet_gets_a_whole_patience() -> None:
+    permits, clock, settled = registry(patience_s=10.0)
+    permits.ended("local")  # long ago
+    clock.now += 60
+    held = permits.hold("local", settled.append)
+    clock.now += 9
+    assert not permits.starved("local")  # nothing ended for 69 s, but it was left 9 s ago
+    clock.now += 1
+    assert permits.starved("local") and held.released is Release.STARVED
