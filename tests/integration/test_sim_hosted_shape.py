@@ -5,6 +5,7 @@ gateway that serves only the completion path."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -76,6 +77,8 @@ async def _errors_while_an_answer_is_generated(sim: RunningSim) -> tuple[list[in
         still = sim.stats()["inflight"]
         done = answer.done()
         answer.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await answer
     return statuses, still, done
 
 
