@@ -185,8 +185,12 @@ def looks_like(levels: tuple[Level, ...], inflight: int) -> tuple[BackendKind, s
 
 
 def list_models(client: openai.OpenAI) -> tuple[str, ...]:
-    """The ids of ``GET /models``."""
-    return tuple(model.id for model in client.models.list())
+    """The ids of ``GET /models``; none when the gateway does not serve it (a proxy that
+    allows only the completion path)."""
+    try:
+        return tuple(model.id for model in client.models.list())
+    except openai.NotFoundError:
+        return ()
 
 
 def probe(client: openai.OpenAI, base_url: str, model: str | None = None) -> ProbeResult:

@@ -100,3 +100,10 @@ def test_the_example_catalog_for_local_servers_loads() -> None:
     spec = catalog.route("default")
     backend = catalog.backend_of(spec)
     assert backend.kind == "local" and backend.is_adaptive and spec.output_per_mtok_usd == 0
+
+
+def test_probe_of_a_gateway_without_models_probes_the_model_asked() -> None:
+    with start_in_thread(SimConfig(latency_ms=5, no_models=True)) as sim:
+        client = make_client(Settings(), sim.base_url, "k")
+        result = probe(client, sim.base_url, model="kimi-k2.5")
+    assert result.models == () and result.model == "kimi-k2.5" and result.json_mode
