@@ -48,9 +48,9 @@ def model_counters(settings: Settings, catalog: Catalog) -> dict[str, dict[str, 
     )
     try:
         models = {name: asdict(controller.counters(spec)) for name, spec in catalog.models.items()}
-        shared = {}
+        shared: dict[str, dict[str, Any]] = {}
         for backend in catalog.backends.values():
-            kind = {"kind": backend.kind, "adaptive": backend.is_adaptive}
+            kind: dict[str, Any] = {"kind": backend.kind, "adaptive": backend.is_adaptive}
             if not backend.has_limits:
                 shared[backend.name] = {**kind, "limit": None}
                 continue
