@@ -48,10 +48,11 @@ class Settings(BaseSettings):
     node_timeout_s: float = Field(default=45.0, gt=0)
     """Deadline of one gateway call, enforced by the HTTP client (45 s: a long review answer)."""
     abandoned_grace_s: float | None = Field(default=None, ge=0)
-    """A call that times out at node_timeout_s raises the timeout as always, but its request
-    keeps reading this much longer (swarm.calls.local.overtime): a gateway that finishes it anyway
-    (llama.cpp does, a hosted one bills it) has its answer billed in the ledger. None = 40 x
-    node_timeout_s; 0 = off (the connection closes at the timeout)."""
+    """Local backends only (``kind = "local"``): a call that times out at node_timeout_s
+    raises the timeout as always, but its request keeps reading this much longer
+    (swarm.calls.local.overtime), so the answer a local server computes anyway is billed in
+    the ledger (or taken by the call's retry). None = 40 x node_timeout_s; 0 = off. A hosted
+    backend's request closes at the timeout."""
     abandoned_max: int = Field(default=64, ge=0)
     """Requests per process sent so that they may be read past their deadline (each takes a
     thread and a connection while in flight); beyond it they close at the deadline."""

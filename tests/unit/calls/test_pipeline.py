@@ -10,7 +10,7 @@ from typing import Any
 import httpx2
 from doubles import MockGateway, completion, new_job
 
-from swarm.calls import pipeline
+from swarm.calls import pipeline, steps
 from swarm.calls.admission import MemoryAdmission, Outcome, Permit, Verdict
 from swarm.calls.admission.limits import AdmissionPolicy
 from swarm.calls.listeners import CallListener
@@ -25,10 +25,15 @@ from swarm.store.billing import BilledCall
 Events = list[str]
 
 
-def test_the_call_path_is_declared_in_one_order() -> None:
-    assert pipeline.describe() == [
+def test_the_call_path_is_declared_in_one_order_per_backend_kind() -> None:
+    assert pipeline.describe("hosted") == [
         "guard", "retry", "listen", "record", "hedge", "admit", "fence", "http",
     ]  # fmt: skip
+    assert pipeline.describe("local") == [
+        "guard", "retry", "listen", "record", "hedge", "admit", "fence", "pace", "http",
+    ]  # fmt: skip
+    assert pipeline.PATHS["hosted"].transport is steps.transport
+    assert pipeline.PATHS["local"].gate is pipeline.holding_gate_for
 
 
 class _Admission(MemoryAdmission):
