@@ -195,9 +195,9 @@ def api_blocks() -> str:
     parts = []
     for title in dict.fromkeys([*API_GROUPS.values(), "Other"]):  # in API_GROUPS' order
         if title in groups:
-            parts.append(f"## {title}\n\n" + "\n\n".join(groups[title]))
+            parts.append(f"### {title}\n\n" + "\n\n".join(groups[title]))
     if importlib.util.find_spec("swarm.testing") is not None:
-        parts.append("## Testing helpers\n\n::: swarm.testing")
+        parts.append("### Testing helpers\n\n::: swarm.testing")
     return "\n\n".join(parts)
 
 
