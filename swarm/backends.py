@@ -3,13 +3,15 @@
 A backend is one OpenAI-compatible server (or one tenant of a hosted gateway): its base URL,
 the environment variable holding its key, and limits that hold for all of its models
 together (a local server computes one request at a time whichever model name it is sent).
-A backend without an in-flight limit, or marked adaptive, has that limit found from latency
-(swarm.calls.admission.adaptive).
+A backend declares what it is (``kind``): ``"hosted"`` (the default: a provider or proxy
+that serves many clients at once; its calls take the lean path) or ``"local"`` (a server of
+its own with a few slots, such as llama.cpp: its calls add pacing, overtime and the adaptive
+in-flight limit, swarm.calls.local).
 """
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -18,6 +20,9 @@ DEFAULT_BACKEND = "default"
 limits of its own and uses SWARM_BASE_URL."""
 
 Positive = Annotated[int, Field(gt=0)]
+BackendKind = Literal["hosted", "local"]
+"""What a backend is: a hosted gateway (the lean call path) or a local server (the local
+steps added: swarm.calls.local)."""
 
 
 class BackendSpec(BaseModel):
@@ -35,10 +40,15 @@ class BackendSpec(BaseModel):
     """Requests per minute of all its models together (None = no shared limit)."""
     tpm: Positive | None = None
     """Tokens per minute of all its models together (None = no shared limit)."""
+    kind: BackendKind = "hosted"
+    """``"hosted"``: answers and errors come back independently of our own load, calls take
+    the lean path. ``"local"``: a server with a few slots; its calls are paced to the node
+    timeout, read past it (overtime) and held to an in-flight limit found from latency."""
     max_inflight: Positive | None = None
-    """Concurrent requests of all its models together; None = found from latency."""
+    """Concurrent requests of all its models together; None = no shared in-flight limit
+    (a local backend: found from latency)."""
     adaptive: bool | None = None
-    """Find the in-flight limit from latency; None = adaptive when max_inflight is unset."""
+    """Find the in-flight limit from latency; None = a local backend without max_inflight."""
     implicit: bool = False
     """Made up for models naming no declared backend: no shared limits, never adaptive."""
 
@@ -47,7 +57,14 @@ class BackendSpec(BaseModel):
         """True when admission finds this backend's in-flight limit from latency."""
         if self.implicit:
             return False
-        return self.adaptive if self.adaptive is not None else self.max_inflight is None
+        if self.adaptive is not None:
+            return self.adaptive
+        return self.is_local and self.max_inflight is None
+
+    @property
+    def is_local(self) -> bool:
+        """True for a local server: its calls add the local steps (swarm.calls.local)."""
+        return self.kind == "local"
 
     @property
     def has_limits(self) -> bool:

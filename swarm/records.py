@@ -92,6 +92,10 @@ class NodeEnvelope(Frozen):
     """One-line description of the last error (never a key or a prompt)."""
     finish_reason: str | None = None
     """The gateway's finish_reason of the answer (``length`` means the answer was cut)."""
+    max_tokens_sent: int | None = None
+    """The answer's request was sent this max_tokens, smaller than asked, because the
+    model's measured speed said the asked answer would not end within the node timeout
+    (a local backend's pacing); None: sent as asked."""
     usage_missing: bool = False
     """True when the gateway's answer had no usage field: this node's tokens and cost are
     unknown (counted as 0 in the usage, the ledger and the budget)."""

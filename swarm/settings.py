@@ -24,7 +24,7 @@ after the other, and an abandoned request is reached only when those ahead of it
 which for a wave of 20 can take well over ten node timeouts. A hosted gateway ends a request
 long before (its own request timeout), so the bound only matters against one that never
 answers: there it holds a thread and a connection that long (not its permits:
-swarm.calls.admission.abandoned gives them back).
+swarm.calls.local.abandoned gives them back).
 """
 
 
@@ -49,7 +49,7 @@ class Settings(BaseSettings):
     """Deadline of one gateway call, enforced by the HTTP client (45 s: a long review answer)."""
     abandoned_grace_s: float | None = Field(default=None, ge=0)
     """A call that times out at node_timeout_s raises the timeout as always, but its request
-    keeps reading this much longer (swarm.calls.overtime): a gateway that finishes it anyway
+    keeps reading this much longer (swarm.calls.local.overtime): a gateway that finishes it anyway
     (llama.cpp does, a hosted one bills it) has its answer billed in the ledger. None = 40 x
     node_timeout_s; 0 = off (the connection closes at the timeout)."""
     abandoned_max: int = Field(default=64, ge=0)

@@ -12,8 +12,6 @@ from concurrent.futures import ThreadPoolExecutor
 import redis
 
 from swarm.calls.admission import AdmissionController, AdmissionPolicy, Unlimited
-from swarm.calls.admission.abandoned import AbandonedPermits
-from swarm.calls.admission.adaptive import RedisAdaptive
 from swarm.calls.admission.backend import BackendAdmission
 from swarm.calls.admission.limits import key_prefix
 from swarm.calls.admission.redis import RedisAdmission
@@ -21,8 +19,10 @@ from swarm.calls.context_window import SharedWindows
 from swarm.calls.gateway import backend_clients, backend_endpoints, make_client
 from swarm.calls.hedging import HedgePolicy, Hedger, LatencySketch
 from swarm.calls.listeners import CallListener
-from swarm.calls.overtime import Overtime
-from swarm.calls.pacing import SharedPacing
+from swarm.calls.local.abandoned import AbandonedPermits
+from swarm.calls.local.adaptive import RedisAdaptive
+from swarm.calls.local.overtime import Overtime
+from swarm.calls.local.pacing import SharedPacing
 from swarm.calls.runtime import Runtime
 from swarm.catalog import Catalog, load_catalog
 from swarm.errors import ConfigError
@@ -131,7 +131,7 @@ def from_settings(settings: Settings) -> Runtime:
         hedger=_hedger(settings, catalog, store_url, settings.base_url, key),
         backend_clients=backend_clients(settings, catalog, os.environ),
         windows=SharedWindows(learned, f"{key_prefix(settings.base_url, 'learned')}:windows"),
-        pacing=SharedPacing(learned, f"{key_prefix(settings.base_url, 'learned')}:paces"),
+        pacing=SharedPacing(learned, f"{key_prefix(settings.base_url, 'learned')}:paces:v2"),
         overtime=Overtime.from_settings(settings),
         abandoned=AbandonedPermits.from_settings(settings),
     )

@@ -31,9 +31,9 @@ from collections.abc import Iterator
 import redis
 
 from swarm.calls.admission import AdmissionController, AdmissionPolicy
-from swarm.calls.admission.adaptive import RedisAdaptive
 from swarm.calls.admission.backend import BackendAdmission
 from swarm.calls.admission.redis import RedisAdmission
+from swarm.calls.local.adaptive import RedisAdaptive
 from swarm.catalog import Catalog, load_catalog
 from swarm.jobs.takeover import sweep_every_s
 from swarm.store import RedisJobStore

@@ -1,4 +1,4 @@
-"""What reading requests past their deadline costs a call (swarm.calls.overtime): the
+"""What reading requests past their deadline costs a call (swarm.calls.local.overtime): the
 transport step (pacing, the request, its answer parsed) against `swarm sim --latency-ms 0`,
 with overtime off (SWARM_ABANDONED_GRACE_S=0: the request on the node's thread, as before)
 and on (the default: handed to an overtime thread), side by side in one run.
@@ -27,7 +27,7 @@ from swarm.bench import procs
 from swarm.calls import steps
 from swarm.calls.gateway import make_client
 from swarm.calls.idempotency import CallGuard
-from swarm.calls.overtime import Overtime
+from swarm.calls.local.overtime import Overtime
 from swarm.calls.pipeline import gate_for
 from swarm.calls.request import Answer, CallRequest
 from swarm.calls.runtime import Runtime

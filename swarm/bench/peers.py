@@ -33,6 +33,8 @@ class Gateway:
 
     name: str
     sim_args: tuple[str, ...]
+    key: str = ""
+    """Short name for ``swarm bench peers --only`` (the row's number works too)."""
     inputs: int = 100
     concurrency: int = 50
     rpm: int | None = None
@@ -58,10 +60,11 @@ class Gateway:
 
 CLEAN = ("--latency-ms", "200")
 ROWS: tuple[Gateway, ...] = (
-    Gateway("clean, 0.2 s", CLEAN, clean=True),
+    Gateway("clean, 0.2 s", CLEAN, key="clean", clean=True),
     Gateway(
         "10% 429 (Retry-After 1 s) + 10% 5xx",
         (*CLEAN, "--rate-limit-rate", "0.1", "--error-rate", "0.1"),
+        key="noisy",
     ),
     Gateway(
         "30% 429 + 30% 5xx + 2% garbage + 2% resets",
@@ -76,8 +79,15 @@ ROWS: tuple[Gateway, ...] = (
             "--drop-rate",
             "0.02",
         ),
+        key="faulty",
     ),
-    Gateway("60 RPM cap (60 per 60-s window)", (*CLEAN, "--rpm", "60"), rpm=60, window="sliding"),
+    Gateway(
+        "60 RPM cap (60 per 60-s window)",
+        (*CLEAN, "--rpm", "60"),
+        key="rpm-cap",
+        rpm=60,
+        window="sliding",
+    ),
     Gateway(
         "seed-like: 80 req/s cap, p50 720 / p99 1850 ms, slower past 50 in flight",
         (
@@ -90,12 +100,49 @@ ROWS: tuple[Gateway, ...] = (
             "--knee-inflight",
             "50",
         ),
+        key="seed-like",
         inputs=200,
         concurrency=100,
         rps=80,
         window="sliding",
     ),
+    Gateway(
+        "hosted-like: 30% 429 + 30% 5xx at once, answers after 0.2 s",
+        (*CLEAN, "--fast-errors", "--rate-limit-rate", "0.3", "--error-rate", "0.3"),
+        key="fast-errors",
+    ),
 )
+
+
+def pick_rows(only: str) -> list[Gateway]:
+    """The rows ``only`` names (numbers from 1 or keys, comma-separated; empty: all)."""
+    names = [part.strip() for part in only.split(",") if part.strip()]
+    if not names:
+        return list(ROWS)
+    by_key = {gw.key: gw for gw in ROWS} | {str(i): gw for i, gw in enumerate(ROWS, 1)}
+    unknown = [name for name in names if name not in by_key]
+    if unknown:
+        known = ", ".join(f"{i} {gw.key}" for i, gw in enumerate(ROWS, 1))
+        raise ValueError(f"unknown row {unknown[0]!r}; rows: {known}")
+    return [by_key[name] for name in names]
+
+
+def merge_table(previous: str, table: str) -> str:
+    """``table``'s rows in place of the same gateways' rows of ``previous`` (a table of
+    the same columns), the others kept; rows of new gateways are added in ROWS order."""
+    header, fresh = _split(table)
+    _, old = _split(previous)
+    rows = {**old, **fresh}
+    order = [gw.name for gw in ROWS if gw.name in rows]
+    order += [name for name in rows if name not in order]
+    return "\n".join([*header, *(rows[name] for name in order)]) + "\n"
+
+
+def _split(table: str) -> tuple[list[str], dict[str, str]]:
+    """A markdown table's two header lines and its rows by their first cell."""
+    lines = [line for line in table.splitlines() if line.startswith("|")]
+    rows = {line.split("|")[1].strip(): line for line in lines[2:]}
+    return lines[:2], rows
 
 
 @dataclass(frozen=True)

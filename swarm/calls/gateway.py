@@ -69,7 +69,7 @@ def send(
 ) -> Answer:
     """One chat completion; raises openai errors or BadResponseError. ``read_timeout_s``
     replaces the client's read timeout (the node timeout) for this request: a request
-    read past its node's deadline (swarm.calls.overtime).
+    read past its node's deadline (swarm.calls.local.overtime).
 
     Sent with the SDK's documented low-level ``client.post`` (its auth, headers, timeouts
     and error types) asking for the raw HTTP response, which is parsed as JSON once

@@ -153,7 +153,7 @@ class CallGuard:
     def bill(self, usage: Usage) -> None:
         """Record a billed response whose answer is not used (a hedge that lost the race
         but was answered before its cancel took effect; a request answered after its node
-        had timed out, swarm.calls.overtime). Counted whether or not the claim is still
+        had timed out, swarm.calls.local.overtime). Counted whether or not the claim is still
         held: the gateway billed it either way; only storing an answer is fenced."""
         self._record(usage, None)
 
@@ -168,6 +168,7 @@ class CallGuard:
                 attempts=self._attempts,
                 latency_ms=int((time.perf_counter() - self._started) * 1000),
                 tool_calls=answer.tool_calls,
+                max_tokens_sent=answer.max_tokens_sent,
             )
         billed = BilledCall(
             call_id=uuid.uuid4().hex,

@@ -29,7 +29,7 @@ class CallListener:
 
     def late_answer(self, model: str, usage: Usage, latency_s: float) -> None:
         """A request that had timed out at its node's deadline was answered after all
-        (swarm.calls.overtime): billed ``usage``, ``latency_s`` after it was sent. Its
+        (swarm.calls.local.overtime): billed ``usage``, ``latency_s`` after it was sent. Its
         attempt was told as a timeout already."""
 
 

@@ -1,7 +1,8 @@
 """One gateway call, end to end: the guard around it, the retries, and the attempt path.
 
 Every call a job makes goes through ``run_call`` with a slot name unique within the job,
-so each is billed once, held to the job's budget and to the model's limits:
+so each is billed once, held to the job's budget and to the model's limits. The path is
+chosen by the model's backend (``[backends.NAME] kind``). A hosted backend's call:
 
     guard   claim the slot; reuse a stored answer, or reserve the budget (idempotency)
     retry   attempts until an answer, a final error, or no attempts left (retries)
@@ -10,16 +11,30 @@ so each is billed once, held to the job's budget and to the model's limits:
     hedge   a duplicate request for a slow attempt, when hedging is on (hedging)
     admit   the model's shared limits for this attempt (admission)
     fence   still the claim's holder, if a heartbeat's time went by since it was last known
-    http    the request (gateway)
+    http    the request, closed at the node timeout (gateway)
 
-``ATTEMPT_PATH`` is that order, as data; ``describe()`` prints it.
+A local backend's call (swarm.calls.local) is sent no hedges, and adds:
+
+    admit   ... and permits held by requests read past their deadline, late answers taken
+            (swarm.calls.local.gate); the backend's in-flight limit found from latency
+            (swarm.calls.local.adaptive, applied by swarm.calls.admission.backend)
+    pace    max_tokens fitted to the node timeout, said at WARNING (swarm.calls.local.steps)
+    http    ... read past the node timeout for the overtime grace (swarm.calls.local.overtime)
+
+``PATHS`` is that, as data; ``describe(kind)`` prints it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from swarm.backends import BackendKind
 from swarm.calls import steps
 from swarm.calls.admission.gate import Gate
 from swarm.calls.idempotency import CallGuard
+from swarm.calls.local import steps as local
+from swarm.calls.local.gate import HoldingGate
 from swarm.calls.request import Answer, CallRequest, CallResult
 from swarm.calls.retries import call_with_retries
 from swarm.calls.runtime import Runtime
@@ -27,37 +42,25 @@ from swarm.calls.steps import Attempt, CallContext, StepFactory
 from swarm.errors import RetryLater
 from swarm.records import ErrorKind, Usage
 
-ATTEMPT_PATH: tuple[tuple[str, StepFactory], ...] = (
+
+@dataclass(frozen=True)
+class Path:
+    """The attempt path of one backend kind: its steps (outermost first), the request at
+    their end, its admission gate and what to do when the call ends."""
+
+    steps: tuple[tuple[str, StepFactory], ...]
+    transport: Callable[[CallContext], Attempt]
+    gate: Callable[[Runtime, CallRequest], Gate]
+    close: Callable[[CallContext], None] = lambda ctx: None
+
+
+_COMMON: tuple[tuple[str, StepFactory], ...] = (
     ("listen", steps.listening),
     ("record", steps.recording),
     ("hedge", steps.hedging),
     ("admit", steps.admitting),
     ("fence", steps.fencing),
 )
-"""The steps of one attempt, outermost first; the retry loop runs around them and the
-HTTP request ends the path."""
-
-
-def describe() -> list[str]:
-    """The call path as names, outermost first."""
-    return ["guard", "retry", *(name for name, _ in ATTEMPT_PATH), "http"]
-
-
-def build_attempt(ctx: CallContext, last: Attempt) -> Attempt:
-    """The attempt path of one call: each applicable step wrapped around the next."""
-    attempt = last
-    for _, factory in reversed(ATTEMPT_PATH):
-        step = factory(ctx)
-        if step is not None:
-            attempt = _bind(step, attempt)
-    return attempt
-
-
-def _bind(step: steps.Step, next: Attempt) -> Attempt:
-    def bound(request: CallRequest) -> Answer:
-        return step(request, next)
-
-    return bound
 
 
 def gate_for(rt: Runtime, request: CallRequest) -> Gate:
@@ -72,8 +75,59 @@ def gate_for(rt: Runtime, request: CallRequest) -> Gate:
         max_countdown_s=settings.admission_max_countdown_s,
         may_requeue=request.may_requeue,
         reserve_s=settings.admission_reserve_s,
+    )
+
+
+def holding_gate_for(rt: Runtime, request: CallRequest) -> Gate:
+    """A local call's gate: ``gate_for``'s, holding the permits of abandoned requests."""
+    settings = rt.settings
+    return HoldingGate(
+        rt.admission,
+        request.model,
+        request.job_id,
+        request.tokens,
+        max_wait_s=settings.admission_max_wait_s,
+        max_countdown_s=settings.admission_max_countdown_s,
+        may_requeue=request.may_requeue,
+        reserve_s=settings.admission_reserve_s,
         abandoned=rt.abandoned,
     )
+
+
+PATHS: dict[BackendKind, Path] = {
+    "hosted": Path(_COMMON, steps.transport, gate_for),
+    "local": Path(
+        (*_COMMON, ("pace", local.pacing)), local.transport, holding_gate_for, local.close
+    ),
+}
+"""The attempt path of each backend kind; the retry loop runs around its steps."""
+
+
+def describe(kind: BackendKind = "hosted") -> list[str]:
+    """The call path of ``kind`` as names, outermost first."""
+    return ["guard", "retry", *(name for name, _ in PATHS[kind].steps), "http"]
+
+
+def build_attempt(ctx: CallContext, path: Path) -> Attempt:
+    """The attempt path of one call: each applicable step wrapped around the next."""
+    attempt = path.transport(ctx)
+    for _, factory in reversed(path.steps):
+        step = factory(ctx)
+        if step is not None:
+            attempt = _bind(step, attempt)
+    return attempt
+
+
+def _bind(step: steps.Step, next: Attempt) -> Attempt:
+    def bound(request: CallRequest) -> Answer:
+        return step(request, next)
+
+    return bound
+
+
+def path_of(rt: Runtime, request: CallRequest) -> Path:
+    """The path of the request's backend kind."""
+    return PATHS[rt.catalog.backend_of(request.model).kind]
 
 
 def run_call(rt: Runtime, request: CallRequest) -> CallResult:
@@ -87,24 +141,23 @@ def run_call(rt: Runtime, request: CallRequest) -> CallResult:
                 stored.finish_reason,
                 stored.usage_missing,
                 stored.tool_calls,
+                max_tokens_sent=stored.max_tokens_sent,
             )
             return CallResult(answer, stored.usage, stored.attempts, stored.latency_ms, reused=True)
         if guard.refused:
             return CallResult(None, Usage(), 0, 0, ErrorKind.BUDGET_EXCEEDED, "budget reached")
-        ctx = CallContext(rt, guard, gate_for(rt, request))
-        attempt = build_attempt(ctx, steps.transport(ctx))
+        path = path_of(rt, request)
+        ctx = CallContext(rt, guard, path.gate(rt, request))
+        attempt = build_attempt(ctx, path)
         try:
             return call_with_retries(
                 lambda: attempt(request),
                 max_attempts=rt.settings.max_attempts,
                 backoff_max_s=rt.settings.backoff_max_s,
                 progress=request.progress,
-                budget_spent=lambda: ctx.gate.budget_spent,
             )
         except RetryLater as later:
             later.slot = request.slot  # the task carries this call's progress to its next run
             raise
         finally:
-            if (unused := ctx.late.close()) is not None:  # came after the last attempt
-                answer, latency_s = unused
-                steps.bill_late(ctx, request.model.name, answer.usage, latency_s)
+            path.close(ctx)

@@ -19,6 +19,7 @@ from urllib.parse import urlsplit
 import openai
 from openai.types.chat import ChatCompletion
 
+from swarm.backends import BackendKind
 from swarm.calls.context_window import parse_overflow
 
 LEVELS = (1, 2, 4, 8)
@@ -65,6 +66,10 @@ class ProbeResult:
     tool_calls: bool
     context_window: int | None
     """From the overflow error, None when the server stated none."""
+    kind: BackendKind = "hosted"
+    """What the server looks like (``looks_like``): the catalog's ``[backends] kind``."""
+    kind_reason: str = ""
+    """Why, in words."""
 
 
 def _post(client: openai.OpenAI, body: dict[str, Any]) -> ChatCompletion:
@@ -164,9 +169,28 @@ def is_local(base_url: str) -> bool:
     return address.is_loopback or address.is_private
 
 
+def looks_like(levels: tuple[Level, ...], inflight: int) -> tuple[BackendKind, str]:
+    """``local`` when throughput stopped rising before the highest level (the server
+    computes a few requests at a time and queues the rest), else ``hosted``."""
+    top = levels[-1]
+    if inflight < top.inflight:
+        return "local", (
+            f"throughput stopped rising at {inflight} in flight ({top.inflight} in flight: "
+            f"{top.throughput:.2f} requests/s): a server with few slots, requests queue"
+        )
+    return "hosted", (
+        f"throughput rose with every doubling up to {top.inflight} in flight "
+        f"({top.throughput:.2f} requests/s): answers do not wait for each other"
+    )
+
+
 def list_models(client: openai.OpenAI) -> tuple[str, ...]:
-    """The ids of ``GET /models``."""
-    return tuple(model.id for model in client.models.list())
+    """The ids of ``GET /models``; none when the gateway does not serve it (a proxy that
+    allows only the completion path)."""
+    try:
+        return tuple(model.id for model in client.models.list())
+    except openai.NotFoundError:
+        return ()
 
 
 def probe(client: openai.OpenAI, base_url: str, model: str | None = None) -> ProbeResult:
@@ -174,12 +198,16 @@ def probe(client: openai.OpenAI, base_url: str, model: str | None = None) -> Pro
     models = list_models(client)
     name = model or (models[0] if models else "default")
     levels = tuple(measure_level(client, name, n) for n in LEVELS)
+    inflight = suggest_inflight(levels)
+    kind, why = looks_like(levels, inflight)
     return ProbeResult(
         base_url=base_url,
         models=models,
         model=name,
         levels=levels,
-        inflight=suggest_inflight(levels),
+        inflight=inflight,
+        kind=kind,
+        kind_reason=why,
         json_mode=json_mode_works(client, name),
         tool_calls=tool_calls_work(client, name),
         context_window=context_window(client, name, long_prompt=is_local(base_url)),

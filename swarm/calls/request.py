@@ -150,6 +150,9 @@ class Answer:
     """Set when the answer's x-ratelimit-remaining-* headers say a limit of the tenant is
     used up: seconds until its reset (0.0 when not given). Admission then holds every
     caller of the model until then."""
+    max_tokens_sent: int | None = None
+    """The max_tokens the request was sent with when it was smaller than the caller's
+    (a local backend's pacing, swarm.calls.local.pacing); None: as asked."""
 
 
 @dataclass(frozen=True)

@@ -104,7 +104,6 @@ def call_with_retries(
     backoff_max_s: float,
     sleep: Callable[[float], None] = time.sleep,
     progress: CallProgress | None = None,
-    budget_spent: Callable[[], bool] = lambda: False,
 ) -> CallResult:
     """Run ``attempt`` until it answers, a non-transient error occurs, or attempts run out.
 
@@ -112,7 +111,6 @@ def call_with_retries(
     their attempts count against ``max_attempts`` and their time is in the latency. A
     RetryLater passing through carries the attempts and start time on for the next run;
     after the last attempt a long 429 pause no longer requeues: the 429 is the result.
-    ``budget_spent`` says the model's retry budget is spent: the failure is final.
     """
     progress = progress or CallProgress()
     started_at = progress.started_at or time.time()
@@ -120,7 +118,7 @@ def call_with_retries(
     retrying = Retrying(
         stop=stop_after_attempt(max(max_attempts - progress.attempts, 1)),
         wait=_WaitPolicy(backoff_max_s, progress.attempts),
-        retry=retry_if_exception(lambda exc: _transient(exc) and not budget_spent()),
+        retry=retry_if_exception(_transient),
         before_sleep=_log_retry,
         sleep=sleep,
         reraise=True,

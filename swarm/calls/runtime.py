@@ -8,12 +8,12 @@ from typing import TYPE_CHECKING
 
 import openai
 
-from swarm.calls.admission.abandoned import AbandonedPermits
 from swarm.calls.admission.base import AdmissionController, Unlimited
 from swarm.calls.context_window import LearnedWindows
 from swarm.calls.listeners import CallListener
-from swarm.calls.overtime import Overtime
-from swarm.calls.pacing import Pacing
+from swarm.calls.local.abandoned import AbandonedPermits
+from swarm.calls.local.overtime import Overtime
+from swarm.calls.local.pacing import Pacing
 from swarm.catalog import Catalog
 from swarm.settings import Settings
 from swarm.store.base import JobStore
@@ -50,10 +50,10 @@ class Runtime:
     """Each model's measured speed: completion budgets that fit the node timeout."""
     overtime: Overtime = field(default_factory=Overtime)
     """Requests read past their node's deadline, their late answers billed
-    (swarm.calls.overtime); off by default, ``Overtime.from_settings`` in a worker."""
+    (swarm.calls.local.overtime); off by default, ``Overtime.from_settings`` in a worker."""
     abandoned: AbandonedPermits = field(default_factory=AbandonedPermits)
     """The admission permits those requests hold until they end, or until they show they
-    hang (swarm.calls.admission.abandoned)."""
+    hang (swarm.calls.local.abandoned)."""
 
     def client_for(self, backend: str) -> openai.OpenAI:
         """The client that calls the models of ``backend``."""

@@ -3,7 +3,8 @@
 A step does its part and hands the request on to ``next`` (the rest of the path), in the
 spirit of httpx transports and dramatiq middleware. Each factory here builds its step for
 one call from that call's ``CallContext``, or returns None when the step does not apply
-to the call. The order they run in is declared once, in swarm.calls.pipeline.
+to the call. The order they run in is declared once per backend kind, in
+swarm.calls.pipeline; the steps a local backend adds are in swarm.calls.local.steps.
 """
 
 from __future__ import annotations
@@ -11,14 +12,13 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 from functools import partial
 
 from swarm.calls.admission.gate import Gate
 from swarm.calls.gateway import send
 from swarm.calls.hedging.race import HedgedCall
 from swarm.calls.idempotency import CallGuard
-from swarm.calls.late import LateAnswers
 from swarm.calls.listeners import safely
 from swarm.calls.request import Answer, CallRequest
 from swarm.calls.retries import NOT_ATTEMPTS, billed_usage
@@ -43,8 +43,6 @@ class CallContext:
     rt: Runtime
     guard: CallGuard
     gate: Gate
-    late: LateAnswers = field(default_factory=LateAnswers)
-    """A late answer of one of the call's attempts, for its next one (swarm.calls.late)."""
 
     def tell(self, kind: ErrorKind | None, usage: Usage, latency_s: float) -> None:
         """Tell the runtime's listener of an attempt; a listener that raises is logged and
@@ -104,8 +102,8 @@ def hedging(ctx: CallContext) -> Step | None:
     hedges and the call may be hedged; a hedged attempt admits and sends its own requests,
     an unhedged one goes on down the path."""
     rt, request = ctx.rt, ctx.guard.request
-    if rt.hedger is None or request.hedge_cap <= 0:
-        return None
+    if rt.hedger is None or request.hedge_cap <= 0 or rt.catalog.backend_of(request.model).is_local:
+        return None  # a local server's slots are not spent on duplicates
     hedger = rt.hedger
     call = hedged_call(ctx, request.hedge_cap)
 
@@ -120,7 +118,7 @@ def admitting(ctx: CallContext) -> Step:
     queue (RetryLater), then reports how the attempt went (tokens, 429s)."""
 
     def admit(request: CallRequest, next: Attempt) -> Answer:
-        return ctx.gate.call(partial(next, request), late=ctx.late)
+        return ctx.gate.call(partial(next, request))
 
     return admit
 
@@ -139,83 +137,14 @@ def fencing(ctx: CallContext) -> Step:
 
 def transport(ctx: CallContext) -> Attempt:
     """The end of the path: the HTTP request through the openai client of the model's
-    backend (the process's client unless the backend has a base URL of its own), its
-    completion budget fitted to the node timeout (swarm.calls.pacing), and its latency
-    and usage fed back to the model's pace. A request still unanswered at the node timeout
-    raises the timeout as always, but keeps reading for the overtime grace
-    (swarm.calls.overtime): an answer that comes then is billed (``late_answer``)."""
+    backend (the process's client unless the backend has a base URL of its own), closed at
+    the node timeout by the HTTP client's read timeout."""
     rt = ctx.rt
-    deadline_s = rt.settings.node_timeout_s
 
     def http(request: CallRequest) -> Answer:
-        sent = paced(rt, request)
-        client = rt.client_for(request.model.backend)
-        started = time.perf_counter()
-        try:
-            answer = rt.overtime.send(partial(send, client, sent), deadline_s,
-                                      partial(late_answer, ctx, sent))  # fmt: skip
-        except Exception as exc:
-            if classify(exc) is ErrorKind.TIMEOUT:
-                rt.pacing.timed_out(request.model.name, request.model.backend, sent.max_tokens)
-            raise
-        if not answer.usage_missing:
-            feed_pace(rt, request, answer.usage, time.perf_counter() - started)
-        return answer
+        return send(rt.client_for(request.model.backend), request)
 
     return http
-
-
-def late_answer(ctx: CallContext, request: CallRequest, outcome: Answer | BaseException,
-                latency_s: float) -> None:  # fmt: skip
-    """A request that ended after its node's deadline (swarm.calls.overtime). An answer
-    while the call still runs is kept for its next attempt (swarm.calls.late), which takes
-    it instead of asking again. Otherwise what the gateway billed goes to the ledger like a
-    hedge loser's (``CallGuard.bill``: counted once by its call id, never stored as the
-    call's answer, so a run that lost its claim still counts it, as issue 15's fencing
-    does) and to the listener (metrics). Not to the model's pace: its latency is mostly
-    time queued behind other requests at a server that kept computing what its clients had
-    left (fed in, a one-slot llama.cpp server's paces fell until answers were capped at the
-    32-token minimum)."""
-    if not isinstance(outcome, Answer):
-        ctx.late.failed()
-    elif ctx.late.offer(outcome, latency_s):
-        log.debug("overtime: %s answered %.1f s after it was sent: kept for the call's next "
-                  "attempt", request.model.name, latency_s)  # fmt: skip
-        return
-    usage = outcome.usage if isinstance(outcome, Answer) else billed_usage(outcome)
-    bill_late(ctx, request.model.name, usage, latency_s)
-
-
-def bill_late(ctx: CallContext, model: str, usage: Usage, latency_s: float) -> None:
-    """A late response no attempt used: billed in the ledger, told to the listener."""
-    if usage == Usage():
-        log.debug("overtime: %s ended late with nothing billed", model)
-        return
-    log.debug("overtime: %s answered %.1f s after it was sent, billed %s", model, latency_s,
-              usage)  # fmt: skip
-    ctx.guard.bill(usage)
-    safely(ctx.rt.listener.late_answer, model, usage, latency_s)
-
-
-def feed_pace(rt: Runtime, request: CallRequest, usage: Usage, latency_s: float) -> None:
-    """One answer's usage and latency into the model's pace."""
-    rt.pacing.answered(request.model.name, request.model.backend,
-                       usage.prompt_tokens - usage.cached_tokens, usage.completion_tokens,
-                       latency_s, rt.settings.node_timeout_s)  # fmt: skip
-
-
-def paced(rt: Runtime, request: CallRequest) -> CallRequest:
-    """The request as sent: its max_tokens capped to what the model generates within the
-    node timeout (the key and admission keep the caller's; swarm.calls.pacing)."""
-    model = request.model.name
-    prompt = int(request.prompt_tokens * rt.windows.scale(model))
-    deadline_s = rt.settings.node_timeout_s
-    budget = rt.pacing.budget(model, request.model.backend, prompt, request.max_tokens, deadline_s)
-    if budget >= request.max_tokens:
-        return request
-    log.debug("pacing: %s asks %d tokens, not %d (fits the %.0f s timeout)", model, budget,
-              request.max_tokens, rt.settings.node_timeout_s)  # fmt: skip
-    return replace(request, max_tokens=budget)
 
 
 def hedged_call(ctx: CallContext, cap: int) -> HedgedCall:
@@ -230,7 +159,7 @@ def hedged_call(ctx: CallContext, cap: int) -> HedgedCall:
     return HedgedCall(
         job_id=job_id,
         model=guard.request.model.name,
-        body=paced(rt, guard.request).body(),
+        body=guard.request.body(),
         gate=ctx.gate,
         bill=bill,
         on_hedge_won=partial(rt.store.hedge_won, job_id),

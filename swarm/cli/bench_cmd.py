@@ -83,24 +83,30 @@ def goodput_command(duration_s: float, rpm: int, workers: int, concurrency: int,
 @click.option(
     "--only",
     default="",
-    help="Rows to run, by number (1-5, comma-separated); default all.",
+    help="Rows to run, by number or name, comma-separated (1 clean, 2 noisy, 3 faulty, "
+    "4 rpm-cap, 5 seed-like, 6 fast-errors); default all.",
 )
 @click.option("--out", type=click.Path(path_type=Path), default=DEFAULT_OUT, show_default=True)
 def peers_command(rounds: int, only: str, out: Path) -> None:
     """The seeds' asyncio + semaphore script vs swarm (2 workers, submit to report) on the
-    same gateway: clean, noisy (10% and 30% 429 + 5xx), a 60 RPM cap and a seed-like 80
-    requests/s cap; one fresh simulator per client and row."""
+    same gateway: clean, noisy (10% and 30% 429 + 5xx), a 60 RPM cap, a seed-like 80
+    requests/s cap and a hosted-like one (30% 429 + 30% 5xx at once, answers after 0.2 s);
+    one fresh simulator per client and row. The rows run replace theirs in peers.md, the
+    others stay."""
     from swarm.bench.output import peers_markdown
-    from swarm.bench.peers import ROWS, run_peers
+    from swarm.bench.peers import merge_table, pick_rows, run_peers
 
-    picked = _levels(only) if only else list(range(1, len(ROWS) + 1))
-    if max(picked) > len(ROWS):
-        raise click.BadParameter(f"rows are 1 to {len(ROWS)}")
+    try:
+        rows = pick_rows(only)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--only") from None
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="swarm-bench-") as folder:
-        results = run_peers(Path(folder), [ROWS[i - 1] for i in picked], rounds)
+        results = run_peers(Path(folder), rows, rounds)
     table = peers_markdown(results)
-    (out / "peers.md").write_text(table, "utf-8")
+    path = out / "peers.md"
+    previous = path.read_text("utf-8") if path.exists() else ""
+    path.write_text(merge_table(previous, table), "utf-8")
     click.echo(table)
 
 

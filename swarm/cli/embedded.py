@@ -18,12 +18,12 @@ from celery.contrib.testing.worker import TestWorkController, setup_app_for_work
 from celery.worker import state as worker_state
 
 from swarm.calls.admission import AdmissionPolicy, MemoryAdmission
-from swarm.calls.admission.abandoned import AbandonedPermits
-from swarm.calls.admission.adaptive import MemoryAdaptive
 from swarm.calls.admission.backend import BackendAdmission
 from swarm.calls.gateway import backend_clients, backend_endpoints, make_client
 from swarm.calls.hedging import HedgePolicy, Hedger, LatencySketch
-from swarm.calls.overtime import Overtime
+from swarm.calls.local.abandoned import AbandonedPermits
+from swarm.calls.local.adaptive import MemoryAdaptive
+from swarm.calls.local.overtime import Overtime
 from swarm.calls.runtime import Runtime
 from swarm.catalog import Catalog
 from swarm.client import SwarmClient

@@ -10,9 +10,9 @@ from rich.console import Console
 from rich.table import Table
 
 from swarm.calls.admission import AdmissionPolicy
-from swarm.calls.admission.adaptive import RedisAdaptive
 from swarm.calls.admission.backend import BackendAdmission
 from swarm.calls.admission.redis import RedisAdmission
+from swarm.calls.local.adaptive import RedisAdaptive
 from swarm.catalog import Catalog, load_catalog
 from swarm.cli.render import print_json
 from swarm.errors import BrokerUnavailableError, ConfigError
@@ -48,13 +48,15 @@ def model_counters(settings: Settings, catalog: Catalog) -> dict[str, dict[str, 
     )
     try:
         models = {name: asdict(controller.counters(spec)) for name, spec in catalog.models.items()}
-        shared = {}
+        shared: dict[str, dict[str, Any]] = {}
         for backend in catalog.backends.values():
+            kind: dict[str, Any] = {"kind": backend.kind, "adaptive": backend.is_adaptive}
             if not backend.has_limits:
+                shared[backend.name] = {**kind, "limit": None}
                 continue
             row = asdict(backends.backend_counters(backend))
             limit = backends.backend_spec(backend).max_inflight
-            shared[backend.name] = {**row, "limit": limit, "adaptive": backend.is_adaptive}
+            shared[backend.name] = {**row, **kind, "limit": limit}
         return {"models": models, "backends": shared}
     except redis.RedisError as exc:
         raise BrokerUnavailableError(f"cannot reach Redis: {exc}") from None
@@ -64,13 +66,18 @@ def print_models(counters: dict[str, dict[str, dict[str, Any]]], console: Consol
     """One row per model: admitted, waiting, 429s, pauses, rate factor, in flight, pause,
     expired; then one per backend with limits, with its in-flight limit."""
     console.print(_table("admission per model (all workers)", "model", counters["models"]))
-    if counters["backends"]:
-        rows = {
-            name: {**row, "limit": f"{row['limit']}{' (adaptive)' if row['adaptive'] else ''}"}
-            for name, row in counters["backends"].items()
-        }
+    for name, row in counters["backends"].items():
+        if row["limit"] is None:
+            console.print(f"backend {name}: {row['kind']}, no limits of its own (each model's)")
+    rows = {
+        name: {**row, "limit": f"{row['limit']}{' (adaptive)' if row['adaptive'] else ''}"}
+        for name, row in counters["backends"].items()
+        if row["limit"] is not None
+    }
+    if rows:
         title = "admission per backend (all its models)"
-        console.print(_table(title, "backend", rows, {**COLUMNS, "limit": "in-flight limit"}))
+        columns = {"kind": "kind", **COLUMNS, "limit": "in-flight limit"}
+        console.print(_table(title, "backend", rows, columns))
 
 
 def _table(

@@ -23,6 +23,9 @@ def catalog_name(model_id: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", stem).strip("-").lower() or "local-model"
 
 
+KIND_NOTES = {"local": "few slots, requests queue", "hosted": "answers do not queue"}
+
+
 def catalog_snippet(result: ProbeResult) -> str:
     """Catalog TOML for the probed backend: one model, every kind routed to it."""
     from swarm.calls.probe import is_local
@@ -34,6 +37,7 @@ def catalog_snippet(result: ProbeResult) -> str:
     lines = [
         "[backends.probed]",
         f'base_url = "{result.base_url}"',
+        f'kind = "{result.kind}"  # measured: {KIND_NOTES[result.kind]}',
         f"max_inflight = {result.inflight}  # measured; drop the line to find it from latency",
         "",
         f'[models."{name}"]',
@@ -65,6 +69,7 @@ def report_lines(result: ProbeResult) -> list[str]:
             f"{level.throughput:.2f} requests/s"
         )
     lines.append(f"in flight: {result.inflight} (throughput stops rising beyond)")
+    lines.append(f"looks {result.kind}: {result.kind_reason}")
     lines.append(f"JSON mode: {'yes' if result.json_mode else 'no'}")
     lines.append(f"tool calls: {'yes' if result.tool_calls else 'no'}")
     window = result.context_window

@@ -89,7 +89,8 @@ def print_report(report: dict[str, Any], console: Console) -> None:
     console.print(_models_table(report))
     for field, what in (
         ("inputs_truncated", "inputs did not fit their model's context (middle summarised)"),
-        ("outputs_cut", "answers stopped at max_tokens (finish_reason length)"),
+        ("truncated", "answers were cut at max_tokens (finish_reason length)"),
+        ("capped", "requests were sent a smaller max_tokens than asked (pacing)"),
     ):
         if report.get(field):
             console.print(f"[yellow]{report[field]} {what}[/]")

@@ -61,6 +61,20 @@ def serve(config: SimConfig, host: str, port: int) -> None:
 @click.option("--latency-p99-ms", type=float, help="Lognormal latency 99th percentile.")
 @click.option("--knee-rps", type=float, help="Requests/s above which latency grows.")
 @click.option("--knee-inflight", type=int, help="Requests in flight above which latency grows.")
+@click.option(
+    "--ttft-ms", type=float, help="Generation mode: time to first token (ms) of every answer."
+)
+@click.option(
+    "--tokens-per-s",
+    type=float,
+    help="Generation mode: answer tokens per second after the first (latency = ttft + "
+    "completion_tokens / R; length from [[sim:answer_tokens=N]], cut at max_tokens).",
+)
+@click.option(
+    "--fast-errors/--no-fast-errors",
+    default=None,
+    help="5xx come back at once, without the answer latency (default: on in generation mode).",
+)
 @click.option("--rpm", type=_LIMIT, help="Requests per minute per model (default unlimited).")
 @click.option("--tpm", type=_LIMIT, help="Tokens per minute per model (default unlimited).")
 @click.option("--rps", type=_LIMIT, help="Requests per second per model (default unlimited).")
@@ -84,6 +98,12 @@ def serve(config: SimConfig, host: str, port: int) -> None:
 @click.option("--seed", type=int, help="Seed of the latency and fault generators.")
 @click.option("--api-key", help="Require 'Authorization: Bearer KEY' (default: no key).")
 @click.option("--access-log", is_flag=True, default=None, help="Log every HTTP request.")
+@click.option(
+    "--no-models",
+    is_flag=True,
+    default=None,
+    help="GET /v1/models answers 404 (a proxy serving only the completion path).",
+)
 def sim_command(host: str, port: int, **options: Any) -> None:
     """Run a simulated OpenAI-compatible LLM gateway (for tests, demos, benchmarks)."""
     config = build_config(options)

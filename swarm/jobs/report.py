@@ -56,8 +56,11 @@ class Report(Frozen):
     failures_by_kind: dict[str, int] = Field(default_factory=dict)
     inputs_truncated: int = 0
     """Nodes whose input did not fit their model's context (middle summarised)."""
-    outputs_cut: int = 0
+    truncated: int = 0
     """Nodes whose answer stopped at max_tokens (finish_reason ``length``)."""
+    capped: int = 0
+    """Nodes whose answer was asked with a smaller max_tokens than the caller's (a local
+    backend's pacing: ``max_tokens_sent`` of the node)."""
     error: str | None = None
     """Why the job failed or was cut short; None when it completed."""
     budget_usd: float | None = None
@@ -194,7 +197,8 @@ def build_report(
         aggregate_model=spec.aggregate_model,
         failures_by_kind=dict(Counter(str(env.error_kind) for env in failed)),
         inputs_truncated=sum(1 for env in nodes if env.truncation is not None),
-        outputs_cut=sum(1 for env in nodes if env.finish_reason == "length"),
+        truncated=sum(1 for env in nodes if env.finish_reason == "length"),
+        capped=sum(1 for env in nodes if env.max_tokens_sent is not None),
         error=error,
         budget_usd=spec.budget_usd,
         hedges_sent=hedges.sent if hedges else 0,

@@ -330,6 +330,7 @@ class _ModelRun:
             error_kind=None if ok else outcome.error_kind,
             error=None if ok else _error_text(outcome, self.spec),
             finish_reason=answer.finish_reason if answer else None,
+            max_tokens_sent=answer.max_tokens_sent if answer else None,
             usage_missing=answer.usage_missing if answer else False,
             kind=self.task.kind,
             truncation=truncation,

@@ -9,6 +9,13 @@ A real aiohttp HTTP server that the ``openai`` SDK talks to over TCP. Use
         ...
         assert sim.stats()["completed"] == 1
 
+A hosted gateway's shape (``swarm sim --ttft-ms 1800 --tokens-per-s 80``): an answer takes
+a time to first token plus its completion tokens at a steady rate, its length is asked
+with ``[[sim:answer_tokens=N]]`` and cut at max_tokens (``finish_reason: "length"``), and
+5xx come back at once (``fast_errors``):
+
+    with start_in_thread(SimConfig(ttft_ms=1800, tokens_per_s=80)) as sim: ...
+
 See ``swarm.sim.faults`` for the ``[[sim:...]]`` markers and ``swarm.sim.server`` for the
 request flow and the /stats fields.
 """

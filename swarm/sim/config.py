@@ -57,6 +57,17 @@ class SimConfig(BaseModel):
     slowdown_exponent: float = Field(default=1.5, ge=0.0)
     """Latency is multiplied by (rate / knee_rps) ** slowdown_exponent above the knee
     (and by (in flight / knee_inflight) ** slowdown_exponent above that knee)."""
+    ttft_ms: float | None = Field(default=None, ge=0.0)
+    """Generation mode: time to first token of every admitted request."""
+    tokens_per_s: float | None = Field(default=None, gt=0.0)
+    """Generation mode: completion tokens generated per second after the first token, so an
+    answer takes ``ttft_ms + completion_tokens / tokens_per_s`` (times the load slowdown;
+    the prompt's length does not count). Either field alone is the generation mode too
+    (the other counts 0)."""
+    fast_errors: bool | None = None
+    """5xx (random or ``[[sim:status=N]]``) come back at once, without the answer latency,
+    as a hosted gateway's do. None = on in generation mode, off otherwise. The random 429s
+    of ``rate_limit_rate`` and the limit windows' 429s always come back at once."""
 
     rpm: PositiveInt | None = None
     """Requests per sliding 60 s window, per model; None = unlimited."""
@@ -108,6 +119,9 @@ class SimConfig(BaseModel):
     """Prefix hashes remembered for prompt caching (least recently used are dropped)."""
     access_log: bool = False
     """Log every HTTP request through aiohttp's access logger."""
+    no_models: bool = False
+    """GET /v1/models (and /v1/models/{model}) answer 404, like a proxy that lets only the
+    completion path through."""
 
     @model_validator(mode="after")
     def _check_combinations(self) -> SimConfig:
@@ -118,9 +132,23 @@ class SimConfig(BaseModel):
             raise ValueError("latency_p99_ms must be >= latency_p50_ms")
         if p50 is not None and self.latency_ms > 0:
             raise ValueError("use either latency_ms or latency_p50_ms/latency_p99_ms, not both")
+        if self.generation and (p50 is not None or self.latency_ms > 0):
+            raise ValueError(
+                "use either latency_ms or latency_p50_ms/latency_p99_ms, or ttft_ms/tokens_per_s"
+            )
         if self.fault_rate_total() > 1.0 + 1e-9:
             raise ValueError("the fault rates together must not exceed 1")
         return self
+
+    @property
+    def generation(self) -> bool:
+        """Latency is a time to first token plus a steady token rate."""
+        return self.ttft_ms is not None or self.tokens_per_s is not None
+
+    @property
+    def errors_at_once(self) -> bool:
+        """Whether 5xx skip the answer latency (``fast_errors``, resolved)."""
+        return self.generation if self.fast_errors is None else self.fast_errors
 
     def fault_rate_total(self) -> float:
         """Sum of all random fault rates (at most 1)."""

@@ -217,11 +217,15 @@ def scripted_reply(text: str) -> str | None:
         return None
 
 
-def make_completion(request: ChatRequest, malformed_rate: float = 0.0) -> Completion:
+def make_completion(
+    request: ChatRequest, malformed_rate: float = 0.0, answer_tokens: int | None = None
+) -> Completion:
     """Deterministic answer: ``sim:<model>:<digest12> results=N`` then pseudo-words.
 
-    The text is about as long as ``completion_tokens`` (header always included). In JSON
-    mode the content is a JSON object, complete even when the length is capped.
+    Its length is ``answer_tokens`` (``[[sim:answer_tokens=N]]``) or else the natural one,
+    cut at the request's max_tokens (then ``finish_reason`` is ``length``). The text is
+    about as long as ``completion_tokens`` (header always included). In JSON mode the
+    content is a JSON object, complete even when the length is capped.
     """
     digest = request_digest(request.model, request.contents)
     if request.tools:
@@ -231,7 +235,7 @@ def make_completion(request: ChatRequest, malformed_rate: float = 0.0) -> Comple
         if calls:
             tokens = 8 + sum(len(json.dumps(c)) for c in calls) // 4
             return Completion("", tokens, "tool_calls", tuple(calls))
-    natural = natural_completion_tokens(digest)
+    natural = answer_tokens if answer_tokens is not None else natural_completion_tokens(digest)
     cap = request.max_tokens
     tokens = natural if cap is None else min(natural, cap)
     finish = "length" if cap is not None and natural > cap else "stop"

@@ -12,13 +12,23 @@ Markers are written into the LAST user message and force one outcome for that re
     [[sim:empty_choices]] 200 with ``choices: []`` (usage still present)
     [[sim:no_usage]]      200 without ``usage``
     [[sim:reply_b64=B]]   answer with the base64 (URL-safe) text B as content (swarm.sim.content)
+    [[sim:answer_tokens=N]] the answer is N completion tokens long (cut at the request's
+                          max_tokens, then ``finish_reason: "length"``); without it the
+                          length is 40..240 tokens, fixed by the request's digest
 
 Precedence when several are present: status, drop, hang, bad_json; ``empty_choices``,
-``no_usage`` and ``latency_ms`` combine with anything. Markers override random faults.
+``no_usage``, ``latency_ms`` and ``answer_tokens`` combine with anything. Markers override
+random faults.
+
+Latency: fixed (``latency_ms``), lognormal (``latency_p50_ms``/``latency_p99_ms``) or, in
+generation mode (``ttft_ms``/``tokens_per_s``), a time to first token plus the answer's
+completion tokens at a steady rate; all of them times the load slowdown above the knees.
+With ``fast_errors`` (on in generation mode) a 5xx comes back at once.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 import re
@@ -56,6 +66,7 @@ class Markers:
     straggle_ms: int | None = None
     empty_choices: bool = False
     no_usage: bool = False
+    answer_tokens: int | None = None
 
 
 _FLAGS = frozenset({"hang", "bad_json", "drop", "empty_choices", "no_usage"})
@@ -69,6 +80,7 @@ def parse_markers(text: str) -> Markers:
     status: int | None = None
     latency: int | None = None
     straggle: int | None = None
+    answer: int | None = None
     for name, value in MARKER_RE.findall(text):
         if name in _FLAGS and not value:
             flags.add(name)
@@ -78,6 +90,8 @@ def parse_markers(text: str) -> Markers:
             latency = int(value)
         elif name == "straggle_ms" and value:
             straggle = int(value)
+        elif name == "answer_tokens" and value and int(value) >= 1:
+            answer = int(value)
     return Markers(
         status=status,
         hang="hang" in flags,
@@ -87,6 +101,7 @@ def parse_markers(text: str) -> Markers:
         straggle_ms=straggle,
         empty_choices="empty_choices" in flags,
         no_usage="no_usage" in flags,
+        answer_tokens=answer,
     )
 
 
@@ -135,11 +150,18 @@ class FaultInjector:
 
 
 class LatencyModel:
-    """Fixed or lognormal latency, slowed down above the load knee."""
+    """Fixed, lognormal or generation latency, slowed down above the load knee.
+
+    In generation mode ``base_ms`` is the time to first token and ``per_token_ms`` the
+    time of each completion token; otherwise ``per_token_ms`` is 0.
+    """
 
     def __init__(self, config: SimConfig) -> None:
         self._rng = random.Random(f"latency:{config.seed}")
         self._fixed_ms = config.latency_ms
+        if config.generation:
+            self._fixed_ms = config.ttft_ms or 0.0
+        self.per_token_ms = 1000.0 / config.tokens_per_s if config.tokens_per_s else 0.0
         self._mu: float | None = None
         self._sigma = 0.0
         if config.latency_p50_ms is not None and config.latency_p99_ms is not None:
@@ -178,8 +200,21 @@ class Plan:
     fault: Fault
     status: int | None
     latency_s: float
+    """Time before the answer (in generation mode: before its first token)."""
     empty_choices: bool = False
     no_usage: bool = False
+    per_token_s: float = 0.0
+    """Generation mode: time of each completion token of the answer."""
+    answer_tokens: int | None = None
+    """The answer's length asked by ``[[sim:answer_tokens=N]]`` (None: the natural one)."""
+
+    def answer_delay_s(self, completion_tokens: int) -> float:
+        """How long an answer of ``completion_tokens`` takes to come back."""
+        return self.latency_s + completion_tokens * self.per_token_s
+
+    def exact(self, latency_s: float) -> Plan:
+        """This plan taking exactly ``latency_s`` (whatever the answer's length)."""
+        return dataclasses.replace(self, latency_s=latency_s, per_token_s=0.0)
 
 
 def plan_request(
@@ -194,13 +229,17 @@ def plan_request(
     if fault is Fault.NONE:
         fault, status = injector.draw()
     if markers.latency_ms is not None:
-        latency_ms = float(markers.latency_ms)
+        latency_ms, per_token_ms = float(markers.latency_ms), 0.0
     else:
-        latency_ms = latency.sample_ms(rate_rps, inflight)
+        slowdown = latency.slowdown(rate_rps, inflight)
+        latency_ms = latency.base_ms() * slowdown
+        per_token_ms = latency.per_token_ms * slowdown
     return Plan(
         fault=fault,
         status=status,
         latency_s=latency_ms / 1000.0,
         empty_choices=markers.empty_choices,
         no_usage=markers.no_usage,
+        per_token_s=per_token_ms / 1000.0,
+        answer_tokens=markers.answer_tokens,
     )

@@ -1,18 +1,20 @@
 """The simulator's aiohttp application: routes, request flow and statistics.
 
-Flow of ``POST /v1/chat/completions``: count it, check the key, parse the body (400),
-plan the outcome (markers, random faults, latency), spurious 429, per-model limits (429),
-then, holding a concurrency slot: sleep the latency and answer, fail, hang or drop.
-Everything runs on one event loop; no locks, no threads.
+Flow of ``POST /v1/chat/completions``: count it, check the key, parse the body (400, never
+billed: an empty ``{}`` is how a client can check that the path exists), plan the outcome
+(markers, random faults, latency), spurious 429, per-model limits (429), then, holding a
+concurrency slot: a 5xx at once with ``fast_errors``, else sleep the latency (in generation
+mode: time to first token plus the answer's tokens at the token rate) and answer, fail,
+hang or drop. Everything runs on one event loop; no locks, no threads.
 """
 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import hmac
 import math
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,6 +24,7 @@ from swarm.sim.config import SimConfig
 from swarm.sim.content import (
     COMPLETION_MAX_TOKENS,
     ChatRequest,
+    Completion,
     PrefixCache,
     RequestError,
     completion_body,
@@ -73,10 +76,12 @@ class ModelStats:
     abandoned: int = 0
     inflight: int = 0
     max_inflight_seen: int = 0
+    truncated: int = 0
+    max_tokens_seen: Counter[str] = field(default_factory=Counter)
     admitted_60s: PeakCounter = field(default_factory=lambda: PeakCounter(MINUTE_S))
     admitted_1s: PeakCounter = field(default_factory=lambda: PeakCounter(SECOND_S))
 
-    def snapshot(self) -> dict[str, int]:
+    def snapshot(self) -> dict[str, Any]:
         """Counters as a JSON-ready dict (without the windows)."""
         return {
             "requests": self.requests,
@@ -91,6 +96,8 @@ class ModelStats:
             "abandoned": self.abandoned,
             "inflight": self.inflight,
             "max_inflight_seen": self.max_inflight_seen,
+            "truncated": self.truncated,
+            "max_tokens_seen": dict(self.max_tokens_seen),
         }
 
 
@@ -110,7 +117,10 @@ class Stats:
     whose client went away before the answer, e.g. a hedge's loser), ``abandoned`` (with
     ``finish_abandoned``: answers computed to the end after their client went away, counted
     in ``completed`` and the tokens too, as the server billed them), ``inflight`` and
-    ``max_inflight_seen`` (admitted requests being served, hangs included), ``faults``
+    ``max_inflight_seen`` (admitted requests being served, hangs included), ``truncated``
+    (completed answers cut at the request's max_tokens: ``finish_reason: "length"``),
+    ``max_tokens_seen`` (``{"N": requests}``: the cap each parsed request asked, the
+    smaller of max_tokens and max_completion_tokens, ``"none"`` without one), ``faults``
     (hang, bad_json, drop, empty_choices, no_usage), ``models`` (the same per model) and
     ``windows`` (per model: most requests admitted in any sliding 60 s and 1 s window),
     ``slots`` (``overlaps``: requests admitted while an identical one was in service, i.e.
@@ -257,12 +267,15 @@ class Simulator:
         except RequestError as exc:
             return self.fail(None, 400, exc.message, exc.code, param=exc.param)
         self.stats.model(chat.model).requests += 1
+        asked = "none" if chat.max_tokens is None else str(chat.max_tokens)
+        for stats in (self.stats.total, self.stats.model(chat.model)):
+            stats.max_tokens_seen[asked] += 1
         markers = parse_markers(chat.last_user_content)
         rate = float(self.arrivals.count(now)) if self.config.knee_rps is not None else 0.0
         inflight = self.stats.total.inflight
         plan = plan_request(markers, self.injector, self.latency, rate, inflight)
         if markers.straggle_ms is not None and self._first_time(chat):
-            plan = dataclasses.replace(plan, latency_s=markers.straggle_ms / 1000.0)
+            plan = plan.exact(markers.straggle_ms / 1000.0)
         return await self._admit_and_serve(request, chat, plan, now)
 
     async def _admit_and_serve(
@@ -336,18 +349,28 @@ class Simulator:
             self.stats.faults["hang"] += 1
             await _wait_for_disconnect(request)
             return web.Response(status=499)
-        await self._compute(plan.latency_s)
+        if plan.fault is Fault.NONE:
+            completion = make_completion(chat, self.config.tool_malformed_rate, plan.answer_tokens)
+            tokens = 0 if plan.empty_choices else completion.completion_tokens
+            await self._compute(plan.answer_delay_s(tokens))
+            return await self._answer(request, chat, plan, limiter, completion)
+        if plan.fault is not Fault.STATUS or not self.config.errors_at_once:
+            await self._compute(plan.latency_s)
+        return self._fault_answer(request, chat, plan, limiter)
+
+    def _fault_answer(
+        self, request: web.Request, chat: ChatRequest, plan: Plan, limiter: ModelLimiter
+    ) -> web.Response:
+        """A dropped connection, an HTML body or an error status, after the latency."""
         if plan.fault is Fault.DROP:
             self.stats.faults["drop"] += 1
             if request.transport is not None:
                 request.transport.close()
             return web.Response(status=499)
-        if plan.fault is Fault.STATUS and plan.status is not None:
-            return self._status_fault(chat.model, plan.status, limiter)
         if plan.fault is Fault.BAD_JSON:
             self.stats.faults["bad_json"] += 1
             return web.Response(text=BAD_JSON_BODY, content_type="text/html")
-        return await self._answer(request, chat, plan, limiter)
+        return self._status_fault(chat.model, plan.status or 500, limiter)
 
     async def _compute(self, latency_s: float) -> None:
         """The request's latency, in one of the server's slots when it has a number."""
@@ -368,9 +391,13 @@ class Simulator:
         return self.fail(model, status, message, code)
 
     async def _answer(
-        self, request: web.Request, chat: ChatRequest, plan: Plan, limiter: ModelLimiter
+        self,
+        request: web.Request,
+        chat: ChatRequest,
+        plan: Plan,
+        limiter: ModelLimiter,
+        completion: Completion,
     ) -> web.StreamResponse:
-        completion = make_completion(chat, self.config.tool_malformed_rate)
         prompt = prompt_tokens(chat)
         cached = self.cache.lookup_and_store(chat)
         completion_tokens = 0 if plan.empty_choices else completion.completion_tokens
@@ -381,35 +408,44 @@ class Simulator:
         response = web.json_response(body, headers=headers)
         for flag, present in (("empty_choices", plan.empty_choices), ("no_usage", plan.no_usage)):
             self.stats.faults[flag] += int(present)
+        counted = (prompt, completion_tokens, cached)
+        cut = completion.finish_reason == "length" and not plan.empty_choices
         try:
             await response.prepare(request)
             await response.write_eof()
         except ConnectionError:
             if usage is not None and self.config.finish_abandoned:  # computed, so billed
-                self._count_usage(chat.model, prompt, completion_tokens, cached)
+                self._count_usage(chat.model, counted, cut)
                 for stats in (self.stats.total, self.stats.model(chat.model)):
                     stats.abandoned += 1
             return response
         if usage is not None:
-            self._count_usage(chat.model, prompt, completion_tokens, cached)
+            self._count_usage(chat.model, counted, cut)
         return response
 
-    def _count_usage(self, model: str, prompt: int, completion: int, cached: int) -> None:
+    def _count_usage(self, model: str, counted: tuple[int, int, int], cut: bool) -> None:
+        prompt, completion, cached = counted
         for stats in (self.stats.total, self.stats.model(model)):
             stats.completed += 1
             stats.prompt_tokens += prompt
             stats.completion_tokens += completion
             stats.cached_tokens += cached
+            stats.truncated += int(cut)
 
     async def handle_models(self, request: web.Request) -> web.Response:
-        """GET /v1/models: the known model names in OpenAI list format."""
+        """GET /v1/models: the known model names in OpenAI list format (404 with
+        ``no_models``)."""
+        if self.config.no_models:
+            return _no_models()
         if not self.authorized(request):
             return error_response(401, "Incorrect API key provided", "invalid_api_key")
         data = [_model_entry(name) for name in self.config.models]
         return web.json_response({"object": "list", "data": data})
 
     async def handle_model(self, request: web.Request) -> web.Response:
-        """GET /v1/models/{model}: any name is a model."""
+        """GET /v1/models/{model}: any name is a model (404 with ``no_models``)."""
+        if self.config.no_models:
+            return _no_models()
         if not self.authorized(request):
             return error_response(401, "Incorrect API key provided", "invalid_api_key")
         return web.json_response(_model_entry(request.match_info["model"]))
@@ -430,6 +466,10 @@ class Simulator:
 
 SIM_KEY = web.AppKey("swarm_sim", Simulator)
 """Where ``build_app`` keeps the Simulator instance in the application."""
+
+
+def _no_models() -> web.Response:
+    return error_response(404, "Not found: only /v1/chat/completions is served", "not_found")
 
 
 def _model_entry(name: str) -> dict[str, Any]:

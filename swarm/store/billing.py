@@ -28,6 +28,8 @@ class StoredAnswer(Frozen):
     """Wall time from the first attempt to the answer."""
     tool_calls: tuple[ToolCall, ...] = ()
     """Tools the answer asked to call."""
+    max_tokens_sent: int | None = None
+    """The smaller max_tokens its request was sent with (pacing); None: as asked."""
 
 
 class BilledCall(Frozen):

@@ -14,6 +14,7 @@ import json
 import urllib.request
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
@@ -129,15 +130,28 @@ def running_stack(
         st.stop()
 
 
+def local_catalog(path: Path, text: str | None = None) -> Path:
+    """``text`` (default: the packaged catalog) with its backend declared ``kind = "local"``
+    (the local call path: pacing, overtime, adaptive in-flight limit), written to ``path``."""
+    if text is None:
+        text = resources.files("swarm.data").joinpath("catalog.toml").read_text("utf-8")
+    local = text.replace('kind = "hosted"', 'kind = "local"')
+    assert local != text, "the catalog declares no hosted backend to turn local"
+    path.write_text(local, "utf-8")
+    return path
+
+
 def stack_fixture(
     sim_args: list[str],
     *workers: Worker,
     env: Mapping[str, str] | None = None,
     scope: Literal["module", "function"] = "module",
+    local: bool = False,
 ) -> Callable[..., Iterator[Stack]]:
     """The ``stack`` fixture of a test module (see ``running_stack``). Its logs go to a
     folder of the module, or to the test's ``tmp_logs`` when ``scope="function"`` (so a
-    failing test's report shows them)."""
+    failing test's report shows them). ``local``: the workers read the packaged catalog
+    with its backend declared local (``local_catalog``)."""
 
     @pytest.fixture(scope=scope, name="stack")
     def stack(request: pytest.FixtureRequest, redis_server: Any) -> Iterator[Stack]:
@@ -145,7 +159,10 @@ def stack_fixture(
             logs = request.getfixturevalue("tmp_logs")
         else:
             logs = request.getfixturevalue("tmp_path_factory").mktemp("stack-logs")
-        with running_stack(redis_server, logs, sim_args, workers, env) as running:
+        extra = dict(env or {})
+        if local:
+            extra["SWARM_CONFIG"] = str(local_catalog(logs / "catalog-local.toml"))
+        with running_stack(redis_server, logs, sim_args, workers, extra) as running:
             yield running
 
     return stack

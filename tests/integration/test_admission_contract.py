@@ -262,22 +262,6 @@ def test_a_bucket_limit_spaces_the_same_calls_evenly(h: Harness) -> None:
     assert ctl.acquire(model, "a", 1).reason is Refusal.RPM
 
 
-def test_the_retry_budget_is_spent_only_when_nearly_every_request_fails(h: Harness) -> None:
-    ctl, model = h.controller(), spec()
-    verdicts = [
-        ctl.finish(model, permit, Outcome(used_tokens=0, failed=i % 3 != 0))
-        for i, permit in enumerate(take(h, ctl, model, "a", 30))
-    ]
-    assert not any(v.budget_spent for v in verdicts)  # a third answered: retries go on
-    dead = spec().model_copy(update={"name": "dead-model"})
-    verdicts = [
-        ctl.finish(dead, permit, Outcome(used_tokens=0, failed=True))
-        for permit in take(h, ctl, dead, "a", 25)
-    ]
-    spent = [v.budget_spent for v in verdicts]
-    assert not any(spent[:19]) and all(spent[21:])  # from about 20 requests, none answered
-
-
 def test_an_answer_saying_a_limit_is_used_up_holds_every_client_until_its_reset(
     h: Harness,
 ) -> None:
@@ -307,17 +291,6 @@ def test_a_call_admitted_at_the_configured_limit_says_so(h: Harness) -> None:
     later = ctl.acquire(bucket, "a", 1).permit
     assert later is not None and not later.at_limit  # slower than the limit allows
     assert not any(p.at_limit for p in take(h, ctl, spec(), "a", 3))  # far below its limit
-
-
-def test_the_retry_budget_is_per_job(h: Harness) -> None:
-    ctl, model = h.controller(), spec()
-    verdicts = [
-        ctl.finish(model, permit, Outcome(used_tokens=0, failed=True))
-        for permit in take(h, ctl, model, "failing", 25)
-    ]
-    assert verdicts[-1].budget_spent
-    (other,) = take(h, ctl, model, "healthy", 1)
-    assert not ctl.finish(model, other, Outcome(used_tokens=0, failed=True)).budget_spent
 
 
 def test_waiters_no_more_than_the_slots_ask_again_when_the_oldest_call_should_end(

@@ -5,15 +5,17 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import redis
 from click.testing import CliRunner
+from stack import local_catalog
 
 from swarm.calls.admission import AdmissionPolicy, Outcome, Refusal
-from swarm.calls.admission.adaptive import RedisAdaptive
 from swarm.calls.admission.backend import BackendAdmission, adaptive_cap
 from swarm.calls.admission.redis import RedisAdmission
+from swarm.calls.local.adaptive import RedisAdaptive
 from swarm.catalog import Catalog, load_catalog
 from swarm.cli.main import main
 from swarm.settings import Settings
@@ -36,10 +38,17 @@ def controller(client: redis.Redis, catalog: Catalog) -> BackendAdmission:
     return BackendAdmission(models, catalog, RedisAdaptive(client, models.adaptive_key))
 
 
+@pytest.fixture
+def local_config(tmp_path: Path) -> Path:
+    """The packaged catalog with its backend declared local: one adaptive backend for all
+    its models."""
+    return local_catalog(tmp_path / "catalog-local.toml")
+
+
 def test_the_adaptive_limit_is_shared_and_holds_every_model_of_the_backend(
-    client: redis.Redis,
+    client: redis.Redis, local_config: Path
 ) -> None:
-    catalog = load_catalog()  # one adaptive backend for all its models
+    catalog = load_catalog(local_config)
     one, two = controller(client, catalog), controller(client, catalog)
     kimi, flash = catalog.model("kimi-k2.5"), catalog.model("gemini-2.5-flash")
     backend = catalog.backends["default"]
@@ -58,24 +67,31 @@ def test_the_adaptive_limit_is_shared_and_holds_every_model_of_the_backend(
     assert one.backend_counters(backend).inflight == 0
 
 
-def test_status_models_shows_the_backends_in_flight_limit(redis_url: str) -> None:
-    catalog = load_catalog()
+def test_status_models_shows_the_backends_in_flight_limit(
+    redis_url: str, local_config: Path
+) -> None:
+    catalog = load_catalog(local_config)
     store_url = Settings(broker_url=redis_url).backend_url()  # where workers keep admission
     assert store_url is not None
     ctl = controller(redis.Redis.from_url(store_url), catalog)
     backend = catalog.backends["default"]
     permit = ctl.acquire(catalog.model("kimi-k2.5"), "j1", 10).permit
     assert permit is not None
-    env = {"SWARM_BROKER_URL": redis_url, "SWARM_BASE_URL": GATEWAY}
+    env = {"SWARM_BROKER_URL": redis_url, "SWARM_BASE_URL": GATEWAY,
+           "SWARM_CONFIG": str(local_config)}  # fmt: skip
     result = CliRunner().invoke(main, ["status", "--models", "--json"], env=env)
     assert result.exit_code == 0, result.output
     shown = json.loads(result.output)
     assert shown["models"]["kimi-k2.5"]["inflight"] == 1
     row = shown["backends"]["default"]
-    assert row["inflight"] == 1 and row["adaptive"] is True
+    assert row["inflight"] == 1 and row["adaptive"] is True and row["kind"] == "local"
     assert row["limit"] == adaptive_cap(catalog, backend)
     table = CliRunner().invoke(main, ["status", "--models"], env=env)
     assert "admission per backend" in table.output and "default" in table.output
+    hosted = {k: v for k, v in env.items() if k != "SWARM_CONFIG"}  # the packaged catalog
+    result = CliRunner().invoke(main, ["status", "--models", "--json"], env=hosted)
+    shown = json.loads(result.output)
+    assert shown["backends"]["default"] == {"kind": "hosted", "adaptive": False, "limit": None}
 
 
 def test_a_model_refusal_gives_the_backends_booked_rate_slot_back(client: redis.Redis) -> None:

@@ -201,7 +201,7 @@ def test_inputs_that_are_odd_but_valid_become_flagged_nodes(fs: FaultStack) -> N
     # Cut at max_tokens: finish_reason "length" is in each envelope and counted.
     cut = client.submit(inputs(3), "Summarise", max_tokens=5).wait(timeout=60)
     assert {n["finish_reason"] for n in cut["nodes"]} == {"length"}
-    assert cut["outputs_cut"] == 3
+    assert cut["truncated"] == 3
 
 
 def test_a_50_mb_input_is_accepted_truncated_and_flagged(fs: FaultStack) -> None:

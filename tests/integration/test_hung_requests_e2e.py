@@ -2,7 +2,7 @@
 answered late while its call retries is the call's answer.
 
 A request past its node's deadline goes on in overtime and keeps its admission permits
-until it ends (swarm.calls.overtime, swarm.calls.admission.abandoned). Here the kimi model
+until it ends (swarm.calls.local.overtime, swarm.calls.local.abandoned). Here the kimi model
 allows 2 calls in flight, the workers read abandoned requests for 600 s, and the first
 request of each straggler takes 10 minutes (``[[sim:straggle_ms=600000]]``; its retry
 answers in 20 ms). Held until they end, two stragglers would hold both permits for the
@@ -11,7 +11,7 @@ when a request sent after them is answered (overtaken), or when the backend ends
 for a node timeout while calls wait (starved).
 
 A request answered after its deadline but while its call still waits for a permit is taken
-by the call's next attempt (swarm.calls.late): the gateway computes it once.
+by the call's next attempt (swarm.calls.local.late): the gateway computes it once.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from stack import Stack, Worker, running_stack
+from stack import Stack, Worker, local_catalog, running_stack
 
 from swarm.client import SwarmClient
 from swarm.records import InputItem
@@ -38,11 +38,11 @@ WAIT_S = 120.0
 
 
 def narrow_catalog(path: Path) -> Path:
-    """The packaged catalog with 2 calls in flight per model, rates far above the load."""
+    """The packaged catalog, its backend local, with 2 calls in flight per model, rates far
+    above the load."""
     text = resources.files("swarm.data").joinpath("catalog.toml").read_text("utf-8")
     text = re.sub(r"(?m)^(rpm|tpm|rps) = .*$", r"\1 = 10_000_000", text)
-    path.write_text(re.sub(r"(?m)^max_inflight = .*$", "max_inflight = 2", text))
-    return path
+    return local_catalog(path, re.sub(r"(?m)^max_inflight = .*$", "max_inflight = 2", text))
 
 
 @dataclass(frozen=True)

@@ -3,10 +3,10 @@
 The simulator finishes abandoned requests and bills them (``--finish-abandoned``, as
 llama.cpp's server does), and ``[[sim:straggle_ms=N]]`` makes each node's first request
 take N ms, past the workers' 2 s node timeout, and its retry the usual 20 ms. A worker
-reading requests past their deadline (swarm.calls.overtime, the default) bills the late
-answers: the ledger (and the report, through ``late_calls`` once it was written) equals
-what the simulator completed. A worker with SWARM_ABANDONED_GRACE_S=0 closes them at the
-deadline, as before: the simulator still bills them, the ledger does not.
+of a local backend reads requests past their deadline (swarm.calls.local.overtime) and
+bills the late answers: the ledger (and the report, through ``late_calls`` once it was
+written) equals what the simulator completed. A worker with SWARM_ABANDONED_GRACE_S=0
+closes them at the deadline: the simulator still bills them, the ledger does not.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ stack = stack_fixture(
     ["--latency-ms", "20", "--finish-abandoned"],
     Worker("overtime", OVERTIME_QUEUE, env={**FAST, "SWARM_ABANDONED_GRACE_S": "30"}),
     Worker("closing", CLOSING_QUEUE, env={**FAST, "SWARM_ABANDONED_GRACE_S": "0"}),
+    local=True,  # requests read past their deadline: a local backend's overtime
 )
 
 

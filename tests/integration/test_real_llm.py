@@ -1,5 +1,6 @@
 """Against a real OpenAI-compatible server nobody here wrote: llama-cpp-python's server
-with SmolLM2-135M-Instruct, the packaged catalog, and only SWARM_BASE_URL pointing at it.
+with SmolLM2-135M-Instruct, the packaged catalog with its backend declared
+``kind = "local"``, and SWARM_BASE_URL pointing at it.
 
 Opt-in (``pytest -m real_llm``, see README); never part of ./ops/test. When selected, a
 missing llama-cpp-python or model fails with what to install. The model is never
@@ -25,6 +26,7 @@ from typing import Any
 import procs
 import pytest
 from click.testing import CliRunner
+from stack import local_catalog
 
 from swarm.cli.main import main
 from swarm.client import SwarmClient, SwarmHandle
@@ -87,7 +89,7 @@ def assert_billed_what_the_server_answered(
 ) -> dict[str, Any]:
     """The ledger bills the completions the server computed for the job, answers that came
     after their call had timed out included (read past the deadline for the overtime grace,
-    swarm.calls.overtime): polled until the server is idle and the report (with
+    swarm.calls.local.overtime): polled until the server is idle and the report (with
     ``late_calls``) counts as many calls as the server computed, or until SETTLE_S after
     the job (then no request can still be read). Usage equals the server's counts: an
     abandoned request keeps its admission permits until it ends (swarm.calls.admission.gate),
@@ -155,9 +157,12 @@ def llama(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Llama]:
 def workers(
     llama: Llama, redis_url: str, tmp_path: Path
 ) -> Iterator[tuple[dict[str, str], list[procs.Proc]]]:
-    """Two workers with the packaged catalog; the environment names only Redis and the
-    server (no key: the server has none)."""
-    env = {"SWARM_BROKER_URL": redis_url, "SWARM_BASE_URL": llama.base_url, "SWARM_API_KEY": ""}
+    """Two workers with the packaged catalog, its backend declared ``kind = "local"`` (the one
+    line a user changes for a local server); the environment names Redis, the server and the
+    catalog (no key: the server has none)."""
+    config = local_catalog(tmp_path / "catalog-local.toml")
+    env = {"SWARM_BROKER_URL": redis_url, "SWARM_BASE_URL": llama.base_url, "SWARM_API_KEY": "",
+           "SWARM_CONFIG": str(config)}  # fmt: skip
     started = [procs.start_celery_worker(env, None, 16, f"w{i}@%h", tmp_path) for i in (1, 2)]
     try:
         yield env, started
@@ -178,7 +183,8 @@ def test_twenty_files_through_redis_and_two_workers(
 ) -> None:
     env, _ = workers
     before = len(llama.counted())
-    settings = Settings(broker_url=env["SWARM_BROKER_URL"], base_url=env["SWARM_BASE_URL"])
+    settings = Settings(broker_url=env["SWARM_BROKER_URL"], base_url=env["SWARM_BASE_URL"],
+                        config=env["SWARM_CONFIG"])  # fmt: skip
     client = SwarmClient.from_settings(settings)
     started = time.monotonic()
     handle = client.submit(files(20), "Say in one sentence what this file does.")
@@ -242,7 +248,8 @@ def test_review_of_three_sdists_shows_a_review_for_every_commit(
     for node in report["nodes"]:
         assert node["status"] == "ok" or (node["error_kind"] == "bad_output" and node["content"])
     client = SwarmClient.from_settings(Settings(broker_url=env["SWARM_BROKER_URL"],
-                                                base_url=env["SWARM_BASE_URL"]))  # fmt: skip
+                                                base_url=env["SWARM_BASE_URL"],
+                                                config=env["SWARM_CONFIG"]))  # fmt: skip
     assert_billed_what_the_server_answered(client.attach(report["job_id"]), llama, before)
 
 

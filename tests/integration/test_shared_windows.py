@@ -9,7 +9,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from swarm.calls.context_window import SharedWindows
-from swarm.calls.pacing import SharedPacing
+from swarm.calls.local.pacing import SharedPacing
 
 pytestmark = pytest.mark.integration
 

@@ -11,6 +11,7 @@ import httpx2
 import openai
 
 from swarm.calls.runtime import Runtime
+from swarm.catalog import Catalog
 from swarm.records import JobSpec
 
 Handler = Callable[[dict[str, Any], int], httpx2.Response]
@@ -118,3 +119,12 @@ def tool_call_answer(*calls: tuple[str, str], prompt: int = 10) -> httpx2.Respon
             "usage": {"prompt_tokens": prompt, "completion_tokens": 7, "total_tokens": prompt + 7},
         },
     )
+
+
+def as_local(catalog: Catalog) -> Catalog:
+    """``catalog`` with every backend declared ``kind = "local"`` (the local call path:
+    pacing, overtime, held permits, late answers; swarm.calls.local)."""
+    backends = {
+        name: spec.model_copy(update={"kind": "local"}) for name, spec in catalog.backends.items()
+    }
+    return catalog.model_copy(update={"backends": backends})

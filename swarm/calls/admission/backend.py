@@ -4,7 +4,7 @@ Models served by one backend share its limits (a local server computing one requ
 time, a tenant's limits across models). The backend is admitted through the same
 controller as a model, under its own keys (``backend:<name>``), so its leases, rates and
 waiters live apart from every model's. A backend without a configured in-flight limit gets
-the adaptive one (swarm.calls.admission.adaptive), fed with the latency of each answered
+the adaptive one (swarm.calls.local.adaptive), fed with the latency of each answered
 call. A backend's limits never pause on a 429: that policy stays the model's.
 """
 
@@ -17,7 +17,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from swarm.backends import BackendSpec
-from swarm.calls.admission.adaptive import AdaptiveLimits
 from swarm.calls.admission.base import (
     AdmissionController,
     Decision,
@@ -26,6 +25,7 @@ from swarm.calls.admission.base import (
     Permit,
     Verdict,
 )
+from swarm.calls.local.adaptive import AdaptiveLimits
 from swarm.catalog import Catalog, ModelSpec
 
 log = logging.getLogger(__name__)

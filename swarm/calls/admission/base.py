@@ -88,7 +88,7 @@ class Outcome:
     (on a 429 or on an answer), or a 429 on a call admitted at the configured limit
     (Permit.at_limit). Every caller pauses for ``retry_after_s``; the rate is not cut."""
     failed: bool = False
-    """The attempt got no usable answer (any error): counts against the retry budget."""
+    """The attempt got no usable answer (any error): no latency point for adaptive limits."""
     timed_out: bool = False
     """The attempt got no answer within the node timeout (a loss for adaptive limits)."""
     sent: bool = True
@@ -103,10 +103,6 @@ class Verdict:
 
     paused: bool = False
     """The 429 showed the tenant at its limit: every caller of the model pauses."""
-    budget_spent: bool = False
-    """Nearly every recent request of the model failed: its retry budget is spent, so
-    calls end after their failed attempt instead of retrying (a failing gateway is not
-    hammered; while others still succeed, retries go on)."""
 
 
 @dataclass(frozen=True)
@@ -157,7 +153,7 @@ class AdmissionController(ABC):
     @abstractmethod
     def finish(self, spec: ModelSpec, permit: Permit, outcome: Outcome) -> Verdict:
         """Release the permit's lease, reconcile or refund its tokens, apply 429 feedback;
-        say whether the model paused and whether its retry budget is spent."""
+        say whether the model paused."""
 
     @abstractmethod
     def counters(self, spec: ModelSpec) -> ModelCounters:

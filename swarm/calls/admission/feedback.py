@@ -135,17 +135,6 @@ def exhausted_of(exc: BaseException) -> bool:
     return False
 
 
-def budget_spent(
-    recent_failed: float, recent_requests: float, min_requests: float, accept_share: float
-) -> bool:
-    """Whether the model's retry budget is spent: enough recent requests, and fewer than
-    ``accept_share`` of them answered (a gateway failing for everyone; retries would only
-    add load). While others still succeed, it is not (a node is never given up then)."""
-    if recent_requests < min_requests:
-        return False
-    return recent_requests - recent_failed < accept_share * recent_requests
-
-
 def decayed(value: float, elapsed_ms: float, window_ms: float) -> float:
     """A count ``elapsed_ms`` later, decaying with time constant ``window_ms`` (a sliding
     window's count without keeping one entry per event)."""

@@ -16,9 +16,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import replace
-from functools import partial
 
-from swarm.calls.admission.abandoned import AbandonedPermits, Release
 from swarm.calls.admission.base import (
     RATE_REFUSALS,
     AdmissionController,
@@ -28,8 +26,6 @@ from swarm.calls.admission.base import (
     Refusal,
 )
 from swarm.calls.admission.feedback import exhausted_of, pause_of
-from swarm.calls.late import LateAnswers
-from swarm.calls.overtime import StillReading
 from swarm.calls.request import Answer
 from swarm.calls.retry_policy import classify
 from swarm.catalog import ModelSpec
@@ -41,8 +37,6 @@ log = logging.getLogger(__name__)
 MIN_SLEEP_S = 0.001
 MAX_JITTER_S = 0.2
 """Waiters add up to this much (or half their wait) at random, so they do not wake together."""
-LATE_POLL_S = 1.0
-"""Longest sleep of a call waiting for a permit while one of its requests is still read."""
 COUNT_REFUSALS = frozenset({Refusal.INFLIGHT, Refusal.FAIR_SHARE})
 """Refusals by permits out (a held permit going back can end them)."""
 
@@ -98,7 +92,11 @@ def outcome_of_answer(answer: Answer | None) -> Outcome:
 
 
 class Gate:
-    """Admission for the attempts of one call (one node or one aggregation)."""
+    """Admission for the attempts of one call (one node or one aggregation): acquire a
+    permit, send, finish the permit with the attempt's outcome.
+
+    The hooks ``_stop_waiting``, ``_stay_in_task`` and ``_freed`` are what a local backend's
+    gate changes (swarm.calls.local.gate); here they never act."""
 
     def __init__(
         self,
@@ -113,7 +111,6 @@ class Gate:
         reserve_s: float = 0.0,
         sleep: Callable[[float], None] = time.sleep,
         rand: Callable[[], float] = random.random,
-        abandoned: AbandonedPermits | None = None,
     ) -> None:
         self.controller = controller
         self.spec = spec
@@ -125,26 +122,19 @@ class Gate:
         self.reserve_s = min(reserve_s, max_wait_s)
         self.sleep = sleep
         self.rand = rand
-        self.abandoned = abandoned or AbandonedPermits()
-        """The process's permits of abandoned requests (the Runtime's; a gate's own when
-        none is given)."""
-        self.budget_spent = False
-        """Set by each finished attempt: the model's retry budget is spent (retry no more)."""
 
     def acquire(self) -> Permit:
         """Block until admitted, or raise RetryLater (see module docstring)."""
-        permit = self._acquire(None)
-        assert permit is not None  # without a late answer to wait for, only a permit ends it
+        permit = self._acquire()
+        assert permit is not None  # the lean gate never stops waiting early
         return permit
 
-    def _acquire(self, late: LateAnswers | None) -> Permit | None:
-        """A permit; None when ``late`` has an answer (it came while the call waited). While
-        a request of the call is still being read (``late.coming``), a long wait stays in
-        the task: going back to the queue would leave that answer to no one."""
+    def _acquire(self) -> Permit | None:
+        """A permit; None when ``_stop_waiting`` says the call needs none any more."""
         lease_id = uuid.uuid4().hex
         waited_for_rate = False
         while True:
-            if late is not None and late.ready():
+            if self._stop_waiting():
                 return None
             decision = self.controller.acquire(
                 self.spec, self.job_id, self.tokens, lease_id, self.reserve_s
@@ -154,23 +144,40 @@ class Gate:
                     # a call that waited for a rate limit's slot comes at that limit's rate
                     return replace(permit, at_limit=True) if waited_for_rate else permit
                 continue
-            if decision.reason in COUNT_REFUSALS and self.abandoned.starved(self.spec.backend):
-                continue  # a permit held for a request that ends nothing went back
+            if decision.reason in COUNT_REFUSALS and self._freed():
+                continue
             waited_for_rate |= decision.reason in RATE_REFUSALS
-            coming = late is not None and late.coming()
-            delay = wait_or_requeue(
-                decision.retry_after_s,
-                str(decision.reason),
-                self.max_wait_s,
-                self.max_countdown_s,
-                self.may_requeue and not coming,
-            )
-            if coming:
-                delay = min(delay, LATE_POLL_S)
-            jitter_s = self.rand() * min(0.5 * delay, MAX_JITTER_S)
-            log.debug("admission: %s waits %.3f s (%s)", self.spec.name, delay + jitter_s,
-                      decision.reason)  # fmt: skip
-            self.sleep(max(MIN_SLEEP_S, delay + jitter_s))
+            self.sleep(self._wait_s(decision))
+
+    def _wait_s(self, decision: Decision) -> float:
+        """How long to sleep before asking again (with jitter), or RetryLater."""
+        stay = self._stay_in_task()
+        delay = wait_or_requeue(
+            decision.retry_after_s,
+            str(decision.reason),
+            self.max_wait_s,
+            self.max_countdown_s,
+            self.may_requeue and stay is None,
+        )
+        if stay is not None:
+            delay = min(delay, stay)
+        jitter_s = self.rand() * min(0.5 * delay, MAX_JITTER_S)
+        log.debug("admission: %s waits %.3f s (%s)", self.spec.name, delay + jitter_s,
+                  decision.reason)  # fmt: skip
+        return max(MIN_SLEEP_S, delay + jitter_s)
+
+    def _stop_waiting(self) -> bool:
+        """True when the call no longer needs a permit (never, here)."""
+        return False
+
+    def _stay_in_task(self) -> float | None:
+        """Seconds a call polls at most instead of going back to the queue; None (here):
+        a long wait goes back to the queue when the caller may requeue."""
+        return None
+
+    def _freed(self) -> bool:
+        """True when a permit of this backend went back just now: ask again at once."""
+        return False
 
     def _still_open(self, permit: Permit, decision: Decision) -> bool:
         """Sleep until the booked slot; False (permit given back, tokens refunded) when a
@@ -181,64 +188,21 @@ class Gate:
         self.controller.finish(self.spec, permit, Outcome(used_tokens=0, sent=False))
         return False
 
-    def wrap(self, attempt: Callable[[], Answer]) -> Callable[[], Answer]:
-        """``attempt`` with admission around each of its calls."""
-        return lambda: self.call(attempt)
-
     def try_acquire(self) -> Permit | None:
         """A permit if the model admits a call right now, else None (never waits; a hedge
         asks once and is not sent when the model is at its limits)."""
         return self.controller.acquire(self.spec, self.job_id, self.tokens).permit
 
-    def call(self, attempt: Callable[[], Answer], late: LateAnswers | None = None) -> Answer:
-        """One admitted attempt: acquire, call, then finish with its outcome. ``late``: the
-        call's late answers (swarm.calls.late); one there is taken instead of a request,
-        before or during the wait for a permit (given back unsent when it came meanwhile)."""
-        if late is not None and (answer := late.take()) is not None:
-            return answer
-        permit = self._acquire(late)
-        if late is not None and (answer := late.take()) is not None:
-            if permit is not None:
-                self.controller.finish(self.spec, permit, Outcome(used_tokens=0, sent=False))
-            return answer
-        assert permit is not None  # None only when a late answer is kept
-        backend, sent_at = self.spec.backend, self.abandoned.clock()
+    def call(self, attempt: Callable[[], Answer]) -> Answer:
+        """One admitted attempt: acquire, call, then finish with its outcome."""
+        permit = self.acquire()
         try:
             answer = attempt()
         except BaseException as exc:
-            if isinstance(exc, StillReading):  # the gateway is still computing it
-                if late is not None:
-                    late.expect()
-                held = self.abandoned.hold(backend, partial(self._settle_abandoned, permit, exc))
-                exc.when_ended(held.end)
-            else:
-                self.abandoned.ended(backend)
-                self.settle(permit, error=exc)
+            self.settle(permit, error=exc)
             raise
         self.settle(permit, answer=answer)
-        self.abandoned.answered(backend, sent_at)
         return answer
-
-    def _settle_abandoned(
-        self, permit: Permit, error: BaseException, ended: Answer | BaseException | Release
-    ) -> None:
-        """Finish the permit of a request that timed out but went on (swarm.calls.overtime)
-        once it has ended: until then the gateway is still computing it, so it counts in
-        flight and a one-slot server is sent nothing more. It ends as the timeout it was to
-        the node, charged the tokens of a late answer. A ``Release``: the permit goes back
-        before the request ends (swarm.calls.admission.abandoned), charged nothing; when a
-        newer request was answered meanwhile (overtaken), the timeout is no sign of a
-        backend at its limit and does not bring the adaptive limit down."""
-        outcome = outcome_of_error(error, time.time(), at_limit=permit.at_limit)
-        if isinstance(ended, Release):
-            if ended is Release.OVERTAKEN:
-                outcome = replace(outcome, timed_out=False)
-            self.controller.finish(self.spec, permit, outcome)
-            return
-        tokens = ended.usage.total_tokens if isinstance(ended, Answer) else 0
-        log.debug("admission: %s's abandoned request ended (%s): its permit is back",
-                  self.spec.name, type(ended).__name__)  # fmt: skip
-        self.controller.finish(self.spec, permit, replace(outcome, used_tokens=tokens))
 
     def settle(
         self,
@@ -253,17 +217,12 @@ class Gate:
         backoff); neither refunds the reservation (a cancelled request)."""
         if error is None:
             verdict = self.controller.finish(self.spec, permit, outcome_of_answer(answer))
-            self.budget_spent = verdict.budget_spent
             if verdict.paused:
                 log.debug("admission: %s says a limit is used up: every caller waits %.2f s",
                           self.spec.name, answer.limit_reset_s if answer else 0.0)  # fmt: skip
             return
         outcome = outcome_of_error(error, time.time(), at_limit=permit.at_limit)
-        verdict = self.controller.finish(self.spec, permit, outcome)
-        self.budget_spent = verdict.budget_spent
-        if verdict.budget_spent:
-            log.debug("admission: %s fails nearly every request: no retry", self.spec.name)
-            return
+        self.controller.finish(self.spec, permit, outcome)
         if requeue and outcome.rate_limited and outcome.retry_after_s is not None:
             try:
                 wait_or_requeue(outcome.retry_after_s, "paused", self.max_wait_s,

@@ -58,10 +58,6 @@ class AdmissionPolicy:
     dense_min: float = 4.5
     """429s within about that window before their density counts as the tenant's limit
     (4.5: five in quick succession, the decay of the first ones allowed for)."""
-    budget_min_requests: float = 20.0
-    """Recent requests of a model before its retry budget can be spent."""
-    budget_accept_share: float = 0.05
-    """Below this share of recent requests answered, retries stop (the retry budget)."""
     dense_share: float = 0.5
     """Share of recent requests answered 429 that counts as the tenant's limit (an accept
     rate under half: Google SRE's adaptive throttling with K = 2)."""

@@ -27,7 +27,6 @@ from swarm.calls.admission.base import (
 from swarm.calls.admission.feedback import (
     aimd_decrease,
     aimd_increase,
-    budget_spent,
     decayed,
     dense_429s,
     tenant_limited,
@@ -48,11 +47,6 @@ from swarm.calls.admission.limits import (
 from swarm.catalog import ModelSpec
 
 log = logging.getLogger(__name__)
-
-JOB_RECENT_MAX = 1000
-"""Jobs with retry-budget counts kept before the ones idle for JOB_RECENT_KEEP time
-constants are forgotten (finish.lua lets their Redis hash expire then)."""
-JOB_RECENT_KEEP = 20
 
 
 @dataclass
@@ -82,12 +76,7 @@ class _ModelState:
     """Requests answered lately (decaying, see feedback.decayed)."""
     recent_429: float = 0.0
     """429 answers lately (decaying the same way)."""
-    recent_failed: float = 0.0
-    """Requests without a usable answer lately (decaying the same way)."""
     recent_at: float = 0.0
-    job_recent: dict[str, tuple[float, float, float]] = field(default_factory=dict)
-    """Per job: its recent requests and failed ones on the model (decaying), and when
-    they were last counted: its retry budget."""
     admitted: int = 0
     refused: int = 0
     rate_limited: int = 0
@@ -273,19 +262,12 @@ class MemoryAdmission(AdmissionController):
                 t_ms = interval_ms(tpm, st.factor, self.policy.window_slack_s * 1000)
                 st.tats["tpm"] = refund_tat(st.tats.get("tpm", 0.0), now, delta, t_ms)
             if outcome.sent:
-                self._count_recent(st, permit.job_id, outcome, now)
+                self._count_recent(st, outcome, now)
             if outcome.rate_limited:
                 paused = self._feedback(spec, st, permit.job_id, outcome, now)
             else:
                 paused = outcome.exhausted and outcome.sent and self._hold(spec, st, outcome, now)
-            job_requests, job_failed, _ = st.job_recent.get(permit.job_id, (0.0, 0.0, 0.0))
-            spent = budget_spent(
-                job_failed,
-                job_requests,
-                self.policy.budget_min_requests,
-                self.policy.budget_accept_share,
-            )
-            return Verdict(paused=paused, budget_spent=spent)
+            return Verdict(paused=paused)
 
     def _hold(self, spec: ModelSpec, st: _ModelState, outcome: Outcome, now: float) -> bool:
         """An answer said a limit is used up: every caller waits for its reset."""
@@ -296,22 +278,12 @@ class MemoryAdmission(AdmissionController):
         st.pause_until = max(st.pause_until, now + pause_s * 1000)
         return True
 
-    def _count_recent(self, st: _ModelState, job_id: str, outcome: Outcome, now: float) -> None:
+    def _count_recent(self, st: _ModelState, outcome: Outcome, now: float) -> None:
         window_ms = self.policy.dense_window_s * 1000
         elapsed = now - st.recent_at
         st.recent_requests = decayed(st.recent_requests, elapsed, window_ms) + 1
         st.recent_429 = decayed(st.recent_429, elapsed, window_ms) + int(outcome.rate_limited)
-        st.recent_failed = decayed(st.recent_failed, elapsed, window_ms) + int(outcome.failed)
         st.recent_at = now
-        if len(st.job_recent) > JOB_RECENT_MAX:  # forget jobs whose counts decayed away
-            horizon = now - JOB_RECENT_KEEP * window_ms
-            st.job_recent = {j: v for j, v in st.job_recent.items() if v[2] > horizon}
-        requests, failed, at = st.job_recent.get(job_id, (0.0, 0.0, now))
-        st.job_recent[job_id] = (
-            decayed(requests, now - at, window_ms) + 1,
-            decayed(failed, now - at, window_ms) + int(outcome.failed),
-            now,
-        )
 
     def _feedback(
         self, spec: ModelSpec, st: _ModelState, job_id: str, outcome: Outcome, now: float

@@ -128,17 +128,15 @@ class RedisAdmission(AdmissionController):
         pause_s = outcome.retry_after_s or policy.default_pause_s
         limits = model_limits(spec, policy)
         tpm = next(lim for lim in limits if lim.name == "tpm")
-        state, leases, owners, jobs, job429, budget, window_log = self._keys(
-            spec.name, "state", "leases", "owners", "jobs", "job429", f"budget:{permit.job_id}",
-            "log",
-        )  # fmt: skip
+        state, leases, owners, jobs, job429, window_log = self._keys(
+            spec.name, "state", "leases", "owners", "jobs", "job429", "log"
+        )
         args = FinishArgs(
             state=state,
             leases=leases,
             owners=owners,
             jobs=jobs,
             job_429=job429,
-            job_budget=budget,
             log=window_log,
             lease_id=permit.lease_id,
             job_id=permit.job_id,
@@ -157,20 +155,17 @@ class RedisAdmission(AdmissionController):
             dense_ms=policy.dense_window_s * 1000,
             dense_min=policy.dense_min,
             dense_share=policy.dense_share,
-            failed=1 if outcome.failed else 0,
-            budget_min=policy.budget_min_requests,
-            budget_share=policy.budget_accept_share,
             lease_ms=int(policy.lease_s * 1000),
             request_limits=script_limits(lim for lim in limits if not lim.tokens),
         )
         with self._lock:
             self._held.pop((leases, permit.lease_id), None)
-        _released, paused, spent = self._scripts.run(args)
+        _released, paused = self._scripts.run(args)
         if outcome.rate_limited:
             log.debug("admission: 429 on %s: %s", spec.name,
                       "at its limit, every caller pauses" if int(paused)
                       else "isolated, only its call backs off")  # fmt: skip
-        return Verdict(paused=bool(int(paused)), budget_spent=bool(int(spent)))
+        return Verdict(paused=bool(int(paused)))
 
     def keep_held(self) -> int:
         """Renew the in-flight lease of every permit this process holds, for ``lease_s``

@@ -49,13 +49,12 @@ class FinishArgs(_AdmissionScript):
     """Release a lease, reconcile its tokens, apply 429 feedback."""
 
     SCRIPT: ClassVar[str] = "finish"
-    KEYS: ClassVar[int] = 7
+    KEYS: ClassVar[int] = 6
     state: str
     leases: str
     owners: str
     jobs: str
     job_429: str
-    job_budget: str
     log: str
     lease_id: str
     job_id: str
@@ -74,9 +73,6 @@ class FinishArgs(_AdmissionScript):
     dense_ms: float
     dense_min: float
     dense_share: float
-    failed: int
-    budget_min: float
-    budget_share: float
     lease_ms: int
     request_limits: tuple[Limit, ...]
     """The rate limits a call costs 1 of (rpm, rps): a permit given back unused frees its slot."""

@@ -5,7 +5,14 @@ from __future__ import annotations
 import pytest
 
 from swarm.calls.gateway import make_client
-from swarm.calls.probe import Level, ProbeResult, is_local, probe, suggest_inflight
+from swarm.calls.probe import (
+    Level,
+    ProbeResult,
+    is_local,
+    looks_like,
+    probe,
+    suggest_inflight,
+)
 from swarm.catalog import parse_catalog
 from swarm.cli.probe_cmd import catalog_snippet, report_lines
 from swarm.settings import Settings
@@ -40,12 +47,27 @@ def test_the_snippet_is_a_catalog_with_zero_prices_for_a_local_server() -> None:
         json_mode=True,
         tool_calls=False,
         context_window=4096,
+        kind="local",
+        kind_reason="throughput stopped rising at 1 in flight",
     )
     catalog = parse_catalog(catalog_snippet(result))
     spec = catalog.route("review")
     assert spec.context_window == 4096 and spec.max_tokens == 1024 and spec.max_inflight == 1
     assert spec.output_per_mtok_usd == 0 and catalog.backend_of(spec).base_url == result.base_url
     assert "in flight: 1 (throughput stops rising beyond)" in report_lines(result)
+    assert catalog.backend_of(spec).kind == "local"
+    assert "looks local: throughput stopped rising at 1 in flight" in report_lines(result)
+
+
+@pytest.mark.parametrize(
+    ("throughputs", "kind"),
+    [((10, 10.5, 10.2, 10.1), "local"), ((10, 19, 21, 22), "local"), ((10, 20, 40, 80), "hosted")],
+)
+def test_a_server_whose_throughput_stops_rising_looks_local(
+    throughputs: tuple[float, ...], kind: str
+) -> None:
+    found = levels(*throughputs)
+    assert looks_like(found, suggest_inflight(found))[0] == kind
 
 
 def test_locality() -> None:
@@ -59,6 +81,14 @@ def test_probe_against_a_one_slot_simulator() -> None:
         result = probe(client, sim.base_url)
     assert result.models and result.inflight in (1, 2)
     assert result.json_mode and result.context_window is None
+    assert result.kind == "local"
+
+
+def test_probe_against_a_parallel_simulator_finds_a_hosted_gateway() -> None:
+    with start_in_thread(SimConfig(latency_ms=200)) as sim:
+        client = make_client(Settings(), sim.base_url, "k")
+        result = probe(client, sim.base_url)
+    assert result.kind == "hosted" and result.inflight == 8, result.levels
 
 
 def test_the_example_catalog_for_local_servers_loads() -> None:
@@ -68,4 +98,12 @@ def test_the_example_catalog_for_local_servers_loads() -> None:
 
     catalog = load_catalog(Path(__file__).resolve().parents[3] / "ops" / "catalog-local.toml")
     spec = catalog.route("default")
-    assert catalog.backend_of(spec).is_adaptive and spec.output_per_mtok_usd == 0
+    backend = catalog.backend_of(spec)
+    assert backend.kind == "local" and backend.is_adaptive and spec.output_per_mtok_usd == 0
+
+
+def test_probe_of_a_gateway_without_models_probes_the_model_asked() -> None:
+    with start_in_thread(SimConfig(latency_ms=5, no_models=True)) as sim:
+        client = make_client(Settings(), sim.base_url, "k")
+        result = probe(client, sim.base_url, model="kimi-k2.5")
+    assert result.models == () and result.model == "kimi-k2.5" and result.json_mode

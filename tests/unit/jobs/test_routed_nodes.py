@@ -210,5 +210,5 @@ def test_report_flags_truncated_inputs_and_cut_outputs(rt: Runtime) -> None:
         run_node(rt, "j", node_id)
     report = run_aggregation(rt, "j")
     assert report["inputs_truncated"] == 1
-    assert report["outputs_cut"] == 2  # the simulator's answers exceed 5 tokens
+    assert report["truncated"] == 2  # the simulator's answers exceed 5 tokens
     assert all(n["finish_reason"] == "length" for n in report["nodes"])

@@ -9,16 +9,13 @@
 -- factor: an exhausted limit alone pauses until the gateway's reset and no more. An
 -- answer (not a 429) whose headers say a limit is used up (exhausted) pauses every caller
 -- until the reset as well; it is no 429.
--- The retry budget is per job and model: decaying counts of the job's requests and failed
--- ones on this model (KEYS[6], expiring once the counts have decayed away).
 --
 -- KEYS[1] state: hash
 -- KEYS[2] leases: zset
 -- KEYS[3] owners: hash
 -- KEYS[4] jobs: hash
 -- KEYS[5] job_429: hash job -> 429s
--- KEYS[6] job_budget: hash of the job's recent requests and failures on the model
--- KEYS[7] log: zset lease -> admission time (window limits)
+-- KEYS[6] log: zset lease -> admission time (window limits)
 -- ARGV[1] lease_id
 -- ARGV[2] job_id
 -- ARGV[3] token_delta: reported - reserved; -reserved refunds
@@ -37,20 +34,16 @@
 -- ARGV[15] dense_ms: time constant of the recent counts
 -- ARGV[16] dense_min: fewest recent 429s that are dense
 -- ARGV[17] dense_share: share of recent requests answered 429 that is dense
--- ARGV[18] failed: 0/1 (no usable answer: counts against the retry budget)
--- ARGV[19] budget_min: recent requests before the retry budget can be spent
--- ARGV[20] budget_share: below this share of recent requests answered, retries stop
--- ARGV[21] lease_ms: lifetime a lease was given at acquire (its start = expiry - lease_ms)
--- ARGV[22..] request_limits: the limits a call costs 1 of (not tpm), as acquire.lua reads
+-- ARGV[18] lease_ms: lifetime a lease was given at acquire (its start = expiry - lease_ms)
+-- ARGV[19..] request_limits: the limits a call costs 1 of (not tpm), as acquire.lua reads
 --       them, one group of 5 each:
 --       name, limit, window ms, burst, windowed 0/1. A permit given back unused (sent 0)
 --       gives their slots back: its bucket TATs move back one interval (never below now),
 --       its window-log entry goes.
--- Returns {1 when the lease was released here (else 0), 1 when every caller paused,
--- 1 when the job's retry budget on the model is spent}.
+-- Returns {1 when the lease was released here (else 0), 1 when every caller paused}.
 
 local state, leases, owners, jobs, job_429 = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
-local job_budget, log = KEYS[6], KEYS[7]
+local log = KEYS[6]
 local lease_id, job, delta = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local tpm, burst, slack_ms = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 local rate_limited, pause_ms = ARGV[7] == '1', tonumber(ARGV[8])
@@ -58,8 +51,7 @@ local decrease, min_factor = tonumber(ARGV[9]), tonumber(ARGV[10])
 local cooldown_ms, counts_ttl = tonumber(ARGV[11]), tonumber(ARGV[12])
 local sent, exhausted = ARGV[13] == '1', ARGV[14] == '1'
 local dense_ms, dense_min, dense_share = tonumber(ARGV[15]), tonumber(ARGV[16]), tonumber(ARGV[17])
-local failed, budget_min, budget_share = ARGV[18] == '1', tonumber(ARGV[19]), tonumber(ARGV[20])
-local lease_ms = tonumber(ARGV[21])
+local lease_ms = tonumber(ARGV[18])
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000
@@ -88,7 +80,7 @@ if released == 1 then
   end
   redis.call('HSET', state, 'released_at', string.format('%.3f', now))
   if not sent then
-    for i = 22, #ARGV, 5 do
+    for i = 19, #ARGV, 5 do
       local name, limit = ARGV[i], tonumber(ARGV[i + 1])
       local window_ms, rburst = tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3])
       if ARGV[i + 4] == '1' then
@@ -133,20 +125,11 @@ local function recent(key, at, names, adds)
   redis.call('HSET', key, unpack(fields))
   return counts
 end
-local failed_1, limited_1 = failed and 1 or 0, rate_limited and 1 or 0
+local limited_1 = rate_limited and 1 or 0
 
--- The model's recent requests, 429s and failed requests.
-local model_counts = recent(state, 'recent_at', {'recent_req', 'recent_429', 'recent_failed'},
-  {1, limited_1, failed_1})
+-- The model's recent requests and 429s.
+local model_counts = recent(state, 'recent_at', {'recent_req', 'recent_429'}, {1, limited_1})
 local recent_req, recent_429 = model_counts[1], model_counts[2]
--- The same counts for the job alone: its retry budget on this model.
-local job_counts = recent(job_budget, 'at', {'req', 'failed'}, {1, failed_1})
-local job_req, job_failed = job_counts[1], job_counts[2]
-if sent then redis.call('PEXPIRE', job_budget, math.ceil(dense_ms * 20)) end
-local spent = 0
-if job_req >= budget_min and job_req - job_failed < budget_share * job_req then
-  spent = 1
-end
 
 local paused = 0
 if rate_limited then
@@ -176,4 +159,4 @@ elseif exhausted and sent then
     redis.call('HSET', state, 'pause_until', string.format('%.3f', now + pause_ms))
   end
 end
-return {released, paused, spent}
+return {released, paused}

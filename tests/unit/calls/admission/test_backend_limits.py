@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from swarm.calls.admission import AdmissionPolicy, MemoryAdmission, Refusal
-from swarm.calls.admission.adaptive import MemoryAdaptive
 from swarm.calls.admission.backend import BackendAdmission
 from swarm.calls.admission.base import Outcome
+from swarm.calls.local.adaptive import MemoryAdaptive
 from swarm.catalog import Catalog, parse_catalog
 from swarm.errors import ConfigError
 
@@ -85,8 +85,9 @@ def test_models_without_a_declared_backend_have_no_shared_limits() -> None:
 @pytest.mark.parametrize(
     ("backends", "adaptive"),
     [
-        ("[backends.one]\n", True),  # no in-flight limit: found from latency
-        ("[backends.one]\nmax_inflight = 4\n", False),  # configured: kept
+        ("[backends.one]\n", False),  # hosted (the default): its limits are the catalog's
+        ('[backends.one]\nkind = "local"\n', True),  # local, no in-flight limit: found
+        ('[backends.one]\nkind = "local"\nmax_inflight = 4\n', False),  # configured: kept
         ("[backends.one]\nmax_inflight = 4\nadaptive = true\n", True),  # marked adaptive
     ],
 )
@@ -99,14 +100,21 @@ def test_an_unknown_backend_is_one_line_naming_the_field() -> None:
         catalog("[backends.one]\n", a="two")
 
 
-def test_the_packaged_catalog_keeps_a_hosted_gateways_limits_from_the_first_call() -> None:
+def test_the_packaged_catalog_declares_a_hosted_gateway_without_shared_limits() -> None:
     from swarm.catalog import load_catalog
 
     cat = load_catalog()
     backends = {cat.backend_of(spec) for spec in cat.models.values()}
     assert [b.name for b in backends] == ["default"]
     (default,) = backends
-    assert default.is_adaptive
+    assert default.kind == "hosted" and not default.is_local
+    assert not default.is_adaptive and not default.has_limits  # only each model's limits
+
+
+def test_a_local_backend_starts_from_its_models_own_limits() -> None:
+    cat = catalog('[backends.one]\nkind = "local"\n')
+    (backend,) = cat.backends.values()
+    assert backend.is_adaptive
     # before any answer, the backend admits what its models' own limits admit together
     cap = sum(spec.max_inflight for spec in cat.models.values())
-    assert controller(cat).backend_spec(default).max_inflight == cap
+    assert controller(cat).backend_spec(backend).max_inflight == cap

@@ -13,7 +13,6 @@ from swarm.calls.admission.feedback import (
     RateLimitHeaders,
     aimd_decrease,
     aimd_increase,
-    budget_spent,
     decayed,
     limit_exhausted,
     parse_duration_s,
@@ -117,18 +116,3 @@ def test_exhausted_limits_and_decay() -> None:
     assert not limit_exhausted({})
     assert decayed(10.0, 0.0, 5000.0) == 10.0
     assert decayed(10.0, 5000.0, 5000.0) == pytest.approx(10.0 / math.e)
-
-
-@pytest.mark.parametrize(
-    ("failed", "requests", "spent"),
-    [
-        (10.0, 10.0, False),  # too few requests to judge
-        (20.0, 20.0, True),  # a dead gateway: nothing answered lately
-        (19.5, 20.0, True),  # under 5% answered
-        (12.8, 20.0, False),  # 36% answered (the harsh noisy gateway): retries go on
-    ],
-)
-def test_when_the_retry_budget_is_spent(failed: float, requests: float, spent: bool) -> None:
-    policy = AdmissionPolicy()
-    verdict = budget_spent(failed, requests, policy.budget_min_requests, policy.budget_accept_share)
-    assert verdict is spent

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from swarm.calls.late import LateAnswers
+from swarm.calls.local.late import LateAnswers
 from swarm.calls.request import Answer
 from swarm.records import Usage
 

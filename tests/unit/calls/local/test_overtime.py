@@ -1,4 +1,4 @@
-"""Requests read past their node's deadline (swarm.calls.overtime): the node times out as
+"""Requests read past their node's deadline (swarm.calls.local.overtime): the node times out as
 before, the request goes on for the grace, and a late ending is handed over once."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from collections.abc import Callable
 import openai
 import pytest
 
-from swarm.calls.overtime import Overtime, StillReading
+from swarm.calls.local.overtime import Overtime, StillReading
 from swarm.calls.request import Answer
 from swarm.calls.retry_policy import BadResponseError, classify
 from swarm.records import ErrorKind, Usage

@@ -1,6 +1,6 @@
 """A call's late answer, kept for its next attempt instead of a new request.
 
-A request read past its node's deadline (swarm.calls.overtime) may be answered while its
+A request read past its node's deadline (swarm.calls.local.overtime) may be answered while its
 call is still retrying: waiting for the permit the abandoned request held (a one-slot
 server computes it before anything else), or backing off. That answer is the one the next
 attempt would ask for (same prompt), so the next attempt takes it instead of sending the

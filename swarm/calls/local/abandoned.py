@@ -1,7 +1,7 @@
 """Permits of abandoned requests: held while the gateway computes them, not through a hang.
 
 A request the node stopped waiting for at its deadline goes on in overtime
-(swarm.calls.overtime) and keeps its admission permits until it ends (swarm.calls.admission
+(swarm.calls.local.overtime) and keeps its admission permits until it ends (swarm.calls.admission
 .gate): a slot-bound server such as llama.cpp is still computing it, and a request sent
 meanwhile would only queue behind it. A request that hangs (a connection the gateway never
 answers) would hold its permits for the whole overtime grace, and a few of them would keep a

@@ -1,28 +1,30 @@
-"""Completion budgets that fit the node timeout, from each model's measured speed.
+"""Completion budgets that fit the node timeout, from a local server's measured speed.
 
 A call asks for up to ``max_tokens`` of completion, and the HTTP client gives it
-``node_timeout_s``. On a hosted gateway generating a hundred tokens a second that never
-matters; a local server on a laptop's CPU generates fifteen, so a 2048-token answer (a
-small model repeating itself runs to max_tokens) takes over two minutes: the call times
-out, its retries time out the same way, and the server keeps computing each abandoned
-answer while the next requests queue behind it.
+``node_timeout_s``. A local server on a laptop's CPU generates fifteen tokens a second, so
+a 2048-token answer (a small model repeating itself runs to max_tokens) takes over two
+minutes: the call times out, its retries time out the same way, and the server keeps
+computing each abandoned answer while the next requests queue behind it. Only local
+backends are paced (swarm.calls.local); a hosted gateway's requests go as asked.
 
-So the completion budget sent with each request is capped to what the model can generate
-within the deadline, learned per model from its own answers: each answered call is a point
-``latency = p x prompt_tokens + c x completion_tokens`` (prefill and generation seconds per
-token, both learned, because a long prompt takes long to read before the first token on a
-CPU), fitted by exponentially weighted least squares. The cap is the completion that the
-line says ends at ``DEADLINE_SHARE`` of the node timeout for this request's prompt (the
-rest is room for queueing behind another call and for the spread of the rates). A call
-that timed out anyway halves the model's cap (as TCP halves its window on a loss), which
-answers that end in time let grow back.
+Each answered call is a point ``latency = a + p x prompt_tokens + c x completion_tokens``
+(a fixed time per request, such as the time to the first token; prefill and generation
+seconds per token), fitted by exponentially weighted least squares. The generation rate
+``c`` is known only once answers of different lengths were seen: answers all of one length
+cannot tell the fixed time from the time per token, and then nothing is capped. A request
+is capped only when the line says its asked ``max_tokens`` would not end within the node
+timeout; it is then sent the completion that ends at ``DEADLINE_SHARE`` of the timeout
+(the rest is room for queueing behind another call and for the spread of the rates). A
+call that timed out halves the model's cap (as TCP halves its window on a loss), which
+answers that end in time let grow back. Every cap is logged at WARNING with the numbers
+(``Pacing.explain``) and recorded in the node's ``max_tokens_sent``.
 
 Why a cap rather than streaming and keeping the partial text at the deadline: a stream cut
-at the deadline still leaves the server computing (non-streaming servers often finish an
-abandoned request), its usage is unknown to us although the gateway bills it (OpenAI-style
-streams report usage only at the end), so the ledger would stop matching the gateway's
-counts; and every answer would become a partial one at a slow server. A capped request
-ends on its own with ``finish_reason`` ``length`` and full usage, billed like any answer.
+at the deadline still leaves the server computing, its usage is unknown to us although the
+server counts it (OpenAI-style streams report usage only at the end), so the ledger would
+stop matching; and every answer would become a partial one at a slow server. A capped
+request ends on its own with ``finish_reason`` ``length`` and full usage, billed like any
+answer.
 
 The cap changes only the request's body: its idempotency key and the tokens admission
 reserves keep the caller's max_tokens. Paces are kept per model and per backend (a model
@@ -37,7 +39,7 @@ import math
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, fields, replace
 
 import redis
 
@@ -47,6 +49,11 @@ log = logging.getLogger(__name__)
 
 DEADLINE_SHARE = 0.6
 """Share of the node timeout a capped answer is planned to take."""
+MIN_WEIGHT = 2.4
+"""Answers (decayed) needed before the line says anything (three answers)."""
+MIN_SPREAD = 0.1
+"""Relative spread (standard deviation over mean) of the answers' lengths needed to tell
+the generation rate from the fixed time per request."""
 DECAY = 0.8
 """Weight left to earlier answers per new one (about the last five count)."""
 MIN_BUDGET = 32
@@ -60,10 +67,26 @@ RECOVERED = 1_000_000
 
 
 @dataclass(frozen=True)
+class Rates:
+    """A model's fitted line: seconds per request, per prompt token, per completion token."""
+
+    fixed_s: float
+    per_prompt_s: float
+    per_completion_s: float
+
+    def latency_s(self, prompt: int, completion: int) -> float:
+        """The line's latency of a request."""
+        return self.fixed_s + self.per_prompt_s * prompt + self.per_completion_s * completion
+
+
+@dataclass(frozen=True)
 class Pace:
     """One model's weighted sums of (prompt, completion, latency) and its loss cap."""
 
     w: float = 0.0
+    sp: float = 0.0
+    sc: float = 0.0
+    sl: float = 0.0
     pp: float = 0.0
     pc: float = 0.0
     cc: float = 0.0
@@ -80,6 +103,9 @@ class Pace:
             cap = cap * RECOVERY if cap < RECOVERED else None
         return Pace(
             w=self.w * DECAY + 1.0,
+            sp=self.sp * DECAY + p,
+            sc=self.sc * DECAY + c,
+            sl=self.sl * DECAY + lat,
             pp=self.pp * DECAY + p * p,
             pc=self.pc * DECAY + p * c,
             cc=self.cc * DECAY + c * c,
@@ -95,33 +121,56 @@ class Pace:
         halved = max(float(MIN_BUDGET), sent_max_tokens * LOSS_FACTOR)
         return replace(self, loss_cap=min(halved, self.loss_cap or math.inf))
 
-    def rates(self) -> tuple[float, float] | None:
-        """Seconds per prompt token and per completion token (None: no answer yet).
+    def rates(self) -> Rates | None:
+        """The fitted line; None while the answers' lengths did not vary enough (relative
+        spread below ``MIN_SPREAD``) to tell the generation rate from the fixed time, or
+        the fit finds no positive generation rate.
 
-        The two-variable fit, when the answers varied enough to separate them and both
-        rates are positive; else all of the time is put on the completion (the cautious
-        reading: it gives the smallest cap)."""
-        if self.w <= 0 or self.cc <= 0:
+        The three-term fit when the prompts varied enough to separate prefill from the
+        rest; else the prompt's time goes into the fixed term."""
+        if self.w < MIN_WEIGHT:
             return None
-        det = self.pp * self.cc - self.pc * self.pc
-        if det > 1e-6 * self.pp * self.cc:
-            p = (self.pl * self.cc - self.cl * self.pc) / det
-            c = (self.cl * self.pp - self.pl * self.pc) / det
+        n = self.w
+        mp, mc, ml = self.sp / n, self.sc / n, self.sl / n
+        vpp, vcc = self.pp / n - mp * mp, self.cc / n - mc * mc
+        vpc, vpl, vcl = self.pc / n - mp * mc, self.pl / n - mp * ml, self.cl / n - mc * ml
+        if vcc <= (MIN_SPREAD * mc) ** 2 or vcc <= 0:
+            return None
+        det = vpp * vcc - vpc * vpc
+        if vpp > (MIN_SPREAD * mp) ** 2 and det > 1e-6 * vpp * vcc:
+            p = (vpl * vcc - vcl * vpc) / det
+            c = (vcl * vpp - vpl * vpc) / det
             if p >= 0 and c > 0:
-                return p, c
-        return 0.0, self.cl / self.cc
+                return Rates(max(ml - p * mp - c * mc, 0.0), p, c)
+        c = vcl / vcc
+        if c <= 0:
+            return None
+        return Rates(max(ml - c * mc, 0.0), 0.0, c)
 
     def budget(self, prompt: int, max_tokens: int, deadline_s: float) -> int:
-        """Completion tokens to ask for: ``max_tokens``, or fewer when the model would not
-        finish them within ``DEADLINE_SHARE`` of ``deadline_s`` after reading ``prompt``."""
+        """Completion tokens to ask for: ``max_tokens``, unless the line says they would not
+        end within ``deadline_s`` after reading ``prompt`` (then what ends at
+        ``DEADLINE_SHARE`` of it), or a timeout's loss cap is lower."""
         cap = self.loss_cap if self.loss_cap is not None else math.inf
         rates = self.rates()
-        if rates is not None:
-            p, c = rates
-            cap = min(cap, (DEADLINE_SHARE * deadline_s - p * prompt) / c)
+        if rates is not None and rates.latency_s(prompt, max_tokens) > deadline_s:
+            room_s = DEADLINE_SHARE * deadline_s - rates.fixed_s - rates.per_prompt_s * prompt
+            cap = min(cap, room_s / rates.per_completion_s)
         if cap >= max_tokens:
             return max_tokens
         return max(MIN_BUDGET, min(max_tokens, int(cap)))
+
+    def explain(self, prompt: int, deadline_s: float) -> str:
+        """Why ``budget`` caps: the fitted rates and the loss cap, in words."""
+        parts = []
+        if (rates := self.rates()) is not None:
+            parts.append(f"measured {rates.fixed_s:.2f} s per request + "
+                         f"{1 / rates.per_completion_s:.1f} tokens/s, a {prompt}-token "
+                         f"prompt read in {rates.per_prompt_s * prompt:.2f} s; the node "
+                         f"timeout is {deadline_s:.0f} s")  # fmt: skip
+        if self.loss_cap is not None:
+            parts.append(f"a recent timeout limits answers to {int(self.loss_cap)} tokens")
+        return "; ".join(parts) or "no measurement"
 
 
 class Pacing:
@@ -168,11 +217,21 @@ class Pacing:
         for key in (model, _backend_key(backend)):
             self._put(key, self._get(key).observe(prompt, completion, latency_s, deadline_s))
 
+    def explain(self, model: str, backend: str, prompt_tokens: int, deadline_s: float) -> str:
+        """Why a call to ``model`` with this prompt is capped (for the WARNING)."""
+        return self.pace(model, backend).explain(prompt_tokens, deadline_s)
+
     def timed_out(self, model: str, backend: str, sent_max_tokens: int) -> None:
         """A call to ``model`` asking for ``sent_max_tokens`` timed out."""
         for key in (model, _backend_key(backend)):
             self._put(key, self._get(key).timed_out(sent_max_tokens))
         log.debug("pacing: %s timed out asking %d tokens", model, sent_max_tokens)
+
+
+def _pace_of(value: str) -> Pace:
+    """A pace as stored; fields another version stored are left out."""
+    known = {f.name for f in fields(Pace)}
+    return Pace(**{k: v for k, v in json.loads(value).items() if k in known})
 
 
 def _backend_key(backend: str) -> str:
@@ -197,7 +256,7 @@ class SharedPacing(Pacing):
             return
         with self._lock:
             for name, value in found.items():
-                self._paces[name] = Pace(**json.loads(value))
+                self._paces[name] = _pace_of(value)
 
     def _get(self, key: str) -> Pace:
         self._refresh()

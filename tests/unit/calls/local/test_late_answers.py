@@ -11,17 +11,18 @@ from dataclasses import replace
 from typing import Any
 
 import httpx2
-from doubles import MockGateway, completion, new_job
+from doubles import MockGateway, as_local, completion, new_job
 
 from swarm.calls.admission import AdmissionPolicy, MemoryAdmission
-from swarm.calls.admission.gate import Gate
 from swarm.calls.idempotency import CallGuard
 from swarm.calls.listeners import CallListener
-from swarm.calls.overtime import Overtime
+from swarm.calls.local.gate import HoldingGate
+from swarm.calls.local.overtime import Overtime
+from swarm.calls.local.steps import late_answer
 from swarm.calls.pipeline import run_call
 from swarm.calls.request import Answer, CallRequest
 from swarm.calls.runtime import Runtime
-from swarm.calls.steps import CallContext, late_answer
+from swarm.calls.steps import CallContext
 from swarm.records import ErrorKind, Usage
 
 WAIT_S = 10.0
@@ -61,7 +62,8 @@ def _runtime(
     base, _ = make_runtime(handler)
     listener = _Listener()
     settings = base.settings.model_copy(update={"node_timeout_s": 0.2})
-    rt = replace(base, settings=settings, listener=listener, overtime=Overtime(30.0, 4))
+    rt = replace(base, settings=settings, listener=listener, overtime=Overtime(30.0, 4),
+                 catalog=as_local(base.catalog))  # fmt: skip
     new_job(rt, 1)
     return rt, listener
 
@@ -145,9 +147,10 @@ def test_a_late_answer_after_the_call_ended_is_billed_as_unused(
 ) -> None:
     release = threading.Event()
     rt, listener = _runtime(make_runtime, _first_held(release, completion("late", prompt=10)))
-    call = CallContext(rt, CallGuard(rt, _request(rt)), Gate(rt.admission, rt.catalog.model(
-        MODEL), "j1", 10, max_wait_s=1.0, max_countdown_s=1.0, may_requeue=False))  # fmt: skip
-    assert call.late.close() is None  # the call ended
+    gate = HoldingGate(rt.admission, rt.catalog.model(MODEL), "j1", 10, max_wait_s=1.0,
+                       max_countdown_s=1.0, may_requeue=False)  # fmt: skip
+    call = CallContext(rt, CallGuard(rt, _request(rt)), gate)
+    assert gate.late.close() is None  # the call ended
     late_answer(call, _request(rt), Answer("late", Usage(prompt_tokens=10), "stop"), 1.5)
     assert listener.late == [Usage(prompt_tokens=10)]
     assert rt.store.ledger("j1")[MODEL].calls == 1

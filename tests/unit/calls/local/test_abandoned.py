@@ -3,7 +3,7 @@ its backend; each exactly once."""
 
 from __future__ import annotations
 
-from swarm.calls.admission.abandoned import AbandonedPermits, Release
+from swarm.calls.local.abandoned import AbandonedPermits, Release
 from swarm.calls.request import Answer
 from swarm.records import Usage
 

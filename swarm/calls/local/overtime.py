@@ -17,8 +17,8 @@ it in metrics). The timeout error raised at the deadline is a ``StillReading``: 
 (swarm.calls.admission.gate) keeps the call's permits until the request has ended, since the
 gateway is still computing it (a one-slot server is sent nothing more meanwhile, so an
 abandoned request is not left queued behind new ones past its grace, unbilled), or until it
-shows it hangs (swarm.calls.admission.abandoned); an answer that comes while the call still
-retries is the call's answer (swarm.calls.late).
+shows it hangs (swarm.calls.local.abandoned); an answer that comes while the call still
+retries is the call's answer (swarm.calls.local.late).
 
 Bounded: at most ``max_requests`` requests per process are sent this way (each takes a
 thread and a connection while in flight, a late one for up to ``grace_s``); beyond that,

@@ -9,10 +9,10 @@ import httpx2
 import pytest
 
 from swarm.calls.admission import AdmissionPolicy, MemoryAdmission
-from swarm.calls.admission.adaptive import AdaptiveParams, AdaptiveState, MemoryAdaptive, observe
 from swarm.calls.admission.backend import BackendAdmission
 from swarm.calls.admission.base import Outcome
 from swarm.calls.admission.gate import Gate
+from swarm.calls.local.adaptive import AdaptiveParams, AdaptiveState, MemoryAdaptive, observe
 from swarm.catalog import parse_catalog
 from swarm.sim import SimConfig, start_in_thread
 
@@ -110,6 +110,7 @@ def test_a_one_slot_server_settles_at_two_and_a_parallel_one_keeps_its_cap() -> 
 
 CATALOG = """
 [backends.local]
+kind = "local"
 base_url = "http://127.0.0.1:1/v1"
 
 [models.a]
