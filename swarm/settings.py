@@ -20,11 +20,11 @@ _PLACEHOLDER = re.compile(r"^(YOUR[_-].*|.*[_-]HERE|<.*>|changeme|x+|\.\.\.)$", 
 GRACE_TIMEOUTS = 40
 """Default overtime grace, in node timeouts (30 min at 45 s): on a one-slot server
 (llama.cpp) the first wave of a job, sent before any answer told its speed, is computed one
-after the other, and an abandoned request is reached only when those ahead of it are done
-(issue 18's real run: the 15th of 20 after more than the 450 s of ten node timeouts, so it
-went unbilled). A hosted gateway ends a request long before (its own request timeout), so
-the bound only matters against one that never answers: there it holds a thread and a
-connection that long (not its permits: swarm.calls.local.abandoned gives them back).
+after the other, and an abandoned request is reached only when those ahead of it are done,
+which for a wave of 20 can take well over ten node timeouts. A hosted gateway ends a request
+long before (its own request timeout), so the bound only matters against one that never
+answers: there it holds a thread and a connection that long (not its permits:
+swarm.calls.local.abandoned gives them back).
 """
 
 

@@ -78,15 +78,12 @@ def node_pool() -> ThreadPoolExecutor:
     Their number (``node_threads``) bounds the calls a process has in flight; admission,
     not ``-c``, bounds them cluster-wide. Twice the task threads: a worker holds at most
     ``-c`` messages, and when a job's messages (about ten, swarm.jobs.fanout) split unevenly
-    between workers one worker may hold more nodes than ``-c``; they still run at once (a
-    100-node job on two ``-c 50`` workers split 7:3). At least MIN_NODE_THREADS, so a
-    worker with few task threads still keeps enough calls in flight to reach a model's
-    rate limit (the sweep: 4 workers x ``-c 5`` reached 25 tasks/s with 10 node
-    threads each and 33 with 32 against an 80 req/s gateway). Not more by default: at 0 ms
-    calls a worker is CPU-bound and every runnable thread costs (2,000 calls at 0 ms on two
-    ``-c 50`` workers: 4x gave 290-300 calls/s, 2x 335-408, 1x 390-445, 800 threads 310;
-    but 1x ran a 100 x 1 s job in two waves in 3 of 5 runs). Threads start only when there
-    is a node for them.
+    between workers one worker may hold more nodes than ``-c``; they still run at once. At
+    least MIN_NODE_THREADS, so a worker with few task threads still keeps enough calls in
+    flight to reach a model's rate limit. Not more by default: with very fast calls a worker
+    is CPU-bound and every runnable thread costs, while one thread per task thread can run a
+    job's nodes in two waves (ops/bench/results/README.md, Overhead). Threads start only
+    when there is a node for them.
     """
     global _node_pool
     with _lock:

@@ -1,13 +1,13 @@
 """Several sub-agent nodes per task message: fewer messages, the same per-node results.
 
-Celery costs about 5 ms of CPU per message on these machines (publish, task-sent event,
-receive, ack, result, chord counter, task events) next to about 2 ms for the node's own
-gateway call, so a wide job spends most of its CPU on messages, and a 100-wide job waits
-~0.3 s for its last message to be published and picked up (measured). A task
-carrying k nodes runs them concurrently on the worker's node threads, and each node keeps
-everything it had as a task of its own: its claim and stored answer (idempotency), its
-envelope and progress state, admission per call, and its own requeue when admission
-asks a node to wait in the queue (only those nodes go back, the others are done).
+Celery spends more CPU per message (publish, task-sent event, receive, ack, result, chord
+counter, task events) than the node's own gateway call, so a wide job with one node per
+message spends most of its CPU on messages, and its last messages wait to be published and
+picked up. A task carrying k nodes runs them concurrently on the worker's node threads,
+and each node keeps everything it had as a task of its own: its claim and stored answer
+(idempotency), its envelope and progress state, admission per call, and its own requeue
+when admission asks a node to wait in the queue (only those nodes go back, the others are
+done).
 
 Which nodes go together is swarm.jobs.fanout's (the producer side); this module is the task's
 work: read the nodes in one round trip, call them concurrently, report what to requeue.

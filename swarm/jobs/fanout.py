@@ -3,7 +3,7 @@
 A task carries one node (``swarm.subagent``, id ``<job>-<node>``) or, for wide jobs,
 several nodes of the same queue (``swarm.subagents``, id ``<job>-<first>-<last>``; see
 swarm.jobs.batch for why and how they run). Auto batching keeps small jobs at one node per
-task, so they look in Flower exactly as before.
+task, so each of their tasks in Flower is one node.
 """
 
 from __future__ import annotations

@@ -83,9 +83,9 @@ def celery_config(settings: Settings, catalog: Catalog) -> dict[str, Any]:
 def declared_queues(settings: Settings, names: Sequence[str]) -> list[Queue]:
     """Each queue on an exchange of its own name, bound only to its own routing key.
 
-    A bare ``Queue(name)`` gets Celery's default exchange (named after the default queue)
-    and its routing key: every queue was also bound to ``llm.kimi-k2.5`` with key
-    ``llm.kimi-k2.5``, so on RabbitMQ a message for that queue was copied into every queue.
+    A bare ``Queue(name)`` would get Celery's default exchange (named after the default
+    queue) and its routing key, binding every queue to the default queue's key, so that on
+    RabbitMQ a message for the default queue would be copied into every queue.
 
     Classic queues (the default) are on direct exchanges. With ``quorum_queues`` they are
     RabbitMQ quorum queues (replicated) on topic exchanges, the key still the queue's exact

@@ -3,8 +3,8 @@
 kombu's Redis transport takes a message off its queue (BRPOP) and only then records it as
 unacked. A worker killed between the two (SIGKILL, OOM killer) loses that message for
 good: the visibility timeout cannot bring back what was never recorded, and the job's
-chord, one member short, never fires. A SIGKILL test lost a node this way in one
-run of two (the kill came just as the worker fetched its next messages). Redis itself can
+chord, one member short, never fires (a kill just as the worker fetches its next
+messages does it). Redis itself can
 lose the last writes before a crash (AOF ``everysec``). Nothing in Celery notices.
 
 So every fan-out also sends one watch task (``swarm.watch``, on the aggregation's queue)
