@@ -13,7 +13,8 @@ chosen by the model's backend (``[backends.NAME] kind``). A hosted backend's cal
     fence   still the claim's holder, if a heartbeat's time went by since it was last known
     http    the request, closed at the node timeout (gateway)
 
-A local backend's call (swarm.calls.local) is sent no hedges, and adds:
+A local backend's call (swarm.calls.local) is sent no hedges (the server has a few slots),
+and adds:
 
     admit   ... and permits held by requests read past their deadline, late answers taken
             (swarm.calls.local.gate); the backend's in-flight limit found from latency
@@ -94,11 +95,14 @@ def holding_gate_for(rt: Runtime, request: CallRequest) -> Gate:
     )
 
 
+_LOCAL: tuple[tuple[str, StepFactory], ...] = (
+    *(step for step in _COMMON if step[0] != "hedge"),  # a few slots: no duplicates
+    ("pace", local.pacing),
+)
+
 PATHS: dict[BackendKind, Path] = {
     "hosted": Path(_COMMON, steps.transport, gate_for),
-    "local": Path(
-        (*_COMMON, ("pace", local.pacing)), local.transport, holding_gate_for, local.close
-    ),
+    "local": Path(_LOCAL, local.transport, holding_gate_for, local.close),
 }
 """The attempt path of each backend kind; the retry loop runs around its steps."""
 

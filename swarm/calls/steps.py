@@ -102,8 +102,8 @@ def hedging(ctx: CallContext) -> Step | None:
     hedges and the call may be hedged; a hedged attempt admits and sends its own requests,
     an unhedged one goes on down the path."""
     rt, request = ctx.rt, ctx.guard.request
-    if rt.hedger is None or request.hedge_cap <= 0 or rt.catalog.backend_of(request.model).is_local:
-        return None  # a local server's slots are not spent on duplicates
+    if rt.hedger is None or request.hedge_cap <= 0:
+        return None
     hedger = rt.hedger
     call = hedged_call(ctx, request.hedge_cap)
 

@@ -30,7 +30,7 @@ def test_the_call_path_is_declared_in_one_order_per_backend_kind() -> None:
         "guard", "retry", "listen", "record", "hedge", "admit", "fence", "http",
     ]  # fmt: skip
     assert pipeline.describe("local") == [
-        "guard", "retry", "listen", "record", "hedge", "admit", "fence", "pace", "http",
+        "guard", "retry", "listen", "record", "admit", "fence", "pace", "http",
     ]  # fmt: skip
     assert pipeline.PATHS["hosted"].transport is steps.transport
     assert pipeline.PATHS["local"].gate is pipeline.holding_gate_for
