@@ -73,10 +73,9 @@ def send(
 
     Sent with the SDK's documented low-level ``client.post`` (its auth, headers, timeouts
     and error types) asking for the raw HTTP response, which is parsed as JSON once
-    (``parse_answer``, with the rate-limit headers): ``chat.completions.create`` builds a
-    typed ``ChatCompletion`` and transforms the messages, about 0.8 ms of CPU per call more
-    (measured); reaching past ``client.post`` into the SDK's private HTTP client would save
-    another 0.12 ms (of ~2.4 ms a call costs a worker) at the price of private API.
+    (``parse_answer``, with the rate-limit headers): ``chat.completions.create`` would build a
+    typed ``ChatCompletion`` and transform the messages, CPU on every call that the worker
+    does not need (ops/bench/overhead.py measures a call's cost).
     """
     if read_timeout_s is None:
         response = client.post("/chat/completions", body=request.body(), cast_to=httpx2.Response)

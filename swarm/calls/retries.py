@@ -110,7 +110,7 @@ def call_with_retries(
     ``progress`` is what earlier runs of the call did (a task sent back to the queue):
     their attempts count against ``max_attempts`` and their time is in the latency. A
     RetryLater passing through carries the attempts and start time on for the next run;
-    after the last attempt a long 429 pause no longer requeues: the 429 is the result.
+    after the last attempt a long 429 pause does not requeue: the 429 is the result.
     """
     progress = progress or CallProgress()
     started_at = progress.started_at or time.time()

@@ -5,10 +5,10 @@ call is still retrying: waiting for the permit the abandoned request held (a one
 server computes it before anything else), or backing off. That answer is the one the next
 attempt would ask for (same prompt), so the next attempt takes it instead of sending the
 request again: the gateway computes the call once, the ledger bills it once, as the call's
-answer (recorded and stored like any answer, so issue 15's fencing applies). A late answer
-that no attempt takes (the call already ended) is billed as an unused response, as before.
+answer (recorded and stored like any answer, so the claim's fencing applies). A late answer
+that no attempt takes (the call already ended) is billed as an unused response.
 So that one does not go to waste, a call with a request still being read waits for a permit
-in its task rather than going back to the queue (swarm.calls.admission.gate), and stops
+in its task rather than going back to the queue (swarm.calls.local.gate), and stops
 waiting when the answer comes.
 
 Hand-written: a one-slot mailbox between the overtime thread and the call's thread.

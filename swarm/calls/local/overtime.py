@@ -1,35 +1,29 @@
-"""Requests read past their node's deadline, so a late answer is still billed.
+"""A local backend's requests read past their node's deadline, so a late answer is billed.
 
-A call that times out used to close its HTTP connection at the node timeout. The gateway
-does not always stop there: llama.cpp finishes computing an abandoned non-streaming
-request, and a hosted provider bills a request it completes after the client left. The
-ledger then billed less than the gateway served (issue 18's real-server run: 38 of 40
-completions, the two missing ones answers that came after their node's deadline).
+A local server (llama.cpp) finishes computing a non-streaming request after its client
+stopped waiting; closed at the node timeout, that computed answer would go unbilled and
+the ledger would count less than the server served.
 
-So a request may work overtime: the node's thread hands the request to an overtime thread
+So a local call's request works overtime: the node's thread hands it to an overtime thread
 and waits for it until the node's deadline (``deadline_s``). An answer or error in time is
-the node's, exactly as before. At the deadline the node raises the same timeout error as
-before (``openai.APITimeoutError``), so retries, pacing's ``timed_out``, admission and
-hedging behave as they did; the request itself keeps reading for up to ``grace_s`` more
-(its HTTP read timeout is the deadline plus the grace), and an answer that arrives is
-handed to ``late`` (swarm.calls.steps bills it in the ledger like a hedge's loser and counts
-it in metrics). The timeout error raised at the deadline is a ``StillReading``: admission
-(swarm.calls.admission.gate) keeps the call's permits until the request has ended, since the
-gateway is still computing it (a one-slot server is sent nothing more meanwhile, so an
-abandoned request is not left queued behind new ones past its grace, unbilled), or until it
-shows it hangs (swarm.calls.local.abandoned); an answer that comes while the call still
-retries is the call's answer (swarm.calls.local.late).
+the node's. At the deadline the node raises the timeout error (``openai.APITimeoutError``),
+so retries, pacing's ``timed_out`` and admission see a timeout; the request itself keeps
+reading for up to ``grace_s`` more (its HTTP read timeout is the deadline plus the grace),
+and an answer that arrives is handed to ``late`` (swarm.calls.local.steps: the call's next
+answer, or billed in the ledger as unused). The timeout error raised at the deadline is a
+``StillReading``: the local gate (swarm.calls.local.gate) keeps the call's permits until the
+request has ended, since the server is still computing it (nothing is sent to queue behind
+it), or until it shows it hangs (swarm.calls.local.abandoned).
 
 Bounded: at most ``max_requests`` requests per process are sent this way (each takes a
 thread and a connection while in flight, a late one for up to ``grace_s``); beyond that,
-and with ``grace_s`` 0, a request runs on the node's thread and closes at the deadline as
-before. The overtime threads are daemon threads, started when needed and kept: a process
-that exits does not wait for its late requests.
+and with ``grace_s`` 0, a request runs on the node's thread and closes at the deadline. The
+overtime threads are daemon threads, started when needed and kept: a process that exits
+does not wait for its late requests.
 
 Cost: a thread hand-off per call (the request's HTTP work is the same), measured by
 ``ops/bench/overtime.py``.
 """
-
 from __future__ import annotations
 
 import logging
@@ -127,7 +121,7 @@ class Overtime:
         """``send``'s answer if it comes within ``deadline_s``; else the node's timeout error,
         while the request goes on for ``grace_s`` and a late ending goes to ``late``."""
         if not self.enabled or not self._slots.acquire(blocking=False):
-            return send(None)  # closed at the deadline by the HTTP client, as before
+            return send(None)  # closed at the deadline by the HTTP client
         pending = _Pending(send, deadline_s + self.grace_s, late)
         self._hand_off(pending)
         if not pending.done.acquire(timeout=deadline_s):
