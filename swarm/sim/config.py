@@ -10,6 +10,8 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from swarm.sim.batch_config import BatchSimConfig
+
 Rate = Annotated[float, Field(ge=0.0, le=1.0)]
 """A probability in [0, 1]."""
 
@@ -108,6 +110,8 @@ class SimConfig(BaseModel):
     """Prefix hashes remembered for prompt caching (least recently used are dropped)."""
     access_log: bool = False
     """Log every HTTP request through aiohttp's access logger."""
+    batch: BatchSimConfig = Field(default_factory=BatchSimConfig)
+    """The Batch API (``/v1/files``, ``/v1/batches``; swarm.sim.batch)."""
 
     @model_validator(mode="after")
     def _check_combinations(self) -> SimConfig:
