@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from swarm.cli.sim_batch_options import batch_options, nest_batch
+
 if TYPE_CHECKING:
     from pydantic import ValidationError
 
@@ -39,7 +41,7 @@ def build_config(options: dict[str, Any]) -> SimConfig:
 
     from swarm.sim.config import SimConfig
 
-    given = {name: value for name, value in options.items() if value is not None}
+    given = nest_batch({name: value for name, value in options.items() if value is not None})
     try:
         return SimConfig(**given)
     except ValidationError as exc:
@@ -84,6 +86,7 @@ def serve(config: SimConfig, host: str, port: int) -> None:
 @click.option("--seed", type=int, help="Seed of the latency and fault generators.")
 @click.option("--api-key", help="Require 'Authorization: Bearer KEY' (default: no key).")
 @click.option("--access-log", is_flag=True, default=None, help="Log every HTTP request.")
+@batch_options
 def sim_command(host: str, port: int, **options: Any) -> None:
     """Run a simulated OpenAI-compatible LLM gateway (for tests, demos, benchmarks)."""
     config = build_config(options)

@@ -8,6 +8,8 @@ reserved by calls in flight. Amounts are integer nano-USD (swarm.cost.pricing).
 
 from __future__ import annotations
 
+from typing import Literal
+
 from swarm.records import Frozen, ToolCall, Usage
 
 
@@ -28,6 +30,8 @@ class StoredAnswer(Frozen):
     """Wall time from the first attempt to the answer."""
     tool_calls: tuple[ToolCall, ...] = ()
     """Tools the answer asked to call."""
+    via: Literal["live", "batch"] = "live"
+    """``batch`` for a line of a batch's output file (swarm.batch.ingest)."""
 
 
 class BilledCall(Frozen):
