@@ -3,6 +3,10 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from typing import Any
 
 import pytest
@@ -100,3 +104,31 @@ def test_deadline_shorter_than_the_batch_runs_pending_nodes_live(stack: Stack) -
     # Each node billed once: batch lines + live node calls == nodes; + aggregation.
     assert line["calls"] == 41 == stats["batch"]["lines_billed"] + stats["completed"]
     assert line["batch_calls"] == stats["batch"]["lines_billed"] == vias.count("batch")
+
+
+def run_cli(args: list[str], stack: Stack, stdin: str | None = None) -> Any:
+    return subprocess.run(
+        [sys.executable, "-m", "swarm.cli.main", *args],
+        env={**os.environ, **stack.env},
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_cli_deadline_status_shows_the_batch_then_the_report(stack: Stack) -> None:
+    stack.reset_stats()
+    lines = "".join(f"line {i}\n" for i in range(10))
+    started = run_cli(["run", "-", "--deadline", "30m", "--no-wait"], stack, stdin=lines)
+    assert started.returncode == 0, started.stderr
+    job_id = started.stdout.strip().split()[-1]
+    running = run_cli(["status", job_id, "--json"], stack)
+    assert running.returncode in (0, 1), running.stderr
+    shown = json.loads(running.stdout)
+    if shown["status"] == "running":  # the 2 s batch may already be over
+        assert shown["deadline_at"] is not None and len(shown["batches"]) == 1
+    report = stack.client().attach(job_id).wait(timeout=WAIT_S)
+    assert report["models"][MODEL]["batch_calls"] == 10
+    ended = json.loads(run_cli(["status", job_id, "--json"], stack).stdout)
+    assert ended["status"] == "succeeded" and {n["via"] for n in ended["nodes"]} == {"batch"}
