@@ -21,7 +21,9 @@ from celery.canvas import Signature
 
 from swarm.batch.fanout import poll_signatures
 from swarm.batch.plan import check_deadline, plan_batches
+from swarm.batch.policy import batches_within
 from swarm.catalog import AGGREGATE_KIND, DEFAULT_KIND, Catalog, ModelSpec, load_catalog
+from swarm.cost.batch import at_batch_price
 from swarm.cost.budget import check_budget, preflight
 from swarm.errors import (
     BrokerUnavailableError,
@@ -172,6 +174,8 @@ class SwarmClient:
                 max_tokens,
                 **agent_bound(self.settings, spec_model, max_tokens, tools),
             )
+            if tools is None and spec_model.batch and batches_within(deadline_s):
+                bound = at_batch_price(bound, spec_model)  # its nodes go into batch files
             preflight(bound, budget_usd, force)
         if tasks is not None and len(tasks) != len(items):
             raise InputError(f"{len(tasks)} tasks for {len(items)} inputs")

@@ -29,8 +29,17 @@ def live_reserve_s(spec: JobSpec) -> float:
     """Seconds before the deadline at which pending batch lines go live."""
     if spec.deadline_at is None:
         return 0.0
-    span = max(spec.deadline_at - spec.submitted_at, 0.0)
-    return min(max(span * RESERVE_SHARE, RESERVE_MIN_S), RESERVE_MAX_S)
+    return reserve_for_s(spec.deadline_at - spec.submitted_at)
+
+
+def reserve_for_s(deadline_s: float) -> float:
+    """The live reserve of a deadline ``deadline_s`` after submission."""
+    return min(max(max(deadline_s, 0.0) * RESERVE_SHARE, RESERVE_MIN_S), RESERVE_MAX_S)
+
+
+def batches_within(deadline_s: float | None) -> bool:
+    """True when a deadline leaves time for a batch before its live reserve."""
+    return deadline_s is not None and deadline_s > reserve_for_s(deadline_s)
 
 
 def switch_at(spec: JobSpec) -> float:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from decimal import ROUND_HALF_UP, Decimal
 
 from swarm.catalog import ModelSpec
+from swarm.cost.budget import JobEstimate
 from swarm.cost.pricing import cost_nusd, cost_usd
 from swarm.records import Usage
 
@@ -37,3 +38,11 @@ def batch_cost_nusd(spec: ModelSpec, usage: Usage) -> int:
     """``batch_cost_usd`` in nano-USD, rounded half up (for the budget's counters)."""
     exact = Decimal(cost_nusd(spec, usage)) * Decimal(repr(spec.batch_discount))
     return int(exact.to_integral_value(rounding=ROUND_HALF_UP))
+
+
+def at_batch_price(estimate: JobEstimate, model: ModelSpec) -> JobEstimate:
+    """A job's bound with its sub-agents at ``model``'s batch price (the aggregation stays
+    live): the pre-flight of a job whose nodes go into batch files."""
+    exact = Decimal(estimate.subagents_nusd) * Decimal(repr(model.batch_discount))
+    nusd = int(exact.to_integral_value(rounding=ROUND_HALF_UP))
+    return estimate.model_copy(update={"subagents_nusd": nusd})
