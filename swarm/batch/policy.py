@@ -19,7 +19,7 @@ RESERVE_MAX_S = 300.0
 """... at least RESERVE_MIN_S, at most RESERVE_MAX_S."""
 POLL_MIN_S = 0.5
 POLL_MAX_S = 30.0
-POLL_SHARE = 0.2
+POLL_SHARE = 0.1
 """A poll comes back after this share of the batch's age (within POLL_MIN_S..POLL_MAX_S)."""
 TERMINAL = frozenset({"completed", "failed", "expired", "cancelled"})
 """Batch statuses after which the batch changes no more."""

@@ -156,3 +156,18 @@ def test_a_cancelled_job_cancels_its_batch() -> None:
         kinds = {env.error_kind for env in rt.store.envelopes("j1")}
         assert kinds == {ErrorKind.CANCELLED}
         billed_once(rt, sim, spec)
+
+
+def test_a_batch_still_cancelling_is_settled_later_and_its_billing_recorded() -> None:
+    for sim, rt in running(BatchSimConfig(processing_s=20.0, cancel_s=1.0)):
+        spec = new_job(rt, 100, deadline_s=3.0)  # live reserve 2 s: the switch after 1 s
+        outcome = until_done(rt, "j1")
+        assert outcome.settle_later and outcome.state.status == "cancelling"
+        assert all(env.ok for env in rt.store.envelopes("j1"))  # ended live by the deadline
+        deadline = time.monotonic() + WAIT_S
+        while not (settled := poll_file(rt, "j1", 0, settle=True)).done:
+            assert time.monotonic() < deadline, "the cancelled batch never ended"
+            time.sleep(0.2)
+        assert settled.state.status == "cancelled" and settled.state.ingested
+        stats = billed_once(rt, sim, spec)  # the ledger == what the simulator billed
+        assert stats["batch"]["lines_billed"] > 0  # lines done before the cancel took effect

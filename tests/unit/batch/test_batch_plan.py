@@ -77,7 +77,7 @@ def test_polls_come_back_sooner_for_young_batches_and_never_after_the_switch() -
     assert switch == pytest.approx(spec.deadline_at - 100)  # type: ignore[operator]
     now = spec.submitted_at
     assert poll_countdown_s(now + 1, now, switch) == 0.5
-    assert poll_countdown_s(now + 50, now, switch) == pytest.approx(10.0)
+    assert poll_countdown_s(now + 50, now, switch) == pytest.approx(5.0)
     assert poll_countdown_s(now + 500, now, switch) == 30.0
     assert poll_countdown_s(switch - 3, now, switch) == pytest.approx(3.0)
 
