@@ -220,10 +220,13 @@ class SwarmClient:
         budget_usd: float | None = None,
         job_id: str | None = None,
         tools: str | None = None,
+        deadline_s: float | None = None,
     ) -> SwarmHandle:
         """A planned job: the planner splits ``query`` over the documents into
         routed sub-tasks, they fan out as one chord, and the aggregation answers the query.
         With ``tools`` (e.g. ``docs``) every sub-task runs as an agent with that toolset.
+        ``deadline_s`` as for ``submit``: the planned sub-tasks on models that batch go
+        through the Batch API (the planner's call is live).
         """
         items = _items(documents)
         if not query.strip():
@@ -245,6 +248,7 @@ class SwarmClient:
             min_success_ratio=self.settings.min_success_ratio,
             budget_usd=budget_usd,
             tools=tools,
+            deadline_at=None if deadline_s is None else time.time() + check_deadline(deadline_s),
         )
         try:
             self.store.create_job(spec, [item.text for item in items])
