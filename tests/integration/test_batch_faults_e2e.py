@@ -3,13 +3,17 @@ redis-server, `celery -A workers worker` processes, the simulator over HTTP."""
 
 from __future__ import annotations
 
+import gc
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import procs
 import pytest
-from stack import Worker, running_stack
+from faults import FaultStack
+from stack import Worker, running_stack, start_stack
+from test_redis_faults import KOMBU_RECONNECT_RACE, RECOVERY
 
 from swarm.records import InputItem
 from swarm.store.batches import batch_store
@@ -54,3 +58,32 @@ def test_sigkill_of_the_polling_worker_mid_batch(redis_server: Any, tmp_logs: Pa
         assert line["prompt_tokens"] == stats["batch"]["prompt_tokens"] + stats["prompt_tokens"]
         assert {node["via"] for node in report["nodes"]} == {"batch"}
         assert batches.get(handle.id, 0).batch_id == state.batch_id  # type: ignore[union-attr]
+
+
+def test_a_redis_restart_mid_batch_loses_nothing(
+    redis_factory: Callable[..., procs.RedisServer], tmp_logs: Path
+) -> None:
+    srv = redis_factory(appendonly=True)
+    st = start_stack(srv.url, tmp_logs, ["--batch-processing-s", "8", "--seed", "11"])
+    fs = FaultStack(st, {**st.env, **RECOVERY}, tmp_logs)
+    try:
+        workers = fs.ensure_workers(["w1", "w2"], 4)
+        client = fs.client()
+        items = [InputItem(ref=f"d{i}", text=f"document {i}") for i in range(40)]
+        handle = client.submit(items, "Extract x", deadline_s=600)
+        batches = batch_store(client.store)
+        wait_until(lambda: (s := batches.get(handle.id, 0)) and s.batch_id,
+                   "the batch created and its id stored")  # fmt: skip
+        srv.restart()
+        report = handle.wait(timeout=WAIT_S)  # the producer's own connections reconnect
+        assert report["status"] == "succeeded", report.get("error")
+        stats = st.stats()
+        assert stats["batch"]["batches_created"] == 1
+        line = report["models"][MODEL]
+        assert line["batch_calls"] == stats["batch"]["lines_billed"] == 40
+        assert line["calls"] == 40 + stats["completed"]
+        for worker in workers:
+            assert worker.alive or KOMBU_RECONNECT_RACE in worker.log_text(), worker.log_tail()
+    finally:
+        gc.collect()
+        st.stop()
