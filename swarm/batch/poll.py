@@ -238,12 +238,17 @@ def _settle_billing(step: _Step) -> PollOutcome:
         return step.later()
     if view.status not in TERMINAL:
         return step.later()
+    _record_billing(step, view)
+    return PollOutcome(step.save(ingested=True), done=True)
+
+
+def _record_billing(step: _Step, view: BatchView) -> None:
+    """Record every answered line of an ended batch (billing; answers kept if first)."""
     lines = _lines(step, step.state.node_ids)
     model = step.rt.catalog.model(step.state.model)
     rows = step.gateway.lines(view.output_file_id)
     record_output(step.rt, step.spec.job_id, model, view.id, rows, lines.by_key())
     _counted(step, view)
-    return PollOutcome(step.save(ingested=True), done=True)
 
 
 def _cancelled(step: _Step) -> PollOutcome:
@@ -255,9 +260,12 @@ def _cancelled(step: _Step) -> PollOutcome:
         except openai.APIError as exc:
             log.debug("batch %s: cancel failed (%s)", step.state.batch_id, exc)
     run_nodes(step.rt, step.spec.job_id, step.state.node_ids, pool=step.pool, fence=step.fence)
+    ended = view is not None and view.status in TERMINAL
+    if view is not None and ended:
+        _record_billing(step, view)  # what it did before the cancel is billed
     status = view.status if view is not None else "cancelled"
-    done = step.save(status=status, ended=True)
-    return PollOutcome(done, done=True, settle_later=view is not None and status not in TERMINAL)
+    done = step.save(status=status, ended=True, ingested=ended)
+    return PollOutcome(done, done=True, settle_later=view is not None and not ended)
 
 
 def _short(exc: openai.APIStatusError) -> str:

@@ -87,3 +87,23 @@ def test_a_redis_restart_mid_batch_loses_nothing(
     finally:
         gc.collect()
         st.stop()
+
+
+def test_cancelling_the_job_cancels_its_batch(redis_server: Any, tmp_logs: Path) -> None:
+    sim_args = ["--batch-processing-s", "10", "--seed", "13"]
+    with running_stack(redis_server, tmp_logs, sim_args, [Worker("w1", c=4)]) as st:
+        client = st.client()
+        items = [InputItem(ref=f"d{i}", text=f"document {i}") for i in range(30)]
+        handle = client.submit(items, "Extract x", deadline_s=3600)
+        batches = batch_store(client.store)
+        wait_until(lambda: (s := batches.get(handle.id, 0)) and s.batch_id,
+                   "the batch created and its id stored")  # fmt: skip
+        handle.cancel()
+        report = handle.wait(timeout=WAIT_S)
+        assert report["status"] == "cancelled"
+        assert {node["error_kind"] for node in report["nodes"]} == {"cancelled"}
+        stats = st.stats()
+        assert stats["batch"]["batches_cancelled"] == 1
+        assert (
+            report["models"].get(MODEL, {}).get("batch_calls", 0) == stats["batch"]["lines_billed"]
+        )
