@@ -43,6 +43,7 @@ class Duration(click.ParamType[float]):
 
 
 DEADLINE_HELP = (
-    "End the job within this long (30m, 24h): plain sub-agents go through the gateway's "
-    "Batch API at its price while the deadline allows (see `swarm models`)."
+    "End the job within this long (30m, 24h): sub-agents without tools on models with "
+    "`batch = true` in the catalog go through the gateway's Batch API at its price while "
+    "the deadline allows."
 )
