@@ -136,15 +136,14 @@ def _counted(step: _Step, view: BatchView) -> None:
 
 
 def _start(step: _Step) -> PollOutcome:
-    """Find or create the file's batch and store its id; past the switch, all live."""
-    if step.now >= switch_at(step.spec):
-        return _settle(step, None)
+    """Find or create the file's batch and store its id; past the switch, all live (a
+    batch a dead run created is cancelled, and what it did is recorded)."""
     store, job_id = step.rt.store, step.spec.job_id
     slot, owner = f"batch-create:{step.state.index}", uuid.uuid4().hex
     if not store.claim(job_id, slot, owner, CREATE_CLAIM_S):
         return step.later(CLAIMED_RETRY_S)
     try:
-        view = _find_or_create(step)
+        view = _find_or_create(step, create=step.now < switch_at(step.spec))
     except TRANSIENT as exc:
         log.debug("batch: job %s file %d not created (%s); trying again", job_id,
                   step.state.index, exc)  # fmt: skip
@@ -153,16 +152,18 @@ def _start(step: _Step) -> PollOutcome:
         return _settle(step, None, f"the gateway refused the batch ({_short(exc)})")
     finally:
         store.unclaim(job_id, slot, owner)
-    if view is None:  # no node has a line: they all run live
+    if view is None:  # past the switch, or no node has a line: they all run live
         return _settle(step, None)
     step.save(batch_id=view.id, status=view.status, total=view.total)
+    if step.now >= switch_at(step.spec):
+        return _settle(step, view if view.status in TERMINAL else _cancel(step, view))
     return step.later()
 
 
-def _find_or_create(step: _Step) -> BatchView | None:
+def _find_or_create(step: _Step, *, create: bool) -> BatchView | None:
     job_id, index = step.spec.job_id, step.state.index
     found = step.gateway.find(job_id, index, step.spec.submitted_at)
-    if found is not None:
+    if found is not None or not create:
         return found
     lines = _lines(step, step.state.node_ids)
     if not lines.requests:

@@ -171,3 +171,16 @@ def test_a_batch_still_cancelling_is_settled_later_and_its_billing_recorded() ->
         assert settled.state.status == "cancelled" and settled.state.ingested
         stats = billed_once(rt, sim, spec)  # the ledger == what the simulator billed
         assert stats["batch"]["lines_billed"] > 0  # lines done before the cancel took effect
+
+
+def test_a_dead_run_s_batch_found_past_the_switch_is_cancelled_and_billed() -> None:
+    for sim, rt in running(BatchSimConfig(processing_s=20.0)):
+        spec = new_job(rt, 40, deadline_s=2.5)  # live reserve 2 s: the switch after 0.5 s
+        texts = {n: rt.store.input_text("j1", n) for n in spec.node_ids}
+        BatchGateway(rt.client).create("j1", 0, file_lines(rt, spec, spec.node_ids, texts).jsonl())
+        time.sleep(max(spec.submitted_at + 0.6 - time.time(), 0.0))  # past the switch
+        outcome = poll_file(rt, "j1", 0)
+        assert outcome.done and outcome.state.status == "cancelled"
+        stats = billed_once(rt, sim, spec)
+        assert (stats["batch"]["batches_created"], stats["batch"]["batches_cancelled"]) == (1, 1)
+        assert all(env.ok for env in rt.store.envelopes("j1"))
