@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import json
 import time
+from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 from doubles import job_spec
 
 from swarm.batch.plan import check_deadline, eligible, plan_batches
 from swarm.batch.policy import live_reserve_s, poll_countdown_s, switch_at
 from swarm.catalog import load_catalog
+from swarm.cli.main import main
 from swarm.cost.batch import batch_cost_nusd, batch_cost_usd, split_ledger_name
 from swarm.cost.pricing import cost_nusd, cost_usd
+from swarm.cost.projections import cost_table
 from swarm.errors import InputError
 from swarm.jobs.report import model_lines
 from swarm.records import NodeTask, Usage
@@ -106,3 +111,23 @@ def test_report_lines_fold_batch_calls_into_their_model_with_the_saving() -> Non
     assert line.saved_usd == pytest.approx(0.5 * cost_usd(kimi, batch), abs=1e-6)
     only_batch = model_lines(CATALOG, {"kimi-k2.5|batch": LedgerLine(calls=2, usage=batch)})
     assert only_batch["kimi-k2.5"].calls == 2
+
+
+def test_swarm_cost_projects_the_batch_saving(tmp_path: Path) -> None:
+    report = {
+        "job_id": "j", "status": "succeeded", "cost_usd": 0.4,
+        "models": {"kimi-k2.5": {"calls": 101, "prompt_tokens": 412_000,
+                                 "completion_tokens": 196_000, "cached_tokens": 0,
+                                 "cost_usd": 0.4, "batch_calls": 100, "saved_usd": 0.33}},
+    }  # fmt: skip
+    table = cost_table(report, CATALOG, swarms_per_day=10, cny_per_usd=7.3)
+    assert (table.batch_calls, table.batch_saved_usd) == (100, 0.33)
+    path = tmp_path / "report.json"
+    path.write_text(json.dumps(report))
+    out = CliRunner().invoke(
+        main, ["cost", str(path), "--swarms-per-day", "10"], terminal_width=200
+    )
+    assert out.exit_code == 0, out.output
+    assert "batch: 100 calls at the batch price saved $0.3300 per swarm, $99.00 per month" in (
+        " ".join(out.output.split())
+    )
