@@ -198,7 +198,7 @@ def _settle(step: _Step, view: BatchView | None, problem: str | None = None) -> 
                     state.index, problem, len(pending))  # fmt: skip
     via: dict[str, Literal["live", "batch"]] = {}
     ended = view is not None and view.status in TERMINAL
-    if view is not None and ended and pending:
+    if view is not None and ended:
         via = _ingest(step, view, pending, loaded.texts)
     run_nodes(step.rt, spec.job_id, pending, pool=step.pool, fence=step.fence, via=via)
     status = view.status if view is not None else "live"
@@ -214,15 +214,16 @@ def _ok(envelope: object) -> bool:
 def _ingest(
     step: _Step, view: BatchView, pending: Sequence[str], texts: Mapping[str, str]
 ) -> dict[str, Literal["live", "batch"]]:
-    """Record the output lines; the pending nodes whose stored answer is a batch line."""
-    lines = file_lines(step.rt, step.spec, pending, texts)
-    keys = lines.by_key()
+    """Record every output line (billing), and the pending nodes whose stored answer is a
+    batch line."""
+    lines = file_lines(step.rt, step.spec, step.state.node_ids, texts)
     model = step.rt.catalog.model(step.state.model)
     rows = step.gateway.lines(view.output_file_id)
-    record_output(step.rt, step.spec.job_id, model, view.id, rows, keys)
+    record_output(step.rt, step.spec.job_id, model, view.id, rows, lines.by_key())
     via: dict[str, Literal["live", "batch"]] = {}
-    for node_id, request in lines.requests.items():
-        stored = step.rt.store.answer(step.spec.job_id, request.key)
+    for node_id in pending:
+        request = lines.requests.get(node_id)
+        stored = None if request is None else step.rt.store.answer(step.spec.job_id, request.key)
         if stored is not None and stored.via == "batch":
             via[node_id] = "batch"
     return via
