@@ -25,4 +25,7 @@ metadata (``swarm_job``, ``swarm_file``) before creating one. A batch line and a
 of the same node share the node's idempotency key (the line's ``custom_id``): the first
 answer stored is the node's, each billed response is counted once in the ledger, at the
 batch price for batch lines (ledger model ``<name>|batch``, swarm.cost.batch).
+
+Agent nodes (with tools) run live: each of their steps depends on the tool results of the
+one before, so a batch per step would make a node wait a batch turnaround per step.
 """

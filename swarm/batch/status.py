@@ -37,7 +37,8 @@ def file_line(state: FileState) -> str:
     counts = f", {state.completed}/{state.total} done, {state.failed} failed" if state.total else ""
     live = f", {state.live_nodes} live" if state.live_nodes else ""
     ended = " (ended)" if state.ended else ""
-    return f"{head}: {state.batch_id or 'no batch'} {state.status}{counts}{live}{ended}"
+    error = f"; {state.error}" if state.error else ""
+    return f"{head}: {state.batch_id or 'no batch'} {state.status}{counts}{live}{ended}{error}"
 
 
 def status_lines(spec: JobSpec, files: Sequence[FileState]) -> list[str]:

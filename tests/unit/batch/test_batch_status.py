@@ -27,3 +27,13 @@ def test_deadline_and_batch_progress_one_line_each() -> None:
         "deadline 2027-01-15 08:00:00 UTC (in 30 min)"
     )
     assert status_json(spec, files)["batches"][0]["completed"] == 1
+
+
+def test_a_file_that_ran_live_says_why() -> None:
+    refused = "the gateway refused the batch (404 not found)"
+    state = FileState(index=0, model="kimi-k2.5", node_ids=("n00",), status="live", ended=True,
+                      live_nodes=1, error=refused)  # fmt: skip
+    assert status_lines(job_spec(1), [state]) == [
+        "batch file 0 (kimi-k2.5, 1 nodes): no batch live, 1 live (ended); the gateway refused "
+        "the batch (404 not found)"
+    ]
