@@ -60,6 +60,18 @@ class ModelSpec(BaseModel):
     """Default completion budget per call."""
     backend: str = DEFAULT_BACKEND
     """The ``[backends.<name>]`` serving this model (its limits hold all its models)."""
+    batch: bool = False
+    """The gateway serves this model through its Batch API (a job with a deadline sends
+    its plain nodes as batch files; swarm.batch)."""
+    batch_discount: Annotated[float, Field(gt=0, le=1)] = 0.5
+    """Price of a batch call as a fraction of the live price."""
+    batch_max_lines: Positive = 50_000
+    """Lines one batch file may hold (OpenAI: 50,000)."""
+    batch_max_bytes: Positive = 100 * 1024 * 1024
+    """Bytes one batch file may hold (Kimi: 100 MB; OpenAI: 200 MB)."""
+    batch_refused_fields: tuple[str, ...] = ()
+    """Body fields the provider refuses in a batch line (Kimi: temperature, top_p); they
+    are left out of the lines."""
 
 
 class Catalog(BaseModel):

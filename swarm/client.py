@@ -17,8 +17,13 @@ from typing import Any
 import kombu.exceptions
 import redis
 from celery import Celery, chord
+from celery.canvas import Signature
 
+from swarm.batch.fanout import poll_signatures
+from swarm.batch.plan import check_deadline, plan_batches
+from swarm.batch.policy import batches_within
 from swarm.catalog import AGGREGATE_KIND, DEFAULT_KIND, Catalog, ModelSpec, load_catalog
+from swarm.cost.batch import at_batch_price
 from swarm.cost.budget import check_budget, preflight
 from swarm.errors import (
     BrokerUnavailableError,
@@ -36,6 +41,7 @@ from swarm.jobs.watchdog import send_watch
 from swarm.records import InputItem, JobSpec, NodeTask
 from swarm.settings import Settings, load_settings
 from swarm.store import JobStore, Progress, RedisJobStore, gateways
+from swarm.store.batches import batch_store
 from swarm.tokens import estimate_tokens
 from swarm.tools.toolsets import load_toolset
 
@@ -131,8 +137,13 @@ class SwarmClient:
         tasks: Sequence[NodeTask] | None = None,
         tools: str | None = None,
         tool_root: str | None = None,
+        deadline_s: float | None = None,
     ) -> SwarmHandle:
         """Store the job, fan out one sub-agent per input, and return its handle.
+
+        ``deadline_s``: the job must end within this many seconds; its plain nodes on
+        models that batch go through the gateway's Batch API at the batch price while the
+        deadline allows (swarm.batch). None: every call is live.
 
         With ``budget_usd``, the job's cost bound (swarm.cost.budget) is checked first:
         BudgetExceededError, with nothing stored or enqueued, when it passes the budget
@@ -163,6 +174,8 @@ class SwarmClient:
                 max_tokens,
                 **agent_bound(self.settings, spec_model, max_tokens, tools),
             )
+            if tools is None and spec_model.batch and batches_within(deadline_s):
+                bound = at_batch_price(bound, spec_model)  # its nodes go into batch files
             preflight(bound, budget_usd, force)
         if tasks is not None and len(tasks) != len(items):
             raise InputError(f"{len(tasks)} tasks for {len(items)} inputs")
@@ -189,6 +202,7 @@ class SwarmClient:
             tasks=dict(zip(node_ids, tasks, strict=True)) if tasks else {},
             tools=tools,
             tool_root=tool_root,
+            deadline_at=None if deadline_s is None else time.time() + check_deadline(deadline_s),
         )
         try:
             self.store.create_job(spec, [item.text for item in items])
@@ -206,10 +220,13 @@ class SwarmClient:
         budget_usd: float | None = None,
         job_id: str | None = None,
         tools: str | None = None,
+        deadline_s: float | None = None,
     ) -> SwarmHandle:
         """A planned job: the planner splits ``query`` over the documents into
         routed sub-tasks, they fan out as one chord, and the aggregation answers the query.
         With ``tools`` (e.g. ``docs``) every sub-task runs as an agent with that toolset.
+        ``deadline_s`` as for ``submit``: the planned sub-tasks on models that batch go
+        through the Batch API (the planner's call is live).
         """
         items = _items(documents)
         if not query.strip():
@@ -231,6 +248,7 @@ class SwarmClient:
             min_success_ratio=self.settings.min_success_ratio,
             budget_usd=budget_usd,
             tools=tools,
+            deadline_at=None if deadline_s is None else time.time() + check_deadline(deadline_s),
         )
         try:
             self.store.create_job(spec, [item.text for item in items])
@@ -291,8 +309,17 @@ class SwarmClient:
         nodes = [node_id for node_id in spec.node_ids if node_id in wanted]
         aggregate_queue = self.catalog.model(spec.aggregate_model).queue
         per_task = nodes_per_task(self.settings.nodes_per_task, len(spec.node_ids))
-        header = header_signatures(
-            self.app, self.catalog, spec, nodes, sizes, per_task=per_task, suffix=suffix
+        polls: list[Signature] = []
+        if spec.deadline_at is not None and only is None:  # resends and resumes run live
+            planned = plan_batches(spec, self.catalog, nodes, sizes, time.time())
+            batch_store(self.store).plan(spec.job_id, planned.files)
+            nodes = list(planned.live)
+            polls = poll_signatures(self.app, self.catalog, spec, planned.files, suffix)
+        header = (
+            header_signatures(
+                self.app, self.catalog, spec, nodes, sizes, per_task=per_task, suffix=suffix
+            )
+            + polls
         )
         body = self.app.signature(
             AGGREGATE_TASK,

@@ -113,6 +113,9 @@ class NodeEnvelope(Frozen):
     """Tool calls that did not parse or match a tool's schema (part of ``tool_errors``)."""
     tools_used: tuple[str, ...] = ()
     """Each tool call in order, as ``name(arguments)`` (short)."""
+    via: Literal["live", "batch"] = "live"
+    """``batch`` when the node's answer came from a batch file (a job with a deadline,
+    swarm.batch), ``live`` when from a live call."""
 
     @property
     def ok(self) -> bool:
@@ -211,6 +214,9 @@ class JobSpec(Frozen):
     """Toolset of every sub-agent (``repo``, ``docs``, ``pkg.module[:attr]``); None: no tools."""
     tool_root: str | None = None
     """Repository the ``repo`` toolset reads (each node at the commit its input names)."""
+    deadline_at: float | None = None
+    """Unix time the job must end by: its plain nodes go through the gateway's Batch API
+    while the deadline allows (swarm.batch); None: every call is live."""
     _index: dict[str, int] = PrivateAttr(default_factory=dict)
 
     def _position(self, node_id: str) -> int:

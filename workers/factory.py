@@ -9,7 +9,7 @@ from celery import Celery
 from swarm.catalog import Catalog
 from swarm.jobs.queueing import make_celery
 from swarm.settings import Settings
-from workers import signals, tasks
+from workers import batch, signals, tasks
 from workers.intake import NodeIntakeStep
 from workers.leases import SweeperStep
 
@@ -23,6 +23,7 @@ def create_app(settings: Settings, catalog: Catalog) -> Celery:
     """A worker-capable app for this deployment."""
     app = make_celery(settings, catalog, name="workers")
     tasks.register(app)
+    batch.register(app)
     app.steps["consumer"].add(NodeIntakeStep)
     app.steps["worker"].add(SweeperStep)
     signals.connect()

@@ -37,14 +37,14 @@ from celery.exceptions import Ignore
 
 from swarm.calls.runtime import Runtime
 from swarm.errors import LeaseLostError
-from swarm.jobs.queueing import AGGREGATE_TASK, SUBAGENT_TASK, SUBAGENTS_TASK
+from swarm.jobs.queueing import AGGREGATE_TASK, BATCH_POLL_TASK, SUBAGENT_TASK, SUBAGENTS_TASK
 from swarm.jobs.takeover import resend_signature, sweep, sweep_every_s
 from swarm.store.leases import Lease, task_lease
 from swarm.store.outages import STORE_OUTAGES
 from workers import process
 
 log = logging.getLogger(__name__)
-LEASED_TASKS = frozenset({SUBAGENT_TASK, SUBAGENTS_TASK, AGGREGATE_TASK})
+LEASED_TASKS = frozenset({SUBAGENT_TASK, SUBAGENTS_TASK, AGGREGATE_TASK, BATCH_POLL_TASK})
 """Tasks whose messages are leased (the watch chain is not: it is its own watchdog)."""
 
 RECEIPT_TOKEN = "swarm_lease_token"

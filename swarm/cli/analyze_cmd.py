@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from swarm.cli.decorators import job_options, one_line_errors
+from swarm.cli.duration import DEADLINE_HELP, Duration
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -46,6 +47,7 @@ def _print_markdown(report: dict[str, Any], console: Console) -> None:
 @click.option(
     "--agent", is_flag=True, help="Sub-agents may search and read every document (docs tools)."
 )
+@click.option("--deadline", "deadline_s", type=Duration(), default=None, help=DEADLINE_HELP)
 @job_options
 @one_line_errors
 def analyze_command(
@@ -57,6 +59,7 @@ def analyze_command(
     no_wait: bool,
     budget_usd: float | None,
     strict: bool,
+    deadline_s: float | None,
 ) -> None:
     """Answer QUERY over DOCUMENTS (txt, md; pdf with pypdf installed)."""
     from swarm.cli.execute import execute
@@ -66,7 +69,8 @@ def analyze_command(
     items = read_documents(list(documents))
 
     def submit(client: SwarmClient) -> SwarmHandle:
-        return client.plan(items, query, budget_usd=budget_usd, tools="docs" if agent else None)
+        tools = "docs" if agent else None
+        return client.plan(items, query, budget_usd=budget_usd, tools=tools, deadline_s=deadline_s)
 
     execute(
         load_settings(),

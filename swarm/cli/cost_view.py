@@ -87,6 +87,13 @@ def render(table: CostTable, console: Console) -> None:
             f"prompt cache: {usage.cached_tokens:,} cached tokens billed at the cached price "
             f"saved ${table.cache_saved_usd:.4f} per swarm"
         )
+    if table.batch_calls:
+        month = table.batch_saved_usd * table.swarms_per_day * table.days_per_month
+        console.print(
+            f"batch: {table.batch_calls:,} calls at the batch price saved "
+            f"${table.batch_saved_usd:.4f} per swarm, ${month:,.2f} per month (the rows "
+            "above price every call live)"
+        )
 
 
 def show_cost(source: str, swarms_per_day: int, cny_per_usd: float | None, as_json: bool) -> None:

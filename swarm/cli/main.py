@@ -19,6 +19,7 @@ from swarm.cli.analyze_cmd import analyze_command
 from swarm.cli.bench_cmd import bench_group
 from swarm.cli.cost_cmd import cost_command
 from swarm.cli.decorators import job_options, one_line_errors
+from swarm.cli.duration import DEADLINE_HELP, Duration
 from swarm.cli.probe_cmd import probe_command
 from swarm.cli.review_cmd import review_command
 from swarm.cli.sim_cmd import sim_command
@@ -59,6 +60,7 @@ def main() -> None:
     default=None,
     help="Make each sub-agent an agent with this toolset: repo, docs, or pkg.module[:attr].",
 )
+@click.option("--deadline", "deadline_s", type=Duration(), default=None, help=DEADLINE_HELP)
 @one_line_errors
 def run(
     inputs: tuple[str, ...],
@@ -77,6 +79,7 @@ def run(
     tools: str | None,
     skip_empty: bool,
     output_schema: Path | None,
+    deadline_s: float | None,
 ) -> None:
     """One sub-agent per INPUT file (- reads one input per line from stdin), then aggregate."""
     from swarm.catalog import load_catalog
@@ -106,6 +109,7 @@ def run(
         tools=tools,
         tool_root=str(Path.cwd()) if tools == "repo" else None,
         output_schema=schema,
+        deadline_s=deadline_s,
     )
     execute(
         settings,

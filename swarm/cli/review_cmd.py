@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import click
 
 from swarm.cli.decorators import job_options, one_line_errors
+from swarm.cli.duration import DEADLINE_HELP, Duration
 from swarm.errors import InputError
 
 if TYPE_CHECKING:
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
     is_flag=True,
     help="Reviewers may read, grep and list the repository at each commit (repo tools).",
 )
+@click.option("--deadline", "deadline_s", type=Duration(), default=None, help=DEADLINE_HELP)
 @job_options
 @one_line_errors
 def review_command(
@@ -37,6 +39,7 @@ def review_command(
     no_wait: bool,
     budget_usd: float | None,
     strict: bool,
+    deadline_s: float | None,
 ) -> None:
     """Review commits of a git repository (default: the last 10)."""
     from swarm.cli.execute import execute
@@ -60,6 +63,7 @@ def review_command(
             budget_usd=budget_usd,
             tools="repo" if agent else None,
             tool_root=str(repo.resolve()) if agent else None,
+            deadline_s=deadline_s,
         )
 
     execute(

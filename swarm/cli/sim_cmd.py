@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from swarm.cli.sim_batch_options import batch_options, nest_batch
+
 if TYPE_CHECKING:
     from pydantic import ValidationError
 
@@ -39,7 +41,7 @@ def build_config(options: dict[str, Any]) -> SimConfig:
 
     from swarm.sim.config import SimConfig
 
-    given = {name: value for name, value in options.items() if value is not None}
+    given = nest_batch({name: value for name, value in options.items() if value is not None})
     try:
         return SimConfig(**given)
     except ValidationError as exc:
@@ -104,6 +106,7 @@ def serve(config: SimConfig, host: str, port: int) -> None:
     default=None,
     help="GET /v1/models answers 404 (a proxy serving only the completion path).",
 )
+@batch_options
 def sim_command(host: str, port: int, **options: Any) -> None:
     """Run a simulated OpenAI-compatible LLM gateway (for tests, demos, benchmarks)."""
     config = build_config(options)

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 from rich.console import Console
 
+from swarm.batch.status import status_json, status_lines
 from swarm.catalog import load_catalog
 from swarm.cli.render import finish, print_json, print_progress, render_for
 from swarm.cli.transcript_view import print_transcript
 from swarm.jobs.report import with_late_billing
 from swarm.settings import Settings
 from swarm.store import RedisJobStore
+from swarm.store.batches import batch_store
 
 
 def show_job(settings: Settings, job_id: str, node_id: str | None, as_json: bool) -> None:
@@ -28,7 +30,11 @@ def show_job(settings: Settings, job_id: str, node_id: str | None, as_json: bool
         finish(report, as_json, render_for(report))
         return
     progress = store.progress(job_id)
+    spec, files = store.spec(job_id), batch_store(store).files(job_id)
     if as_json:
-        print_json({"job_id": job_id, "status": "running", **progress.model_dump(mode="json")})
+        print_json({"job_id": job_id, "status": "running", **progress.model_dump(mode="json"),
+                    **status_json(spec, files)})  # fmt: skip
     else:
         print_progress(progress, job_id, Console())
+        for line in status_lines(spec, files):
+            Console().print(line, highlight=False)

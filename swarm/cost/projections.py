@@ -50,6 +50,10 @@ class CostTable(Frozen):
     cny_per_usd: float
     cache_saved_usd: float
     """What the cached tokens saved against paying their full input price."""
+    batch_saved_usd: float = 0.0
+    """What the batch calls saved against the live price (the models' ``saved_usd``)."""
+    batch_calls: int = 0
+    """Calls billed at a batch price (a job with a deadline, swarm.batch)."""
     job: CostRow
     """The real bill, projected."""
     repriced: tuple[CostRow, ...]
@@ -127,6 +131,8 @@ def cost_table(
         days_per_month=DAYS_PER_MONTH,
         cny_per_usd=cny_per_usd,
         cache_saved_usd=money(_cache_saved_usd(catalog, models)),
+        batch_saved_usd=money(sum(float(line.get("saved_usd", 0.0)) for line in models.values())),
+        batch_calls=sum(int(line.get("batch_calls", 0)) for line in models.values()),
         job=_row("this job", job_usd, job_usd, swarms_per_day, cny_per_usd),
         repriced=rows,
     )

@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Executor, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Literal
 
 from swarm.calls.request import CallProgress
 from swarm.calls.runtime import Runtime
@@ -52,12 +53,14 @@ def run_nodes(
     on_node_done: Callable[[], None] | None = None,
     progress: Mapping[str, CallProgress] | None = None,
     fence: Lease | None = None,
+    via: Mapping[str, Literal["live", "batch"]] | None = None,
 ) -> BatchOutcome:
     """Run (or reuse) the nodes of one task, their calls concurrently on ``pool`` (the
     worker's node threads; default: a thread per node for this call only).
     ``on_node_done`` is called once per node as it ends (or at once for a node that had
     already ended), from the thread that ran it. ``fence`` is the task's lease: lost, no
-    envelope is stored (another run took the message over)."""
+    envelope is stored (another run took the message over). ``via``: nodes whose answer a
+    batch file stored (swarm.batch), as call_node's ``via``."""
     spec = rt.store.spec(job_id)
     loaded = rt.store.load_nodes(job_id, node_ids)
     done = {n: env for n, env in loaded.envelopes.items() if env.ok}
@@ -82,6 +85,7 @@ def run_nodes(
                 may_requeue=may_requeue,
                 progress=progress,
                 fence=fence,
+                via=(via or {}).get(n, "live"),
             )
             for n in todo
         }

@@ -29,14 +29,15 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from swarm.jobs.queueing import AGGREGATE_TASK, SUBAGENT_TASK, SUBAGENTS_TASK
+from swarm.jobs.queueing import AGGREGATE_TASK, BATCH_POLL_TASK, SUBAGENT_TASK, SUBAGENTS_TASK
 
 log = logging.getLogger(__name__)
 PAGE = 500
 """Entries one LRANGE or HSCAN reads."""
 CAP = 10_000
 """A list or unacked hash longer than this is not read (the census is incomplete)."""
-NODE_TASKS = frozenset({SUBAGENT_TASK, SUBAGENTS_TASK})
+NODE_TASKS = frozenset({SUBAGENT_TASK, SUBAGENTS_TASK, BATCH_POLL_TASK})
+"""Tasks whose arguments are ``(job, node or [nodes], ...)`` (a batch poll carries its file's)."""
 AGGREGATION = "<aggregation>"
 """What an aggregation message carries in place of nodes (no node id has this form)."""
 

@@ -8,7 +8,8 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from swarm.catalog import Catalog
+from swarm.catalog import Catalog, ModelSpec
+from swarm.cost.batch import batch_cost_usd, split_ledger_name
 from swarm.cost.pricing import cost_usd
 from swarm.records import ErrorKind, Frozen, JobSpec, NodeEnvelope, Usage
 from swarm.store.base import HedgeCounts, LedgerLine
@@ -32,6 +33,10 @@ class ModelLine(Frozen):
     """Tool calls this model asked for in the job's agent nodes."""
     tool_call_validity: float | None = None
     """Share of those calls that parsed and matched their tool's schema (None: no calls)."""
+    batch_calls: int = 0
+    """Of ``calls``, the lines of batch files (billed at the batch price, swarm.batch)."""
+    saved_usd: float = 0.0
+    """What those lines cost less than the same calls live."""
 
 
 class Report(Frozen):
@@ -132,7 +137,12 @@ def model_lines(
             rate_limited=limited.get(name, 0),
         )
         for name, line in ledger.items()
+        if not split_ledger_name(name)[1]
     }
+    for name, line in ledger.items():
+        model, batched = split_ledger_name(name)
+        if batched:
+            lines[model] = with_batch_line(lines.get(model), catalog.model(model), line)
     for name, count in limited.items():
         if name not in lines:
             lines[name] = ModelLine(
@@ -144,6 +154,26 @@ def model_lines(
                 rate_limited=count,
             )
     return lines
+
+
+def with_batch_line(live: ModelLine | None, spec: ModelSpec, batch: LedgerLine) -> ModelLine:
+    """A model's line with its batch lines added: their calls and tokens, their cost at
+    the batch price, ``batch_calls``, and ``saved_usd`` against the live price."""
+    base = live or ModelLine(
+        calls=0, prompt_tokens=0, completion_tokens=0, cached_tokens=0, cost_usd=0.0
+    )
+    usage, paid = batch.usage, batch_cost_usd(spec, batch.usage)
+    return base.model_copy(
+        update={
+            "calls": base.calls + batch.calls,
+            "prompt_tokens": base.prompt_tokens + usage.prompt_tokens,
+            "completion_tokens": base.completion_tokens + usage.completion_tokens,
+            "cached_tokens": base.cached_tokens + usage.cached_tokens,
+            "cost_usd": round(base.cost_usd + paid, 6),
+            "batch_calls": base.batch_calls + batch.calls,
+            "saved_usd": round(base.saved_usd + cost_usd(spec, usage) - paid, 6),
+        }
+    )
 
 
 def with_tool_validity(
@@ -235,5 +265,8 @@ def with_late_billing(
     }
 
 
-_BILLING_FIELDS = {"calls", "prompt_tokens", "completion_tokens", "cached_tokens", "cost_usd"}
+_BILLING_FIELDS = {
+    "calls", "prompt_tokens", "completion_tokens", "cached_tokens", "cost_usd", "batch_calls",
+    "saved_usd",
+}  # fmt: skip
 """A model line's fields that come from the ledger."""

@@ -18,7 +18,7 @@ import hashlib
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from swarm.calls.context_window import parse_overflow
 from swarm.calls.listeners import safely
@@ -91,9 +91,12 @@ def call_node(
     may_requeue: bool = False,
     progress: Mapping[str, CallProgress] | None = None,
     fence: Lease | None = None,
+    via: Literal["live", "batch"] = "live",
 ) -> NodeEnvelope:
     """Call a node's model (then its fallbacks) on ``text`` and store its envelope; the
-    caller has checked that no ok envelope is stored and marked the node running."""
+    caller has checked that no ok envelope is stored and marked the node running.
+    ``via`` batch: the answer stored under the node's key came from a batch file
+    (swarm.batch), so an ok envelope says so."""
     job_id = spec.job_id
     task = spec.task(node_id)
     tally = _Tally()
@@ -106,6 +109,8 @@ def call_node(
             break
         log.debug("node %s: %s on %s, falling back", node_id, envelope.error_kind, name)
     assert envelope is not None  # a task has at least one model
+    if via != "live" and envelope.ok and envelope.model == task.model:
+        envelope = envelope.model_copy(update={"via": via})
     seconds = envelope.latency_ms / 1000
     safely(rt.listener.node_finished, envelope.model, envelope.ok, envelope.attempts, seconds)
     return _finish(rt, job_id, envelope, fence)

@@ -47,6 +47,7 @@ from swarm.jobs.taskrepr import NO_KWARGS
 from swarm.records import JobSpec
 from swarm.settings import Settings
 from swarm.store import JobStore, Progress
+from swarm.store.batches import batch_store
 
 log = logging.getLogger(__name__)
 MAX_RESENDS = 2
@@ -128,9 +129,11 @@ class Check:
     """Why nodes or the aggregation are sent again (for the log)."""
 
 
-def fingerprint(progress: Progress) -> str:
-    """What moves while a job makes progress: its nodes done, failed and running."""
-    return f"{progress.done}/{progress.failed}/{progress.in_flight}"
+def fingerprint(progress: Progress, batch_polls: int = 0) -> str:
+    """What moves while a job makes progress: its nodes done, failed and running, and the
+    polls of its batch files (swarm.batch: a job waiting on a batch is not stalled)."""
+    polls = f"/b{batch_polls}" if batch_polls else ""
+    return f"{progress.done}/{progress.failed}/{progress.in_flight}{polls}"
 
 
 def decide(
@@ -220,7 +223,8 @@ def check_job(store: JobStore, settings: Settings, job_id: str, seen: Seen | Non
         progress = store.progress(job_id)
         if progress.finished:
             return Check(Action.DONE, seen or Seen("", time.time()))
-        now, current = time.time(), fingerprint(progress)
+        now = time.time()
+        current = fingerprint(progress, batch_store(store).beats(job_id))
         stall, probe = stall_s(settings), probe_every_s(settings)
         missing: tuple[str, ...] = ()
         if needs_missing(seen, current, now=now, stall_after_s=stall, probe_after_s=probe):

@@ -10,6 +10,8 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from swarm.sim.batch_config import BatchSimConfig
+
 Rate = Annotated[float, Field(ge=0.0, le=1.0)]
 """A probability in [0, 1]."""
 
@@ -122,6 +124,8 @@ class SimConfig(BaseModel):
     no_models: bool = False
     """GET /v1/models (and /v1/models/{model}) answer 404, like a proxy that lets only the
     completion path through."""
+    batch: BatchSimConfig = Field(default_factory=BatchSimConfig)
+    """The Batch API (``/v1/files``, ``/v1/batches``; swarm.sim.batch)."""
 
     @model_validator(mode="after")
     def _check_combinations(self) -> SimConfig:

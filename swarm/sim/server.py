@@ -20,6 +20,7 @@ from typing import Any
 
 from aiohttp import web
 
+from swarm.sim.batch import BatchStats, mount_batch
 from swarm.sim.config import SimConfig
 from swarm.sim.content import (
     COMPLETION_MAX_TOKENS,
@@ -131,6 +132,8 @@ class Stats:
     slots: SlotTracker = field(default_factory=SlotTracker)
     faults: dict[str, int] = field(default_factory=_fresh_faults)
     models: dict[str, ModelStats] = field(default_factory=dict)
+    batch: BatchStats = field(default_factory=BatchStats)
+    """The Batch API's counters (swarm.sim.batch), apart from the live ones."""
 
     def model(self, name: str) -> ModelStats:
         """Counters of model ``name`` (created on first use)."""
@@ -145,6 +148,7 @@ class Stats:
         self.total = _restart(self.total)
         self.models = {name: _restart(stats) for name, stats in self.models.items()}
         self.slots.reset()
+        self.batch.reset()
 
     def snapshot(self) -> dict[str, Any]:
         """The JSON of GET /stats."""
@@ -157,6 +161,7 @@ class Stats:
             "faults": dict(self.faults),
             "models": {name: stats.snapshot() for name, stats in self.models.items()},
             "slots": self.slots.snapshot(),
+            "batch": self.batch.snapshot(),
             "windows": {
                 name: {
                     "max_requests_60s": stats.admitted_60s.peak,
@@ -500,4 +505,6 @@ def build_app(config: SimConfig | None = None) -> web.Application:
     app.router.add_get("/stats", sim.handle_stats)
     app.router.add_post("/stats/reset", sim.handle_reset)
     app.router.add_get("/health", sim.handle_health)
+    mount_batch(app, sim.config.batch, sim.stats.batch, seed=sim.config.seed,
+                authorized=sim.authorized)  # fmt: skip
     return app

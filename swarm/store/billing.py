@@ -8,6 +8,8 @@ reserved by calls in flight. Amounts are integer nano-USD (swarm.cost.pricing).
 
 from __future__ import annotations
 
+from typing import Literal
+
 from swarm.records import Frozen, ToolCall, Usage
 
 
@@ -30,6 +32,8 @@ class StoredAnswer(Frozen):
     """Tools the answer asked to call."""
     max_tokens_sent: int | None = None
     """The smaller max_tokens its request was sent with (pacing); None: as asked."""
+    via: Literal["live", "batch"] = "live"
+    """``batch`` for a line of a batch's output file (swarm.batch.ingest)."""
 
 
 class BilledCall(Frozen):

@@ -24,6 +24,7 @@ does not wait for its late requests.
 Cost: a thread hand-off per call (the request's HTTP work is the same), measured by
 ``ops/bench/overtime.py``.
 """
+
 from __future__ import annotations
 
 import logging

@@ -1,0 +1,91 @@
+"""A node's batch line: the exact request its live call would send, under its key.
+
+The request is built as the sub-agent code builds the node's first call (swarm.jobs.subagent:
+the instruction with its schema, the input as it fits the model's window, the job's
+completion budget), so the line's ``custom_id`` (the request's idempotency key) is the key
+a live call of the node looks its answer up under. A node whose input would need its middle
+summarised gets no line (it runs live). Fields the provider refuses in a batch body
+(catalog ``batch_refused_fields``) are left out.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from swarm.calls.request import CallRequest
+from swarm.calls.runtime import Runtime
+from swarm.jobs.context_fit import input_budget_tokens, split_for_budget
+from swarm.jobs.prompts import subagent_messages
+from swarm.jobs.structured import schema_instruction
+from swarm.records import JobSpec
+from swarm.tokens import estimate_tokens
+
+ENDPOINT = "/v1/chat/completions"
+
+
+@dataclass(frozen=True)
+class FileLines:
+    """The lines of one batch file, and the nodes that get none."""
+
+    requests: Mapping[str, CallRequest]
+    """Node id -> the request its line carries."""
+    live: tuple[str, ...]
+    """Nodes whose input does not fit as it is (they run live)."""
+
+    def by_key(self) -> dict[str, str]:
+        """custom_id (idempotency key) -> node id."""
+        return {request.key: node_id for node_id, request in self.requests.items()}
+
+    def jsonl(self) -> bytes:
+        """The file's content: one JSON line per request."""
+        rows = [json.dumps(line_of(r), ensure_ascii=False) for r in self.requests.values()]
+        return "".join(row + "\n" for row in rows).encode()
+
+
+def node_request(rt: Runtime, spec: JobSpec, node_id: str, text: str) -> CallRequest | None:
+    """The request of the node's first live call, or None when its input does not fit."""
+    task = spec.task(node_id)
+    model = rt.catalog.model(task.model)
+    max_tokens = spec.max_tokens or model.max_tokens
+    instruction = schema_instruction(task.instruction, task.output_schema)
+    window = rt.windows.window(model.name, model.context_window)
+    scale = rt.windows.scale(model.name)
+    overhead = estimate_tokens(instruction) + 256
+    budget = input_budget_tokens(int(window / scale), max_tokens, overhead)
+    if split_for_budget(text, budget) is not None:
+        return None
+    messages = subagent_messages(instruction, spec.input_ref(node_id), text)
+    return CallRequest.of(
+        spec.job_id,
+        node_id,
+        model,
+        messages,
+        max_tokens,
+        budgeted=spec.budget_usd is not None,
+        json_mode=task.output_schema is not None,
+    )
+
+
+def file_lines(
+    rt: Runtime, spec: JobSpec, node_ids: Sequence[str], texts: Mapping[str, str]
+) -> FileLines:
+    """The lines of ``node_ids`` (those whose input fits)."""
+    requests: dict[str, CallRequest] = {}
+    live: list[str] = []
+    for node_id in node_ids:
+        request = node_request(rt, spec, node_id, texts[node_id])
+        if request is None:
+            live.append(node_id)
+        else:
+            requests[node_id] = request
+    return FileLines(requests, tuple(live))
+
+
+def line_of(request: CallRequest) -> dict[str, Any]:
+    """One JSONL line: ``custom_id`` = the request's key, the body without refused fields."""
+    refused = set(request.model.batch_refused_fields)
+    body = {name: value for name, value in request.body().items() if name not in refused}
+    return {"custom_id": request.key, "method": "POST", "url": ENDPOINT, "body": body}
