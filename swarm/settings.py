@@ -31,7 +31,9 @@ connection that long (not its permits: swarm.calls.admission.abandoned gives the
 class Settings(BaseSettings):
     """Every knob of a producer or worker; immutable once read."""
 
-    model_config = SettingsConfigDict(env_prefix="SWARM_", frozen=True, extra="ignore")
+    model_config = SettingsConfigDict(
+        env_prefix="SWARM_", frozen=True, extra="ignore", validate_by_name=True
+    )
 
     broker_url: str | None = None
     """Celery broker; None means the embedded in-process mode."""
