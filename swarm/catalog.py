@@ -223,15 +223,16 @@ def _error_line(err: ErrorDetails) -> str:
         return f"unknown field {name} in {_table(path)}{hint}"
     if isinstance(loc[-1], int):  # an item of an array: name the array
         loc = loc[:-1]
-    field, table = str(loc[-1]), _table(loc[:-1]) if len(loc) > 1 else "the top level"
+    field = str(loc[-1])
+    where = f"in {_table(loc[:-1])}" if len(loc) > 1 else "at the top level"
     if err["type"] == "missing":
-        return f"missing field {field} in {table}"
+        return f"missing field {field} {where}"
     if err["type"] == "tuple_type":
         msg = "Input should be an array of names"
     value = err.get("input")
     if isinstance(value, dict | list):
-        return f"{field} in {table}: {msg}"
-    return f"{field} in {table}: {msg}, not {_TYPE_NAMES.get(type(value), 'the value')} {value!r}"
+        return f"{field} {where}: {msg}"
+    return f"{field} {where}: {msg}, not {_TYPE_NAMES.get(type(value), 'the value')} {value!r}"
 
 
 def _first_error_line(exc: ValidationError, source: str) -> str:

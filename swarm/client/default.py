@@ -1,7 +1,7 @@
 """The module-level helpers ``swarm.submit()`` and ``swarm.attach()``: one client, built
 from the environment on first use and shared by every call of the process (thread-safe),
-closed at exit or by ``swarm.client.close_default()``; as Celery's default app and
-openai's module client do."""
+closed at exit or by ``swarm.client.close_default()``, as Celery's default app and openai's
+module client are. Calls given ``settings`` share one client per distinct settings."""
 
 from __future__ import annotations
 
@@ -17,25 +17,31 @@ from swarm.records import InputItem
 from swarm.settings import Settings
 
 _lock = threading.Lock()
-_default: SwarmClient | None = None
+_clients: dict[Settings | None, SwarmClient] = {}
+"""The shared clients: None for the environment's, else by their settings."""
+_closed_at_exit = False
 
 
-def default_client() -> SwarmClient:
-    """The process's shared client (built on first use from the environment)."""
-    global _default
+def default_client(settings: Settings | None = None) -> SwarmClient:
+    """The process's shared client for ``settings`` (default: the environment), built on
+    first use."""
+    global _closed_at_exit
     with _lock:
-        if _default is None:
-            _default = SwarmClient()
-            atexit.register(close_default)
-        return _default
+        client = _clients.get(settings)
+        if client is None:
+            client = _clients[settings] = SwarmClient(settings)
+            if not _closed_at_exit:
+                atexit.register(close_default)
+                _closed_at_exit = True
+        return client
 
 
 def close_default() -> None:
-    """Close the shared client, if one was built; the next helper call builds a new one."""
-    global _default
+    """Close the shared clients; the next helper call builds a new one."""
     with _lock:
-        client, _default = _default, None
-    if client is not None:
+        clients = list(_clients.values())
+        _clients.clear()
+    for client in clients:
         client.close()
 
 
@@ -46,16 +52,10 @@ def submit(
     settings: Settings | None = None,
     **options: Any,
 ) -> SwarmHandle:
-    """Submit a job with the shared client (``options``: SwarmClient.submit's keywords).
-
-    With ``settings``, a client of its own for those settings submits, and stays open as
-    long as the handle needs it (use a SwarmClient to close it when you are done)."""
-    client = default_client() if settings is None else SwarmClient(settings)
-    return client.submit(inputs, instruction, **options)
+    """Submit a job with the shared client (``options``: SwarmClient.submit's keywords)."""
+    return default_client(settings).submit(inputs, instruction, **options)
 
 
 def attach(job_id: str, *, settings: Settings | None = None) -> SwarmHandle:
-    """A handle on an existing job, from any process (the shared client, or one for
-    ``settings``)."""
-    client = default_client() if settings is None else SwarmClient(settings)
-    return client.attach(job_id)
+    """A handle on an existing job, from any process, with the shared client."""
+    return default_client(settings).attach(job_id)

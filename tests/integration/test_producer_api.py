@@ -86,6 +86,12 @@ def test_the_module_helpers_share_one_client(env: str, observer: redis.Redis) ->
         assert swarm.attach(first.id).progress().total == 1
         assert swarm.attach(second.id).progress().phase == "nodes"
         assert default_client() is shared
+        settings = shared.settings.model_copy(update={"min_success_ratio": 1.0})
+        third = swarm.submit(["d"], "Summarise", settings=settings)
+        own = default_client(settings)
+        assert own is not shared and own.store.spec(third.id).min_success_ratio == 1.0
+        assert swarm.attach(third.id, settings=settings).progress().total == 1
+        assert default_client(settings) is own
     finally:
         close_default()
     until(lambda: connections(observer) == before, "the shared client's connections stay open")

@@ -150,6 +150,14 @@ def test_unknown_model_and_kind_name_the_known_ones() -> None:
             "extract in [routing]: Input should be an array of names, not the string 'm1'",
         ),
         (
+            'kinds = "translate"\n' + GOOD_MODEL + GOOD_ROUTING,
+            "kinds at the top level: Input should be an array of names, not the string 'translate'",
+        ),
+        (
+            GOOD_MODEL.replace("max_tokens = 256\n", "") + GOOD_ROUTING,
+            "missing field max_tokens in [models.m1]",
+        ),
+        (
             GOOD_MODEL + GOOD_ROUTING + "extract = [1]\n",
             "extract in [routing]: Input should be a valid string, not the integer 1",
         ),
