@@ -86,6 +86,11 @@ class SwarmClient(AbstractContextManager["SwarmClient"]):
             if value is not None
         }
         self.settings = with_overrides(settings, overrides)
+        if store is None and self.settings.embedded:
+            raise BrokerUnavailableError(
+                "SWARM_BROKER_URL is not set: a SwarmClient submits to a broker "
+                "(swarm.testing.embedded() runs jobs in this process)"
+            )
         self.catalog = catalog or load_catalog(self.settings.config)
         self.store = store or RedisJobStore.from_settings(self.settings)
         self.app = app or make_celery(self.settings, self.catalog)

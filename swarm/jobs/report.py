@@ -37,8 +37,8 @@ class ModelLine(Frozen):
 
 class NodeList(Sequence[NodeEnvelope]):
     """A report's nodes, each record built from its stored JSON when first read: a report
-    of 10,000 nodes read back from the job store validates none of them until asked, and
-    dumps the ones never read as they were stored."""
+    read back from the job store validates no node until one is asked for, and dumps the
+    ones never read as they were stored."""
 
     def __init__(self, items: Iterable[NodeEnvelope | Mapping[str, Any]] = ()) -> None:
         self._items: list[NodeEnvelope | Mapping[str, Any]] = list(items)
