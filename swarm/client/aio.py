@@ -55,13 +55,12 @@ class AsyncSwarmHandle:
         """The report once written; JobTimeoutError after ``timeout`` seconds. Cancelling
         the awaiting task stops the wait, not the job (``cancel()`` stops the job)."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        while not await self.done():
+        while True:
+            if await self.done() and (report := await self.report()) is not None:
+                return report  # (a resume may take the report away between the two)
             if deadline is not None and time.monotonic() >= deadline:
                 raise JobTimeoutError(f"job {self.id} has no report after {timeout:.0f} s")
             await asyncio.sleep(self._poll_s)
-        report = await self.report()
-        assert report is not None  # a written report is never removed but by resume
-        return report
 
     async def cancel(self) -> None:
         """See SwarmHandle.cancel."""
@@ -70,7 +69,8 @@ class AsyncSwarmHandle:
 
 class AsyncSwarmClient:
     """SwarmClient's methods as coroutines; takes SwarmClient's arguments (or ``client=``
-    a SwarmClient to wrap, which it then closes too)."""
+    a SwarmClient to wrap, which it then closes too). Made outside or inside a loop: it
+    connects to the job store (one PING) as SwarmClient does."""
 
     def __init__(self, *args: Any, client: SwarmClient | None = None, **kwargs: Any) -> None:
         self.sync = client if client is not None else SwarmClient(*args, **kwargs)
