@@ -102,7 +102,7 @@ def test_redis_unreachable_at_submit_is_one_clear_error_and_enqueues_nothing(
         base_url="http://127.0.0.1:9/v1",
         api_key="k",  # type: ignore[arg-type]
     )
-    client = SwarmClient.from_settings(settings)
+    client = SwarmClient.from_settings(settings, check_gateway=False)  # no gateway there
     srv.stop()
     started = time.monotonic()
     with pytest.raises(BrokerUnavailableError, match="cannot reach") as caught:
