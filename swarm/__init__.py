@@ -26,7 +26,15 @@ from swarm.errors import (
 
 if TYPE_CHECKING:
     from swarm.catalog import Catalog, ModelSpec, load_catalog
-    from swarm.client import SwarmClient, SwarmHandle, attach, submit
+    from swarm.client import (
+        AsyncSwarmClient,
+        AsyncSwarmHandle,
+        JobProgress,
+        SwarmClient,
+        SwarmHandle,
+        attach,
+        submit,
+    )
     from swarm.jobs.report import Report
     from swarm.records import ErrorKind, InputItem, JobSpec, NodeEnvelope, Usage
     from swarm.settings import Settings, load_settings
@@ -36,6 +44,9 @@ _LAZY = {
     "Catalog": "swarm.catalog",
     "ModelSpec": "swarm.catalog",
     "load_catalog": "swarm.catalog",
+    "AsyncSwarmClient": "swarm.client",
+    "AsyncSwarmHandle": "swarm.client",
+    "JobProgress": "swarm.client",
     "SwarmClient": "swarm.client",
     "SwarmHandle": "swarm.client",
     "attach": "swarm.client",
@@ -69,6 +80,9 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
+    # producer API
+    "AsyncSwarmClient",
+    "AsyncSwarmHandle",
     # errors
     "BrokerUnavailableError",
     "BudgetExceededError",
@@ -82,6 +96,7 @@ __all__ = [
     "InputItem",
     "JobNotFinishedError",
     "JobNotFoundError",
+    "JobProgress",
     "JobSpec",
     "JobTimeoutError",
     "MissingKeyError",

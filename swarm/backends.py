@@ -28,7 +28,7 @@ steps added: swarm.calls.local)."""
 class BackendSpec(BaseModel):
     """One server, as the catalog's ``[backends.<name>]`` table describes it."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
 
     name: str
     """Catalog name, referred to by each model's ``backend`` field."""

@@ -1,33 +1,49 @@
 """The model catalog: models, their queues, prices and limits, and routing by task kind.
 
 Loaded once from TOML (the packaged ``data/catalog.toml`` or the file named by
-SWARM_CONFIG) and validated with pydantic; any problem becomes a one-line ConfigError that
-names the field, so a bad catalog stops a worker or producer at start-up.
+SWARM_CONFIG) and validated with pydantic in strict mode: a value of the wrong type is
+refused, not converted (``rpm = "4800"``), an unknown field is refused with the closest known
+name, and a routing kind must be one the code routes (``KNOWN_KINDS``) or one the catalog
+declares in its top-level ``kinds = [...]``. Any problem becomes a one-line ConfigError that
+names the field and its table, so a bad catalog stops a worker or producer at start-up.
 """
 
 from __future__ import annotations
 
+import difflib
+import re
 import tomllib
+from collections.abc import Iterable, Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic_core import ErrorDetails
 
 from swarm.backends import DEFAULT_BACKEND, BackendSpec
 from swarm.errors import ConfigError, UnknownModelError
 
 DEFAULT_KIND = "default"
 AGGREGATE_KIND = "aggregate"
+KNOWN_KINDS: frozenset[str] = frozenset(
+    {DEFAULT_KIND, AGGREGATE_KIND, "plan", "summarize", "extract", "code", "review", "reason"}
+)
+"""Task kinds the code routes by: the default and the aggregation, the planner's ``plan``,
+the summary of an input too long for its model (``summarize``), `swarm review`'s ``review``,
+and the kinds the packaged catalog routes. Any other kind must be declared in ``kinds``."""
 
 NonNegative = Annotated[float, Field(ge=0)]
 Positive = Annotated[int, Field(gt=0)]
+ModelList = Annotated[tuple[str, ...], Field(strict=False)]
+"""A TOML array of names: an array is a list, which strict mode would not take as a tuple
+(its items are still strings only)."""
 
 
 class ModelSpec(BaseModel):
     """One model as the gateway serves it."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
 
     name: str
     """Catalog name, used in routing and reports."""
@@ -77,11 +93,13 @@ class ModelSpec(BaseModel):
 class Catalog(BaseModel):
     """All models and the routing table (task kind -> model names, best first)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
 
     models: dict[str, ModelSpec]
-    routing: dict[str, tuple[str, ...]]
+    routing: dict[str, ModelList]
     backends: dict[str, BackendSpec] = Field(default_factory=dict)
+    kinds: ModelList = ()
+    """Task kinds of this catalog beyond KNOWN_KINDS (e.g. ``kinds = ["translate"]``)."""
 
     @model_validator(mode="before")
     @classmethod
@@ -100,20 +118,30 @@ class Catalog(BaseModel):
     @model_validator(mode="after")
     def _check_routing(self) -> Catalog:
         if not self.models:
-            raise ValueError("models: at least one model is required")
+            raise ValueError("no [models.<name>] table: at least one model is required")
+        kinds = KNOWN_KINDS | set(self.kinds)
         for kind, names in self.routing.items():
-            if not names:
-                raise ValueError(f"routing.{kind}: lists no model")
-            for name in names:
-                if name not in self.models:
-                    raise ValueError(f"routing.{kind}: unknown model {name!r}")
+            self._check_route(kind, names, kinds)
         for kind in (DEFAULT_KIND, AGGREGATE_KIND):
             if kind not in self.routing:
-                raise ValueError(f"routing.{kind}: missing (required)")
+                raise ValueError(f"{kind} in [routing] is missing (required)")
         for spec in self.models.values():
             if spec.backend not in self.backends:
-                raise ValueError(f"models.{spec.name}.backend: unknown backend {spec.backend!r}")
+                raise ValueError(
+                    f"backend in {_table(('models', spec.name))}: unknown backend "
+                    f"{spec.backend!r}{_hint(spec.backend, self.backends)}"
+                )
         return self
+
+    def _check_route(self, kind: str, names: tuple[str, ...], kinds: frozenset[str]) -> None:
+        if kind not in kinds:
+            hint = _hint(kind, kinds) or " (declare a kind of your own in kinds = [...])"
+            raise ValueError(f"unknown routing kind {kind} in [routing]{hint}")
+        if not names:
+            raise ValueError(f"{kind} in [routing] lists no model")
+        for name in names:
+            if name not in self.models:
+                raise ValueError(f"{kind} in [routing]: unknown model {name!r}")
 
     def backend_of(self, spec: ModelSpec) -> BackendSpec:
         """The backend serving ``spec``."""
@@ -162,12 +190,67 @@ def _with_default_backend(data: dict[str, Any]) -> dict[str, Any]:
     return {**data, "backends": {**backends, DEFAULT_BACKEND: implicit}}
 
 
-def _first_error_line(exc: ValidationError, source: str) -> str:
-    err = exc.errors()[0]
-    loc = ".".join(str(part) for part in err["loc"])
+_TABLE_FIELDS: dict[str, type[BaseModel]] = {"models": ModelSpec, "backends": BackendSpec}
+"""The record each named table of the catalog validates as (its fields, for did-you-mean)."""
+_INTERNAL_FIELDS = frozenset({"name", "implicit"})
+"""Fields the loader sets itself, never suggested."""
+_TYPE_NAMES = {str: "the string", int: "the integer", float: "the float", bool: "the boolean"}
+_BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
+
+
+def _hint(name: str, known: Iterable[str]) -> str:
+    """`` (did you mean X?)`` for the closest known name, else ``""``."""
+    close = difflib.get_close_matches(name, sorted(known), n=1)
+    return f" (did you mean {close[0]}?)" if close else ""
+
+
+def _table(path: Sequence[object]) -> str:
+    """A table as its TOML header writes it: ``[models."kimi-k2.5"]``."""
+    keys = (str(k) if _BARE_KEY.match(str(k)) else f'"{k}"' for k in path)
+    return f"[{'.'.join(keys)}]"
+
+
+def _field_names(path: Sequence[object]) -> Iterable[str]:
+    """The fields a table at ``path`` may have."""
+    if not path:
+        return Catalog.model_fields
+    record = _TABLE_FIELDS.get(str(path[0]))
+    if record is None or len(path) != 2:
+        return ()
+    return (name for name in record.model_fields if name not in _INTERNAL_FIELDS)
+
+
+def _error_line(err: ErrorDetails) -> str:
+    """One pydantic error as ``<field> in [<table>]: <what is wrong>``."""
+    loc = err["loc"]
     msg = err["msg"].removeprefix("Value error, ")
-    where = f"{loc}: " if loc and not msg.startswith(loc) else ""
-    return f"invalid model catalog {source}: {where}{msg}"
+    if not loc:
+        return msg
+    if err["type"] == "extra_forbidden":
+        path, name = loc[:-1], str(loc[-1])
+        hint = _hint(name, _field_names(path))
+        if not path:
+            what = f"table [{name}]" if isinstance(err.get("input"), dict) else f"field {name}"
+            return f"unknown {what} at the top level{hint}"
+        return f"unknown field {name} in {_table(path)}{hint}"
+    if isinstance(loc[-1], int):  # an item of an array: name the array
+        loc = loc[:-1]
+    field = str(loc[-1])
+    where = f"in {_table(loc[:-1])}" if len(loc) > 1 else "at the top level"
+    if err["type"] == "missing":
+        return f"missing field {field} {where}"
+    if err["type"] == "tuple_type":
+        msg = "Input should be an array of names"
+    value = err.get("input")
+    if isinstance(value, dict | list):
+        return f"{field} {where}: {msg}"
+    return f"{field} {where}: {msg}, not {_TYPE_NAMES.get(type(value), 'the value')} {value!r}"
+
+
+def _first_error_line(exc: ValidationError, source: str) -> str:
+    """The first error, an unknown field first: a misspelled name is also a missing one."""
+    errors = sorted(exc.errors(), key=lambda err: err["type"] != "extra_forbidden")
+    return f"invalid model catalog {source}: {_error_line(errors[0])}"
 
 
 def parse_catalog(text: str, source: str = "<string>") -> Catalog:

@@ -31,7 +31,9 @@ swarm.calls.local.abandoned gives them back).
 class Settings(BaseSettings):
     """Every knob of a producer or worker; immutable once read."""
 
-    model_config = SettingsConfigDict(env_prefix="SWARM_", frozen=True, extra="ignore")
+    model_config = SettingsConfigDict(
+        env_prefix="SWARM_", frozen=True, extra="ignore", validate_by_name=True
+    )
 
     broker_url: str | None = None
     """Celery broker; None means the embedded in-process mode."""

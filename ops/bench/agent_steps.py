@@ -41,7 +41,7 @@ def run_once(
     tools = "bench_tools" if steps > 1 else None
     handle = client.submit(items, "Look the item up, then answer", aggregate_instruction=AGGREGATE,
                            tools=tools)  # fmt: skip
-    report = handle.wait(600)
+    report = handle.wait(600).to_dict()
     wall = time.perf_counter() - started
     stats = sim.stats()
     ledger_calls = sum(m["calls"] for m in report["models"].values())

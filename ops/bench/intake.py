@@ -53,7 +53,7 @@ def run(bench: Bench, args: argparse.Namespace, tag: str) -> dict[str, Any]:
     )
     thread.start()
     workers += bench.workers(args.joiners, f"{tag}j")
-    report = handle.wait(timeout=1200)
+    report = handle.wait(timeout=1200).to_dict()
     stop.set()
     thread.join()
     node_ids = list(client.store.spec(handle.id).node_ids)

@@ -76,7 +76,7 @@ def run_jobs(
         items = [
             InputItem(ref=f"soak-{j}-{i}", text=f"document {j}.{i} " * 20) for i in range(size)
         ]
-        return client.submit(items, "Summarise this document").wait(timeout=900)
+        return client.submit(items, "Summarise this document").wait(timeout=900).to_dict()
 
     jobs = list(range(max(calls // size, 1)))
     reports: list[dict[str, Any]] = []

@@ -172,7 +172,7 @@ def kill(bench: Bench) -> dict[str, Any]:
     victim.kill()
     killed_at = time.monotonic()
     held = held_nodes(client, victim.log_text(), handle.id)
-    report = handle.wait(timeout=1200)
+    report = handle.wait(timeout=1200).to_dict()
     kill_to_report = time.monotonic() - killed_at
     stats = bench.stats()
     for worker in workers[:2]:
@@ -211,7 +211,9 @@ def stop(bench: Bench) -> dict[str, Any]:
     report: dict[str, Any] | None = None
     try:
         with contextlib.suppress(JobTimeoutError):
-            report = handle.wait(timeout=bench.args.stop_s)  # taken over while it is frozen
+            report = handle.wait(
+                timeout=bench.args.stop_s
+            ).to_dict()  # taken over while it is frozen
         stop_to_report = time.monotonic() - stopped_at
         time.sleep(max(0.0, bench.args.stop_s - (time.monotonic() - stopped_at)))  # the fault
     finally:
@@ -219,13 +221,13 @@ def stop(bench: Bench) -> dict[str, Any]:
         os.killpg(frozen.pid, signal.SIGCONT)
     before_cont = report is not None
     if report is None:
-        report = handle.wait(timeout=1200)
+        report = handle.wait(timeout=1200).to_dict()
         stop_to_report = time.monotonic() - stopped_at
     wait_until(lambda: idle(client, frozen, handle.id), 300, "the woken worker's runs ended")
     # Its node threads may still be answering calls sent before the freeze.
     wait_until(lambda: (lambda st: st["requests"] == st["completed"])(bench.stats()), 120, "calls")
     ledger = client.store.ledger(handle.id)[MODEL].calls
-    after = client.attach(handle.id).report() or report
+    after = r.to_dict() if (r := client.attach(handle.id).report()) else report
     woken = re.findall(r"Task (swarm\.\w+)\[[^\]]+\] received", frozen.log_text()[woke_at:])
     stats = bench.stats()
     for worker in workers:

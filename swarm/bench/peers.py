@@ -206,7 +206,9 @@ def run_swarm(folder: Path, redis_url: str, gw: Gateway) -> Run:
                 time.sleep(WINDOW_CLEAR_S)
                 sim.reset()
             started = time.perf_counter()
-            report = client.submit(inputs(gw.inputs), "Review this diff").wait(timeout=900)
+            report = (
+                client.submit(inputs(gw.inputs), "Review this diff").wait(timeout=900).to_dict()
+            )
             wall = time.perf_counter() - started
             close_client(client)
             limited = int(sim.stats()["rate_limited"])

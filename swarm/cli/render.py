@@ -37,7 +37,7 @@ def progress_line(p: JobProgress) -> str:
 def follow(handle: SwarmHandle, console: Console | None, timeout_s: float | None) -> dict[str, Any]:
     """Wait for the report; on a terminal, draw a live bar of nodes done and failed."""
     if console is None:
-        return handle.wait(timeout=timeout_s)
+        return handle.wait(timeout=timeout_s).to_dict()
     columns = (
         TextColumn("[bold]swarm[/] {task.fields[job]}"),
         BarColumn(),
@@ -63,9 +63,9 @@ def _poll(
     while (report := handle.report()) is None:
         show(handle.progress())
         if deadline is not None and time.monotonic() > deadline:
-            return handle.wait(timeout=0)
+            return handle.wait(timeout=0).to_dict()
         time.sleep(0.1)
-    return report
+    return report.to_dict()
 
 
 def print_json(data: Any) -> None:

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any, Literal, overload
 
-from pydantic import Field
+from pydantic import Field, GetCoreSchemaHandler
+from pydantic_core import core_schema
 
 from swarm.catalog import Catalog, ModelSpec
 from swarm.cost.batch import batch_cost_usd, split_ledger_name
@@ -39,8 +40,79 @@ class ModelLine(Frozen):
     """What those lines cost less than the same calls live."""
 
 
+class NodeList(Sequence[NodeEnvelope]):
+    """A report's nodes, each record built from its stored JSON when first read: a report
+    read back from the job store validates no node until one is asked for, and dumps the
+    ones never read as they were stored."""
+
+    def __init__(self, items: Iterable[NodeEnvelope | Mapping[str, Any]] = ()) -> None:
+        self._items: list[NodeEnvelope | Mapping[str, Any]] = list(items)
+
+    @classmethod
+    def of(cls, value: Any) -> NodeList:
+        """The pydantic validator: a NodeList, or any list of envelopes or their dicts."""
+        if isinstance(value, NodeList):
+            return value
+        if isinstance(value, list | tuple) and all(
+            isinstance(item, NodeEnvelope | Mapping) for item in value
+        ):
+            return cls(value)
+        raise ValueError("nodes must be a list of node records")
+
+    @classmethod
+    def __get_pydantic_core_schema__(
+        cls, source: Any, handler: GetCoreSchemaHandler
+    ) -> core_schema.CoreSchema:
+        return core_schema.no_info_plain_validator_function(
+            cls.of,
+            serialization=core_schema.plain_serializer_function_ser_schema(cls.dump),
+            json_schema_input_schema=handler.generate_schema(list[NodeEnvelope]),
+        )
+
+    def _node(self, index: int) -> NodeEnvelope:
+        item = self._items[index]
+        if not isinstance(item, NodeEnvelope):
+            item = self._items[index] = NodeEnvelope.model_validate(_known(NodeEnvelope, item))
+        return item
+
+    @overload
+    def __getitem__(self, index: int) -> NodeEnvelope: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[NodeEnvelope]: ...
+    def __getitem__(self, index: int | slice) -> NodeEnvelope | list[NodeEnvelope]:
+        if isinstance(index, slice):
+            return [self._node(i) for i in range(len(self._items))[index]]
+        return self._node(index)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __iter__(self) -> Iterator[NodeEnvelope]:
+        return (self._node(i) for i in range(len(self._items)))
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, NodeList | list | tuple):
+            return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]  # mutable cache inside, like a list
+
+    def __repr__(self) -> str:
+        return f"NodeList({len(self._items)} nodes)"
+
+    def dump(self) -> list[dict[str, Any]]:
+        """The nodes as JSON dicts (the ones never read, as stored)."""
+        return [
+            item.model_dump(mode="json") if isinstance(item, NodeEnvelope) else dict(item)
+            for item in self._items
+        ]
+
+
 class Report(Frozen):
-    """The final report of a job (``--json`` and ``SwarmHandle.report()``)."""
+    """The final report of a job (``--json``, ``SwarmHandle.wait()`` and ``.report()``).
+
+    ``to_dict()`` is the contract's JSON dict; ``nodes`` are built when first read.
+    """
 
     job_id: str
     status: JobStatus
@@ -56,7 +128,8 @@ class Report(Frozen):
     """Every billed call: sub-agents, aggregation and any helper calls."""
     cost_usd: float
     models: dict[str, ModelLine]
-    nodes: list[NodeEnvelope]
+    nodes: NodeList
+    """The sub-agents' envelopes, in input order."""
     aggregate_model: str
     failures_by_kind: dict[str, int] = Field(default_factory=dict)
     inputs_truncated: int = 0
@@ -78,6 +151,22 @@ class Report(Frozen):
     """Calls the gateway billed that the ledger recorded after this report was written (a
     run fenced off while frozen or cut off records what it was billed once it wakes);
     usage, cost and the models' lines include them (see ``with_late_billing``)."""
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Report:
+        """The report from its JSON dict (as stored, or as ``to_dict()`` gave it); fields
+        this version does not know (a report written by newer workers) are left out."""
+        return cls.model_validate(_known(cls, data))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The report as the contract's JSON dict (what ``--json`` prints)."""
+        return self.model_dump(mode="json")
+
+
+def _known(record: type[Frozen], data: Mapping[str, Any]) -> dict[str, Any]:
+    """``data`` without the keys that are not fields of ``record``."""
+    fields = record.model_fields
+    return {key: value for key, value in data.items() if key in fields}
 
 
 def decide_status(
@@ -223,7 +312,7 @@ def build_report(
         usage=sum((line.usage for line in ledger.values()), Usage()),
         cost_usd=round(sum(m.cost_usd for m in models.values()), 6),
         models=models,
-        nodes=list(nodes),
+        nodes=NodeList(nodes),
         aggregate_model=spec.aggregate_model,
         failures_by_kind=dict(Counter(str(env.error_kind) for env in failed)),
         inputs_truncated=sum(1 for env in nodes if env.truncation is not None),

@@ -56,7 +56,7 @@ def test_three_workers_never_exceed_the_catalog_rps(stack: Stack, tmp_logs: Path
     path = catalog(tmp_logs, rps=5, max_inflight=50)
     start_workers(stack, tmp_logs, 3, {"SWARM_CONFIG": str(path)})
     stack.reset_stats()
-    report = client(stack, path).submit(items(36), "Summarise").wait(timeout=120)
+    report = client(stack, path).submit(items(36), "Summarise").wait(timeout=120).to_dict()
     assert report["status"] == "succeeded", report.get("error")
     stats = stack.stats()
     assert stats["models"][MODEL]["completed"] == 37  # 36 sub-agents + the aggregation

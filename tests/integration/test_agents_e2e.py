@@ -86,7 +86,7 @@ def test_review_finds_a_bug_only_in_a_file_the_diff_does_not_touch(
         items, REVIEW_INSTRUCTION, kind="review", output_schema=REVIEW_SCHEMA,
         tools="repo", tool_root=str(repo),
     )  # fmt: skip
-    report = handle.wait(timeout=60)
+    report = handle.wait(timeout=60).to_dict()
     node = report["nodes"][0]
     assert report["status"] == "succeeded", report.get("error")
     assert (node["steps"], node["tool_calls"], node["tool_errors"]) == (2, 1, 0)
@@ -101,7 +101,7 @@ def test_review_finds_a_bug_only_in_a_file_the_diff_does_not_touch(
     escapes = script([("read_file", {"path": p}) for p in paths])
     item = InputItem(ref=f"{second[:12]} escapes", text=f"try {escapes}")
     handle = fs.client().submit([item], "Look around", tools="repo", tool_root=str(repo))
-    report = handle.wait(timeout=60)
+    report = handle.wait(timeout=60).to_dict()
     outside, absolute, link_out, link_in = tool_messages(fs, handle, "n0000")
     assert "'..' is refused" in outside and "absolute paths" in absolute
     assert "symlink out of the repository" in link_out and "BUG" in link_in
@@ -114,7 +114,7 @@ def test_raising_slow_and_huge_tools_and_the_loop_guard(fs: FaultStack) -> None:
     mixed = script([*calls, ("shout", '{"text": ')])  # the last one's arguments are not JSON
     items = [InputItem(ref="mixed", text=mixed), InputItem(ref="loop", text="[[sim:tool_loop]]")]
     handle = fs.client().submit(items, "Use the tools", tools="agent_tools")
-    report = handle.wait(timeout=60)
+    report = handle.wait(timeout=60).to_dict()
     mixed_node, loop_node = report["nodes"]
     assert mixed_node["status"] == "ok" and mixed_node["steps"] == 2
     counts = ("tool_calls", "tool_errors", "tool_calls_invalid")
@@ -160,7 +160,7 @@ def test_a_sigkilled_node_resumes_from_its_stored_steps(fs: FaultStack) -> None:
     holder = next(w for w in (a1, a2) if task_lines(w.log_text(), handle.id, "received"))
     holder.kill()  # SIGKILL in step 4 of 6
     killed_at_step = steps_done()
-    report = handle.wait(timeout=90)
+    report = handle.wait(timeout=90).to_dict()
     node = report["nodes"][0]
     assert report["status"] == "succeeded", report.get("error")
     assert node["steps"] == 6 and node["tool_calls"] == 5

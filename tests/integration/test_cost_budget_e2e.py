@@ -75,7 +75,7 @@ def billed_calls(report: dict[str, Any]) -> int:
 
 def test_ledger_equals_the_gateways_stats_with_retries_and_429s(cs: CostStack) -> None:
     cs.stack.reset_stats()
-    report = cs.client().submit(diffs(60), "Review this diff").wait(timeout=180)
+    report = cs.client().submit(diffs(60), "Review this diff").wait(timeout=180).to_dict()
     assert report["status"] == "succeeded", report.get("error")
     stats = cs.stack.stats()
     assert stats["rate_limited"] > 0 and stats["errors"] > 0, stats  # retries happened
@@ -114,7 +114,7 @@ def test_budget_cap_halfway_then_resume(cs: CostStack) -> None:
         client.attach("refused")
     cs.stack.reset_stats()
     handle = client.submit(items, "Summarise", budget_usd=cap_usd, force=True, **options)
-    report = handle.wait(timeout=180)
+    report = handle.wait(timeout=180).to_dict()
     assert report["status"] == "budget_exceeded", report.get("error")
     ok = [n for n in report["nodes"] if n["status"] == "ok"]
     cut = [n for n in report["nodes"] if n["error_kind"] == "budget_exceeded"]
@@ -134,7 +134,7 @@ def test_budget_cap_halfway_then_resume(cs: CostStack) -> None:
     )
     # Resume with room for the rest: only the cut nodes run, then the aggregation.
     cs.stack.reset_stats()
-    resumed = client.resume(handle.id, budget_usd=1.0).wait(timeout=180)
+    resumed = client.resume(handle.id, budget_usd=1.0).wait(timeout=180).to_dict()
     assert resumed["status"] == "succeeded", resumed.get("error")
     assert resumed["final"] and resumed["budget_usd"] == 1.0
     stats = cs.stack.stats()
@@ -150,7 +150,7 @@ def test_budget_cap_halfway_then_resume(cs: CostStack) -> None:
 def test_a_redelivered_task_reuses_the_stored_answer(cs: CostStack, redis_server) -> None:  # type: ignore[no-untyped-def]
     client = cs.client()
     handle = client.submit(diffs(3), "Review this diff")
-    report = handle.wait(timeout=60)
+    report = handle.wait(timeout=60).to_dict()
     original = client.store.envelope(handle.id, "n0000")
     assert original is not None and original.ok
     calls = billed_calls(report)
@@ -203,7 +203,7 @@ def test_a_concurrent_duplicate_message_calls_the_gateway_once(cs: CostStack) ->
     )
     with pytest.raises(JobNotFinishedError):
         client.resume(handle.id)
-    report = handle.wait(timeout=60)
+    report = handle.wait(timeout=60).to_dict()
     assert duplicate.get(timeout=60)["status"] == "ok"
     assert report["status"] == "succeeded"
     stats = cs.stack.stats()
@@ -220,7 +220,7 @@ def test_cached_tokens_are_billed_at_the_cached_price_and_shown_by_swarm_cost(
     cs: CostStack,
 ) -> None:
     cs.stack.reset_stats()
-    report = cs.client().submit(diffs(20), LONG_INSTRUCTION).wait(timeout=120)
+    report = cs.client().submit(diffs(20), LONG_INSTRUCTION).wait(timeout=120).to_dict()
     assert report["status"] == "succeeded", report.get("error")
     stats = cs.stack.stats()
     assert stats["cached_tokens"] > 0 and report["usage"]["cached_tokens"] == stats["cached_tokens"]

@@ -42,7 +42,7 @@ def test_every_fault_at_once_ends_in_envelopes_and_99_percent_succeed(fs: FaultS
     workers = fs.ensure_workers(["w1"], 32)
     fs.stack.reset_stats()
     handle = fs.client().submit(inputs(NODES), "Summarise this document")
-    report = handle.wait(timeout=BOUND_S)
+    report = handle.wait(timeout=BOUND_S).to_dict()
     nodes = report["nodes"]
     assert len(nodes) == NODES and report["total"] == NODES
     for node in nodes:  # succeeded, or an error envelope that says why

@@ -64,7 +64,7 @@ def test_slow_first_answers_lose_to_hedges_within_the_jobs_cap(stack: Stack) -> 
     handle = stack.client().submit(
         items, "Review", aggregate_instruction="Merge. [[sim:latency_ms=10]]"
     )
-    report = handle.wait(timeout=120)
+    report = handle.wait(timeout=120).to_dict()
 
     assert report["status"] == "succeeded"
     assert (report["hedges_sent"], report["hedges_won"]) == (2, 2)
@@ -80,7 +80,7 @@ def test_a_hedge_is_cancelled_when_the_first_answer_wins(stack: Stack) -> None:
     stack.reset_stats()
     item = InputItem(ref="d", text="diff [[sim:straggle_ms=3500]] [[sim:latency_ms=20000]]")
     handle = stack.client().submit([item], "Review", aggregate_instruction="Merge.")
-    report = handle.wait(timeout=60)
+    report = handle.wait(timeout=60).to_dict()
 
     assert report["status"] == "succeeded"
     assert (report["hedges_sent"], report["hedges_won"]) == (1, 0)
@@ -99,7 +99,7 @@ def test_an_agent_step_is_hedged_like_any_call(stack: Stack) -> None:
     handle = stack.client().submit(
         [item], "Look it up", tools="agent_tools", aggregate_instruction="Merge."
     )
-    report = handle.wait(timeout=90)
+    report = handle.wait(timeout=90).to_dict()
 
     assert report["status"] == "succeeded", report.get("error")
     node = report["nodes"][0]
@@ -123,7 +123,7 @@ def test_hedging_is_off_by_default(stack: Stack, tmp_logs: Path) -> None:
         item = InputItem(ref="d", text="x [[sim:straggle_ms=1500]]")
         client = stack.client()
         handle = client.submit([item], "Extract", model="gemini-2.5-flash")
-        report = handle.wait(timeout=60)
+        report = handle.wait(timeout=60).to_dict()
     finally:
         worker.terminate(10)
     assert report["status"] == "succeeded"

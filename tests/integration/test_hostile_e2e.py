@@ -63,11 +63,14 @@ def soak(fs: FaultStack) -> dict[str, Any]:
     """Five 100-node jobs (500 calls) after a warm-up job; RSS of the worker around them."""
     client = fs.client()
     worker = fs.stack.workers[0]
-    assert client.submit(inputs(20, "warm-up"), "Summarise").wait(timeout=60)["succeeded"] == 20
+    assert (
+        client.submit(inputs(20, "warm-up"), "Summarise").wait(timeout=60).to_dict()["succeeded"]
+        == 20
+    )
     fs.stack.reset_stats()
     rss_start = rss_mib(worker.pid)
     handles = [client.submit(inputs(100, f"soak {j}"), "Summarise") for j in range(5)]
-    reports = [h.wait(timeout=120) for h in handles]
+    reports = [h.wait(timeout=120).to_dict() for h in handles]
     return {
         "reports": reports,
         "rss": (rss_start, rss_mib(worker.pid)),
@@ -166,7 +169,7 @@ def test_a_pickled_message_is_refused_logged_and_never_run(fs: FaultStack, tmp_p
     assert not marker.exists()
     assert worker.alive
     # The message is dropped, not left to come back; the worker serves the next job.
-    assert fs.client().submit(inputs(2), "Summarise").wait(timeout=60)["succeeded"] == 2
+    assert fs.client().submit(inputs(2), "Summarise").wait(timeout=60).to_dict()["succeeded"] == 2
     r = fs.stack_redis(0)
     try:
         assert "pickled-task" not in redis_dump(r)
@@ -184,7 +187,7 @@ def test_inputs_that_are_odd_but_valid_become_flagged_nodes(fs: FaultStack) -> N
         InputItem(ref="no-usage", text="y [[sim:no_usage]]"),
         InputItem(ref="plain", text="a plain input"),
     ]
-    report = client.submit(items, "Summarise").wait(timeout=60)
+    report = client.submit(items, "Summarise").wait(timeout=60).to_dict()
     nodes = {n["input_ref"]: n for n in report["nodes"]}
     # Duplicates are nodes of their own, each answered.
     assert nodes["same-1"]["node_id"] != nodes["same-2"]["node_id"]
@@ -199,7 +202,7 @@ def test_inputs_that_are_odd_but_valid_become_flagged_nodes(fs: FaultStack) -> N
     billed = sum(line["calls"] for line in report["models"].values())
     assert billed == fs.stack.stats()["completed"] + 1  # + the answer without usage
     # Cut at max_tokens: finish_reason "length" is in each envelope and counted.
-    cut = client.submit(inputs(3), "Summarise", max_tokens=5).wait(timeout=60)
+    cut = client.submit(inputs(3), "Summarise", max_tokens=5).wait(timeout=60).to_dict()
     assert {n["finish_reason"] for n in cut["nodes"]} == {"length"}
     assert cut["truncated"] == 3
 
@@ -210,6 +213,7 @@ def test_a_50_mb_input_is_accepted_truncated_and_flagged(fs: FaultStack) -> None
         fs.client()
         .submit([InputItem(ref="huge.txt", text=huge), InputItem(ref="small.txt", text="hi")], "S")
         .wait(timeout=180)
+        .to_dict()
     )
     big, small = report["nodes"]
     assert small["status"] == "ok" and small.get("truncation") is None

@@ -71,7 +71,7 @@ def inputs() -> list[InputItem]:
 
 def test_hung_requests_give_their_permits_back_and_the_job_ends(narrow: Narrow) -> None:
     handle = narrow.client.submit(inputs(), "Review", aggregate_instruction="Merge.")
-    report = handle.wait(timeout=WAIT_S)
+    report = handle.wait(timeout=WAIT_S).to_dict()
     assert report["status"] == "succeeded", report["failures_by_kind"]
     attempts = {node["input_ref"]: node["attempts"] for node in report["nodes"]}
     assert [attempts[f"d{i}"] for i in range(STRAGGLERS)] == [2] * STRAGGLERS  # timed out once
@@ -86,7 +86,7 @@ def test_an_answer_that_comes_while_its_call_waits_for_a_permit_is_its_answer(
     narrow.stack.reset_stats()
     late = [InputItem(ref=f"s{i}", text=f"page {i} [[sim:straggle_ms=3500]]") for i in range(2)]
     handle = narrow.client.submit(late, "Review", aggregate_instruction="Merge.")
-    report = handle.wait(timeout=WAIT_S)
+    report = handle.wait(timeout=WAIT_S).to_dict()
     assert report["status"] == "succeeded", report["failures_by_kind"]
     assert [node["attempts"] for node in report["nodes"]] == [2, 2]  # timed out, took it
     stats = narrow.stack.stats()

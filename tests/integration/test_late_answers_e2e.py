@@ -64,7 +64,7 @@ def test_answers_after_the_timeout_are_billed_and_the_report_counts_them(stack: 
     handle = stack.client().submit(
         stragglers(), "Review", aggregate_instruction="Merge. [[sim:latency_ms=10]]"
     )
-    report = handle.wait(timeout=120)
+    report = handle.wait(timeout=120).to_dict()
     assert report["status"] == "succeeded"
     assert [node["attempts"] for node in report["nodes"]] == [2] * NODES  # each timed out once
 
@@ -75,7 +75,7 @@ def test_answers_after_the_timeout_are_billed_and_the_report_counts_them(stack: 
     assert sum(line.calls for line in ledger.values()) == served
     billed = sum((line.usage for line in ledger.values()), Usage())
     assert (billed.prompt_tokens, billed.completion_tokens) == usage_of(stats)
-    final = handle.report()
+    final = r.to_dict() if (r := handle.report()) else None
     assert final is not None
     assert usage_of(final["usage"]) == usage_of(stats)
     assert sum(model["calls"] for model in final["models"].values()) == served
@@ -92,7 +92,7 @@ def test_without_grace_the_gateway_bills_what_the_ledger_never_sees(stack: Stack
         stragglers(), "Review", model="gemini-2.5-flash",
         aggregate_instruction="Merge. [[sim:latency_ms=10]]",
     )  # fmt: skip
-    report = handle.wait(timeout=120)
+    report = handle.wait(timeout=120).to_dict()
     assert report["status"] == "succeeded"
 
     stats = settled(stack, handle.id, NODES + 1)

@@ -71,7 +71,7 @@ def run_job(
     stage(handle.id)
     started = time.monotonic()
     workers = fs.ensure_workers(["w1", "w2"], THREADS)
-    report = handle.wait(timeout=WAIT_S)
+    report = handle.wait(timeout=WAIT_S).to_dict()
     took_s = time.monotonic() - started
     assert report["status"] == "succeeded", report.get("error")
     assert (report["succeeded"], report["failed"]) == (NODES, 0)
@@ -141,7 +141,7 @@ def test_a_lost_aggregation_message_is_sent_again_within_leases(fs: FaultStack) 
     take_off_queue(fs, aggregation_id)
     started = time.monotonic()
     workers = fs.ensure_workers(["w1"], THREADS)
-    report = handle.wait(timeout=WAIT_S)
+    report = handle.wait(timeout=WAIT_S).to_dict()
     took_s = time.monotonic() - started
     assert report["status"] == "succeeded", report.get("error")
     assert (report["succeeded"], report["failed"]) == (NODES, 0)

@@ -107,7 +107,7 @@ def test_a_worker_holds_no_more_nodes_than_its_node_threads(broker_fs: FaultStac
     received = task_lines(worker.log_text(), handle.id, "received")
     assert (inflight, len(received)) == (NODE_THREADS, 1)
 
-    report = handle.wait(timeout=120)
+    report = handle.wait(timeout=120).to_dict()
     assert report["status"] == "succeeded"
     assert sum(1 for node in report["nodes"] if node["status"] == "ok") == 32
     assert broker_fs.stack.stats()["max_inflight_seen"] <= NODE_THREADS + 1  # + the aggregation
@@ -121,7 +121,7 @@ def test_two_workers_share_a_job_of_multi_node_messages(broker_fs: FaultStack) -
     broker_fs.stop_others(["a", "b"])
     handle = broker_fs.client().submit(items(96, 1000), "Review", aggregate_instruction=AGGREGATE)
     with Sampler(broker_fs, workers, handle.id) as sampler:
-        report = handle.wait(timeout=180)
+        report = handle.wait(timeout=180).to_dict()
     assert report["status"] == "succeeded"
     shares = [ran(w, handle.id, sampler.node_ids) for w in workers]
     scheme = broker_fs.stack.broker_url.split(":")[0]
@@ -153,4 +153,4 @@ def test_with_quorum_queues_a_worker_keeps_celerys_prefetch(
             60,
             "Celery's prefetch: every message on the one worker",
         )
-        assert handle.wait(timeout=120)["status"] == "succeeded"
+        assert handle.wait(timeout=120).to_dict()["status"] == "succeeded"

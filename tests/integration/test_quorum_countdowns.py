@@ -43,7 +43,7 @@ def test_a_countdown_task_does_not_hold_the_workers_only_slot(
                              task_id="nojob-watch-late", countdown=LATE_S)  # fmt: skip
         late = re.escape("Task swarm.watch[nojob-watch-late] succeeded")
         handle = client.submit(inputs(4), "Review", aggregate_instruction="Merge.")
-        report = handle.wait(timeout=LATE_S * 4)
+        report = handle.wait(timeout=LATE_S * 4).to_dict()
         late_ran_before = re.search(late, worker.log_text()) is not None
         print(f"quorum countdown: plain job wall_s={report['wall_s']:.1f} behind a {LATE_S} s "
               f"countdown task; that task ran first: {late_ran_before}")  # fmt: skip
@@ -90,7 +90,7 @@ def test_requeued_nodes_come_back_to_their_own_queue_after_a_sub_second_countdow
         items = [InputItem(ref=f"in-{i}", text=text) for i, text in enumerate(texts)]
         handle = client.submit(items, "Summarise", model="gemini-2.5-flash",
                                aggregate_instruction="Merge.")  # fmt: skip
-        report = handle.wait(timeout=120)
+        report = handle.wait(timeout=120).to_dict()
         limited = [node for node in report["nodes"] if node["error_kind"] == "rate_limited"]
         assert report["succeeded"] == 2 and len(limited) == 2
         assert all(node["attempts"] == 2 for node in limited)  # one requeue each

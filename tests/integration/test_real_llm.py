@@ -97,7 +97,10 @@ def assert_billed_what_the_server_answered(
     report as finally read."""
     deadline = time.monotonic() + SETTLE_S
     while True:
-        report, computed = handle.report(), llama.counted()[before:]
+        report, computed = (
+            (r.to_dict() if (r := handle.report()) else None),
+            llama.counted()[before:],
+        )
         assert report is not None
         billed = sum(model["calls"] for model in report["models"].values())
         if (llama.idle() and billed == len(computed)) or time.monotonic() > deadline:
@@ -188,7 +191,7 @@ def test_twenty_files_through_redis_and_two_workers(
     client = SwarmClient.from_settings(settings)
     started = time.monotonic()
     handle = client.submit(files(20), "Say in one sentence what this file does.")
-    report = handle.wait(timeout=JOB_TIMEOUT_S)
+    report = handle.wait(timeout=JOB_TIMEOUT_S).to_dict()
     wall = time.monotonic() - started
     kinds = report.get("failures_by_kind")
     computed = llama.counted()[before:]

@@ -64,7 +64,7 @@ def test_a_redis_restart_mid_swarm_loses_nothing(
         wait_until(lambda: handle.progress().done >= 10, 60, "10 of 40 nodes done")
         restarted_at = time.monotonic()
         srv.restart()
-        report = handle.wait(timeout=120)  # the producer's own connections reconnect
+        report = handle.wait(timeout=120).to_dict()  # the producer's own connections reconnect
         recovery_s = time.monotonic() - restarted_at
         if report["status"] != "succeeded":  # ended with a reason: resume completes it
             assert report["error"], report
@@ -72,7 +72,7 @@ def test_a_redis_restart_mid_swarm_loses_nothing(
             st.reset_stats()
             resumed = run_cli(["resume", handle.id, "--json"], env)
             assert resumed.returncode == 0, resumed.stderr
-            report = handle.wait(timeout=120)
+            report = handle.wait(timeout=120).to_dict()
             assert st.stats()["completed"] <= 40 - len(before) + 1
         assert report["status"] == "succeeded", report.get("error")
         assert (report["succeeded"], report["failed"]) == (40, 0), report["failures_by_kind"]
@@ -102,7 +102,7 @@ def test_redis_unreachable_at_submit_is_one_clear_error_and_enqueues_nothing(
         base_url="http://127.0.0.1:9/v1",
         api_key="k",  # type: ignore[arg-type]
     )
-    client = SwarmClient.from_settings(settings)
+    client = SwarmClient.from_settings(settings, check_gateway=False)  # no gateway there
     srv.stop()
     started = time.monotonic()
     with pytest.raises(BrokerUnavailableError, match="cannot reach") as caught:

@@ -35,7 +35,7 @@ def test_the_attempt_bound_holds_across_requeues(
     stack.reset_stats()
     texts = [f"input {i} {LIMITED if i < 2 else ''}" for i in range(4)]
     inputs = [InputItem(ref=f"in-{i}", text=text) for i, text in enumerate(texts)]
-    report = stack.client().submit(inputs, "Summarise").wait(timeout=120)
+    report = stack.client().submit(inputs, "Summarise").wait(timeout=120).to_dict()
     limited = [node for node in report["nodes"] if node["error_kind"] == "rate_limited"]
     assert len(limited) == 2 and report["succeeded"] == 2
     for node in limited:

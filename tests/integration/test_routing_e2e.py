@@ -36,7 +36,7 @@ def test_each_kind_runs_on_its_models_queue(stack: Stack) -> None:
     tasks = [NodeTask(model=catalog.routing[k][0], instruction=f"do {k}", kind=k) for k in kinds]
     items = [InputItem(ref=f"in-{k}", text=f"input for {k}") for k in kinds]
     handle = stack.client().submit(items, "unused", tasks=tasks)
-    report = handle.wait(timeout=60)
+    report = handle.wait(timeout=60).to_dict()
     assert report["status"] == "succeeded"
     expected = {
         "extract": "fast",
@@ -56,7 +56,7 @@ def test_planned_job_plans_on_a_worker_then_fans_out(stack: Stack) -> None:
     stack.reset_stats()
     docs = [InputItem(ref=f"paper{i}.md", text=f"# Paper {i}\nresult {i}") for i in range(4)]
     handle = stack.client().plan(docs, "Which result is best?")
-    report = handle.wait(timeout=60)
+    report = handle.wait(timeout=60).to_dict()
     assert report["status"] == "succeeded", report.get("error")
     assert sorted(n["input_ref"] for n in report["nodes"]) == sorted(d.ref for d in docs)
     assert all(n["kind"] for n in report["nodes"])

@@ -169,7 +169,7 @@ def _run_swarms(settings: Settings) -> dict[str, str]:
         for kind in JOBS
     }
     for kind, handle in handles.items():
-        report = handle.wait(timeout=90)
+        report = handle.wait(timeout=90).to_dict()
         assert report["status"] == "succeeded", (kind, report.get("error"))
         assert report["nodes"][0]["model"] == JOBS[kind][0]
     client.app.close()

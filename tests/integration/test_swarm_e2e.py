@@ -50,7 +50,7 @@ def aggregate_runs(stack: Stack, job_id: str, settle_s: float = 10.0) -> int:
 def test_hundred_inputs_all_succeed_and_usage_equals_the_gateways(stack: Stack) -> None:
     stack.reset_stats()
     handle = stack.client().submit(diffs(100), "Review this diff")
-    report = handle.wait(timeout=120)
+    report = handle.wait(timeout=120).to_dict()
     assert report["status"] == "succeeded", report.get("error")
     assert (report["total"], report["succeeded"], report["failed"]) == (100, 100, 0)
     stats = stack.stats()
@@ -81,7 +81,7 @@ def test_non_retryable_errors_end_partial_with_error_envelopes(stack: Stack) -> 
     stack.reset_stats()
     bad = {3, 7, 11, 19, 23}
     handle = stack.client().submit(diffs(30, bad), "Review this diff")
-    report = handle.wait(timeout=120)
+    report = handle.wait(timeout=120).to_dict()
     assert report["status"] == "partial"
     assert (report["succeeded"], report["failed"]) == (25, 5)
     failed = [n for n in report["nodes"] if n["status"] == "error"]
@@ -99,7 +99,7 @@ def test_non_retryable_errors_end_partial_with_error_envelopes(stack: Stack) -> 
 def test_below_min_success_ratio_fails_without_aggregation(stack: Stack) -> None:
     stack.reset_stats()
     handle = stack.client().submit(diffs(4, {0, 1, 2}), "Review")
-    report = handle.wait(timeout=60)
+    report = handle.wait(timeout=60).to_dict()
     assert report["status"] == "failed" and report["final"] == ""
     assert "1 of 4" in report["error"]
     assert stack.stats()["completed"] == 1  # the aggregation was never called
@@ -144,7 +144,7 @@ def test_cli_run_status_and_no_wait_through_redis(stack: Stack, tmp_path: Path) 
     job_id = queued.stdout.strip()
     assert re.fullmatch(r"[0-9a-f]{32}", job_id)
     handle = stack.client().attach(job_id)
-    assert handle.wait(timeout=60)["status"] == "succeeded"
+    assert handle.wait(timeout=60).to_dict()["status"] == "succeeded"
     text = run_cli(["status", job_id], stack.env)
     assert text.returncode == 0 and "succeeded" in text.stdout and "kimi-k2.5" in text.stdout
     # the key never reaches Redis
@@ -162,7 +162,7 @@ def test_cli_unknown_job_and_missing_key(stack: Stack) -> None:
 
 
 def test_the_key_never_reaches_redis(stack: Stack, redis_server) -> None:  # type: ignore[no-untyped-def]
-    stack.client().submit(diffs(3), "Review").wait(timeout=60)
+    stack.client().submit(diffs(3), "Review").wait(timeout=60).to_dict()
     client = redis_server.client()
     try:
         for db in range(3):

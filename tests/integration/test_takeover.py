@@ -156,7 +156,7 @@ def test_a_killed_worker_costs_seconds(broker_fs: FaultStack) -> None:
     killed_at = time.monotonic()
     in_flight = held_nodes(broker_fs, victim.log_text(), handle.id)
 
-    report = handle.wait(timeout=300)
+    report = handle.wait(timeout=300).to_dict()
     recovery_s = time.monotonic() - killed_at
     assert report["status"] == "succeeded", report.get("error")
     assert (report["succeeded"], report["failed"]) == (40, 0)
@@ -194,7 +194,7 @@ def test_a_frozen_worker_is_taken_over_and_fenced_off(broker_fs: FaultStack) -> 
     os.killpg(frozen.pid, signal.SIGSTOP)
     stopped_at = time.monotonic()
     try:
-        report = handle.wait(timeout=120)  # taken over while w3 is frozen
+        report = handle.wait(timeout=120).to_dict()  # taken over while w3 is frozen
         taken_over_s = time.monotonic() - stopped_at
         time.sleep(max(0.0, FAULT_S - (time.monotonic() - stopped_at)))  # the fault's length
     finally:
@@ -206,7 +206,7 @@ def test_a_frozen_worker_is_taken_over_and_fenced_off(broker_fs: FaultStack) -> 
     # (once, by call id), and the report, written before, counts those calls as late ones.
     client = broker_fs.client()
     wait_until(lambda: idle(client, frozen, handle.id), 90, "w3's runs ended after waking")
-    after = client.attach(handle.id).report()
+    after = r.to_dict() if (r := client.attach(handle.id).report()) else None
     assert after is not None and after["nodes"] == report["nodes"]
     ledger = client.store.ledger(handle.id)["kimi-k2.5"].calls
     stats = broker_fs.stack.stats()
@@ -230,7 +230,7 @@ def test_sigterm_lets_running_calls_finish_and_loses_nothing(broker_fs: FaultSta
     code = leaves.terminate(60)  # SIGTERM: Celery's warm shutdown
     broker_fs.named.pop("w2")
     assert code == 0, leaves.log_tail()
-    report = handle.wait(timeout=120)
+    report = handle.wait(timeout=120).to_dict()
     assert report["status"] == "succeeded", report.get("error")
     assert (report["succeeded"], report["failed"]) == (24, 0)
     # Each task the stopped worker took finished there, or went back to the queue and
@@ -264,7 +264,7 @@ def test_a_worker_cut_off_from_redis_is_taken_over(
     cut.cut()
     cut_at = time.monotonic()
     try:
-        report = handle.wait(timeout=120)  # taken over while w4 cannot reach Redis
+        report = handle.wait(timeout=120).to_dict()  # taken over while w4 cannot reach Redis
         taken_over_s = time.monotonic() - cut_at
         time.sleep(max(0.0, FAULT_S - (time.monotonic() - cut_at)))  # the fault's length
     finally:
@@ -274,7 +274,7 @@ def test_a_worker_cut_off_from_redis_is_taken_over(
     # w4 reconnects: fenced, it stores nothing over the new holders
     client = broker_fs.client()
     wait_until(lambda: idle(client, partitioned, handle.id), 90, "w4's runs ended after the cut")
-    after = client.attach(handle.id).report()
+    after = r.to_dict() if (r := client.attach(handle.id).report()) else None
     assert after is not None and after["nodes"] == report["nodes"]
     stats = broker_fs.stack.stats()
     assert stats["slots"]["overlaps"] == 0, stats["slots"]

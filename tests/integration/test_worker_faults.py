@@ -52,7 +52,7 @@ def test_a_killed_worker_s_calls_come_back_after_the_visibility_timeout(fs: Faul
     in_flight = nodes_of(held, handle.id, node_ids)
     assert in_flight, "the killed worker held no task: the test proved nothing"
 
-    report = handle.wait(timeout=120)
+    report = handle.wait(timeout=120).to_dict()
     recovery_s = time.monotonic() - killed_at
     assert report["status"] == "succeeded", report.get("error")
     assert (report["succeeded"], report["failed"]) == (100, 0)
@@ -111,7 +111,7 @@ def test_a_message_the_broker_lost_is_sent_again_by_the_watchdog(
     finally:
         r.close()
     worker = fs.ensure_workers(["w1"], THREADS, QUICK)[0]
-    report = handle.wait(timeout=90)
+    report = handle.wait(timeout=90).to_dict()
     assert report["status"] == "succeeded", report.get("error")
     assert (report["succeeded"], report["failed"]) == (8, 0)
     assert "swarm watchdog: job" in worker.log_text()

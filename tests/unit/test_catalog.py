@@ -71,10 +71,10 @@ def test_swarm_config_file_replaces_the_catalog(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("text", "names"),
     [
-        (GOOD_MODEL + '\n[routing]\ndefault = ["nope"]\naggregate = ["m1"]\n', "routing.default"),
+        (GOOD_MODEL + '\n[routing]\ndefault = ["nope"]\naggregate = ["m1"]\n', "'nope'"),
         (GOOD_MODEL.replace("1.0", "-1.0") + GOOD_ROUTING, "input_per_mtok_usd"),
         (GOOD_MODEL.replace('queue = "llm.m1"\n', "") + GOOD_ROUTING, "queue"),
-        (GOOD_MODEL + '\n[routing]\ndefault = ["m1"]\n', "routing.aggregate"),
+        (GOOD_MODEL + '\n[routing]\ndefault = ["m1"]\n', "aggregate in [routing]"),
         (GOOD_MODEL.replace("rpm = 10", "rpm = 0") + GOOD_ROUTING, "rpm"),
         (GOOD_MODEL + GOOD_ROUTING + "\n[extra]\nx = 1\n", "extra"),
         ("not [toml", "not TOML"),
@@ -98,3 +98,105 @@ def test_unknown_model_and_kind_name_the_known_ones() -> None:
         cat.model("gpt-9")
     with pytest.raises(UnknownModelError, match="extract"):
         cat.route("dance")
+
+
+@pytest.mark.parametrize(
+    ("text", "line"),
+    [
+        (
+            GOOD_MODEL.replace("rpm = 10", 'rpm = "4800"') + GOOD_ROUTING,
+            "rpm in [models.m1]: Input should be a valid integer, not the string '4800'",
+        ),
+        (
+            GOOD_MODEL.replace("rpm = 10", "rpm = 10.0") + GOOD_ROUTING,
+            "rpm in [models.m1]: Input should be a valid integer, not the float 10.0",
+        ),
+        (
+            GOOD_MODEL.replace("input_per_mtok_usd = 1.0", 'input_per_mtok_usd = "1.0"')
+            + GOOD_ROUTING,
+            "input_per_mtok_usd in [models.m1]: Input should be a valid number, "
+            "not the string '1.0'",
+        ),
+        (
+            GOOD_MODEL.replace("max_inflight", "max_inflght") + GOOD_ROUTING,
+            "unknown field max_inflght in [models.m1] (did you mean max_inflight?)",
+        ),
+        (
+            GOOD_MODEL.replace("[models.m1]", '[models."m-1.5"]').replace('"m1"', '"m-1.5"')
+            + GOOD_ROUTING.replace("m1", "m-1.5")
+            + "\n[backends.default]\nmax_inflite = 3\n",
+            "unknown field max_inflite in [backends.default] (did you mean max_inflight?)",
+        ),
+        (
+            GOOD_MODEL.replace("[models.m1]", '[models."m-1.5"]').replace("rpm = 10", "rpm = -1")
+            + GOOD_ROUTING.replace("m1", "m-1.5"),
+            'rpm in [models."m-1.5"]: Input should be greater than 0, not the integer -1',
+        ),
+        (
+            "rooting = 1\n" + GOOD_MODEL + GOOD_ROUTING,
+            "unknown field rooting at the top level (did you mean routing?)",
+        ),
+        (
+            GOOD_MODEL + GOOD_ROUTING + 'sumarize = ["m1"]\n',
+            "unknown routing kind sumarize in [routing] (did you mean summarize?)",
+        ),
+        (
+            GOOD_MODEL + GOOD_ROUTING + 'translate = ["m1"]\n',
+            "unknown routing kind translate in [routing] "
+            "(declare a kind of your own in kinds = [...])",
+        ),
+        (
+            GOOD_MODEL + GOOD_ROUTING + 'extract = "m1"\n',
+            "extract in [routing]: Input should be an array of names, not the string 'm1'",
+        ),
+        (
+            'kinds = "translate"\n' + GOOD_MODEL + GOOD_ROUTING,
+            "kinds at the top level: Input should be an array of names, not the string 'translate'",
+        ),
+        (
+            GOOD_MODEL.replace("max_tokens = 256\n", "") + GOOD_ROUTING,
+            "missing field max_tokens in [models.m1]",
+        ),
+        (
+            GOOD_MODEL + GOOD_ROUTING + "extract = [1]\n",
+            "extract in [routing]: Input should be a valid string, not the integer 1",
+        ),
+        (
+            GOOD_MODEL.replace('queue = "llm.m1"', 'queue = "llm.m1"\nbackend = "gpu"')
+            + GOOD_ROUTING,
+            "backend in [models.m1]: unknown backend 'gpu'",
+        ),
+    ],
+)
+def test_catalog_error_is_one_line_naming_field_and_table(text: str, line: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        parse_catalog(text, "cat.toml")
+    assert str(err.value) == f"invalid model catalog cat.toml: {line}"
+
+
+def test_declared_kinds_route_and_may_be_planned() -> None:
+    from swarm.jobs.plan_schema import plannable_kinds
+
+    cat = parse_catalog(
+        'kinds = ["translate"]\n' + GOOD_MODEL + GOOD_ROUTING + 'translate = ["m1"]'
+    )
+    assert cat.route("translate").name == "m1"
+    assert "translate" in plannable_kinds(cat)
+
+
+def test_the_kinds_the_code_routes_are_known() -> None:
+    from swarm.catalog import AGGREGATE_KIND, DEFAULT_KIND, KNOWN_KINDS
+    from swarm.client import PLAN_KIND
+    from swarm.jobs.review import REVIEW_KIND
+    from swarm.jobs.subagent import SUMMARIZE_KIND
+
+    used = {DEFAULT_KIND, AGGREGATE_KIND, PLAN_KIND, REVIEW_KIND, SUMMARIZE_KIND}
+    assert used <= KNOWN_KINDS
+    assert set(load_catalog().routing) <= KNOWN_KINDS
+
+
+def test_numbers_written_as_integers_are_prices() -> None:
+    cat = parse_catalog(
+        GOOD_MODEL.replace("output_per_mtok_usd = 2.0", "output_per_mtok_usd = 2") + GOOD_ROUTING
+    )
+    assert cat.model("m1").output_per_mtok_usd == 2.0

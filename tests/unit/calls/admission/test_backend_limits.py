@@ -96,7 +96,7 @@ def test_which_backends_adapt(backends: str, adaptive: bool) -> None:
 
 
 def test_an_unknown_backend_is_one_line_naming_the_field() -> None:
-    with pytest.raises(ConfigError, match=r"models\.a\.backend: unknown backend 'two'"):
+    with pytest.raises(ConfigError, match=r"backend in \[models\.a\]: unknown backend 'two'"):
         catalog("[backends.one]\n", a="two")
 
 

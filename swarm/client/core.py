@@ -1,17 +1,18 @@
-"""The producer API: submit a job, follow it, read its report, cancel it.
+"""SwarmClient: submits jobs to a deployment (broker and job store) and attaches to them.
 
-    client = SwarmClient.from_settings(load_settings())
-    handle = client.submit(inputs, "Review this diff for bugs")
-    report = handle.wait(timeout=600)
-
-Job state lives in the job store (Redis), so any process can ``attach(job_id)``.
+``SwarmClient()`` reads the environment (SWARM_BROKER_URL, SWARM_BASE_URL, ...; keywords
+override it), checks the gateway once before its first job as the CLI does, and holds a
+Redis pool and a Celery app until ``close()`` (or the end of a ``with`` block).
 """
 
 from __future__ import annotations
 
+import logging
 import time
 import uuid
 from collections.abc import Sequence
+from contextlib import AbstractContextManager
+from pathlib import Path
 from typing import Any
 
 import kombu.exceptions
@@ -22,91 +23,128 @@ from celery.canvas import Signature
 from swarm.batch.fanout import poll_signatures
 from swarm.batch.plan import check_deadline, plan_batches
 from swarm.batch.policy import batches_within
+from swarm.calls.gateway import make_client
 from swarm.catalog import AGGREGATE_KIND, DEFAULT_KIND, Catalog, ModelSpec, load_catalog
+from swarm.cli import preflight as gateway_preflight
+from swarm.client.handle import SwarmHandle
 from swarm.cost.batch import at_batch_price
 from swarm.cost.budget import check_budget, preflight
 from swarm.errors import (
     BrokerUnavailableError,
     InputError,
     JobNotFinishedError,
-    JobTimeoutError,
 )
 from swarm.jobs.defaults import DEFAULT_AGGREGATE, DEFAULT_INSTRUCTION, DEFAULT_PLANNED_AGGREGATE
 from swarm.jobs.estimate import estimate_job
 from swarm.jobs.fanout import header_signatures, nodes_per_task
 from swarm.jobs.queueing import AGGREGATE_TASK, PLAN_TASK, make_celery
-from swarm.jobs.report import with_late_billing
 from swarm.jobs.taskrepr import NO_KWARGS, aggregate_argsrepr
 from swarm.jobs.watchdog import send_watch
 from swarm.records import InputItem, JobSpec, NodeTask
 from swarm.settings import Settings, load_settings
-from swarm.store import JobStore, Progress, RedisJobStore, gateways
+from swarm.store import JobStore, RedisJobStore, gateways
 from swarm.store.batches import batch_store
 from swarm.tokens import estimate_tokens
 from swarm.tools.toolsets import load_toolset
 
 PLAN_KIND = "plan"
-WAIT_CHUNK_S = 60.0
-"""SwarmHandle.wait without a timeout waits in chunks of this long."""
+
+log = logging.getLogger(__name__)
 
 
-class SwarmHandle:
-    """A submitted job, by id; cheap to create, safe to hold in any process."""
+class SwarmClient(AbstractContextManager["SwarmClient"]):
+    """Submits jobs as one flat chord and attaches to existing ones.
 
-    def __init__(self, job_id: str, store: JobStore, catalog: Catalog | None = None) -> None:
-        self.id = job_id
-        self._store = store
-        self._catalog = catalog
+    ``SwarmClient()`` reads the settings from the environment; the keywords override them
+    (``SwarmClient(broker_url="redis://host:6379/0", base_url="http://gw/v1")``), or
+    ``settings`` gives them all. ``catalog``, ``store`` and ``app`` wire a client to parts
+    built elsewhere (the embedded mode, a worker); the client closes only what it built.
 
-    def progress(self) -> Progress:
-        """Nodes total, done, failed and in flight (per model too)."""
-        return self._store.progress(self.id)
+    Before its first job the client lists the gateway's models once, as the CLI does: an
+    unreachable gateway, a rejected key or a wrong base URL is one GatewayUnavailableError
+    (or MissingKeyError) with nothing enqueued. ``check_gateway=False`` skips it; without a
+    base URL (the workers have their own) there is nothing to check.
+    """
 
-    def report(self) -> dict[str, Any] | None:
-        """The final report, or None while the job runs. Its billing includes calls the
-        ledger recorded after it was written (``late_calls``; needs the catalog)."""
-        return self._settled(self._store.report(self.id))
-
-    def _settled(self, report: dict[str, Any] | None) -> dict[str, Any] | None:
-        if report is None or self._catalog is None:
-            return report
-        return with_late_billing(report, self._store.ledger(self.id), self._catalog)
-
-    def wait(self, timeout: float | None = None, poll_s: float = 0.05) -> dict[str, Any]:
-        """Block until the report exists; JobTimeoutError after ``timeout`` seconds.
-
-        The Redis store wakes up as soon as the report is written (``poll_s`` is the
-        in-memory store's polling interval)."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
-            left_s = WAIT_CHUNK_S if deadline is None else deadline - time.monotonic()
-            report = self._settled(self._store.wait_report(self.id, max(left_s, 0.0), poll_s))
-            if report is not None:
-                return report
-            if deadline is not None and time.monotonic() >= deadline:
-                raise JobTimeoutError(f"job {self.id} has no report after {timeout:.0f} s")
-
-    def cancel(self) -> None:
-        """Stop the job: nodes that have not called the gateway end as cancelled without
-        calling it; calls in flight finish and are billed; the report says cancelled."""
-        self._store.cancel(self.id)
-
-
-class SwarmClient:
-    """Submits jobs as one flat chord and attaches to existing ones."""
-
-    def __init__(self, settings: Settings, catalog: Catalog, store: JobStore, app: Celery):
-        self.settings = settings
-        self.catalog = catalog
-        self.store = store
-        self.app = app
+    def __init__(
+        self,
+        settings: Settings | None = None,
+        catalog: Catalog | None = None,
+        store: JobStore | None = None,
+        app: Celery | None = None,
+        *,
+        broker_url: str | None = None,
+        result_url: str | None = None,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        config: str | Path | None = None,
+        check_gateway: bool = True,
+    ) -> None:
+        overrides = {
+            name: value
+            for name, value in (
+                ("broker_url", broker_url),
+                ("result_url", result_url),
+                ("base_url", base_url),
+                ("api_key", api_key),
+                ("config", config),
+            )
+            if value is not None
+        }
+        self.settings = with_overrides(settings, overrides)
+        if store is None and self.settings.embedded:
+            raise BrokerUnavailableError(
+                "SWARM_BROKER_URL is not set: a SwarmClient submits to a broker "
+                "(swarm.testing.embedded() runs jobs in this process)"
+            )
+        self.catalog = catalog or load_catalog(self.settings.config)
+        self.store = store or RedisJobStore.from_settings(self.settings)
+        self.app = app or make_celery(self.settings, self.catalog)
+        self._owns = (store is None, app is None)
+        self._check_gateway = check_gateway
+        self._closed = False
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> SwarmClient:
+    def from_settings(cls, settings: Settings, *, check_gateway: bool = True) -> SwarmClient:
         """A client for the broker and job store named by ``settings`` (not embedded)."""
-        catalog = load_catalog(settings.config)
-        store = RedisJobStore.from_settings(settings)
-        return cls(settings, catalog, store, make_celery(settings, catalog))
+        return cls(settings, check_gateway=check_gateway)
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the Redis pool and the Celery app's broker and result connections this
+        client opened (idempotent). Jobs keep running; a handle used afterwards opens a
+        connection again."""
+        if self._closed:
+            return
+        self._closed = True
+        owns_store, owns_app = self._owns
+        if owns_app:
+            close_app(self.app)
+        redis_client = getattr(self.store, "redis", None)
+        if owns_store and redis_client is not None:
+            redis_client.close()
+
+    def check_gateway(self) -> None:
+        """List the gateway's models once (the CLI's check), unless this client was made
+        with ``check_gateway=False`` or has no base URL; warn (log) when the running workers
+        all call another gateway."""
+        base_url = self.settings.base_url
+        if not self._check_gateway or base_url is None:
+            return
+        key = gateway_key(self.settings)
+        openai_client = make_client(self.settings, base_url, key)
+        try:
+            gateway_preflight.check_gateway(
+                openai_client, base_url, keyless=key == gateway_preflight.NO_KEY
+            )
+        finally:
+            openai_client.close()
+        self._check_gateway = False  # once per client
+        log.debug("swarm: gateway %s answered its model list", base_url)
+        if (differs := self.gateway_mismatch(base_url)) is not None:
+            log.warning("swarm: %s", differs)
 
     def gateway_mismatch(self, base_url: str) -> str | None:
         """One line when the running workers all call another gateway than ``base_url``
@@ -162,6 +200,7 @@ class SwarmClient:
             raise InputError("the instruction is empty")
         check_budget(budget_usd)
         spec_model, aggregate = self._route(model, kind)
+        self.check_gateway()
         if tools is not None:
             load_toolset(tools)
         if budget_usd is not None:
@@ -235,6 +274,7 @@ class SwarmClient:
         if tools is not None:
             load_toolset(tools)
         planner = self.catalog.route(PLAN_KIND)
+        self.check_gateway()
         width = max(4, len(str(len(items) - 1)))
         spec = JobSpec(
             job_id=job_id or uuid.uuid4().hex,
@@ -279,6 +319,7 @@ class SwarmClient:
         spec = self.store.spec(job_id)
         if self.store.report(job_id) is None:
             raise JobNotFinishedError(f"job {job_id} has not ended yet; resume it once it has")
+        self.check_gateway()
         if budget_usd is not None:
             spec = spec.model_copy(update={"budget_usd": budget_usd})
         done = {env.node_id for env in self.store.envelopes(job_id) if env.ok}
@@ -363,21 +404,39 @@ def _items(inputs: Sequence[InputItem | str]) -> list[InputItem]:
     ]
 
 
-def submit(
-    inputs: Sequence[InputItem | str],
-    instruction: str = DEFAULT_INSTRUCTION,
-    *,
-    settings: Settings | None = None,
-    **options: Any,
-) -> SwarmHandle:
-    """Submit a job to the deployment named by ``settings`` (default: the environment).
-
-    ``options`` are SwarmClient.submit's keyword arguments.
-    """
-    client = SwarmClient.from_settings(settings or load_settings())
-    return client.submit(inputs, instruction, **options)
+def with_overrides(settings: Settings | None, overrides: dict[str, Any]) -> Settings:
+    """``settings`` (default: the environment) with ``overrides`` validated over them."""
+    if settings is None:
+        return load_settings(**overrides)
+    if not overrides:
+        return settings
+    return load_settings(**{**dict(settings), **overrides})
 
 
-def attach(job_id: str, *, settings: Settings | None = None) -> SwarmHandle:
-    """A handle on an existing job, from any process."""
-    return SwarmClient.from_settings(settings or load_settings()).attach(job_id)
+def gateway_key(settings: Settings) -> str:
+    """The key the gateway check sends: the configured one (MissingKeyError for a
+    placeholder), or NO_KEY when none is set at all (a local server may need none)."""
+    if settings.api_key is not None and settings.api_key.get_secret_value().strip():
+        return settings.require_key()
+    return gateway_preflight.NO_KEY
+
+
+def close_app(app: Celery) -> None:
+    """Close the broker connections and the result backend (its Redis pool and the result
+    consumer's subscription) of ``app``; Celery's own ``close()`` only forgets its pool.
+
+    Kombu keeps one producer and connection pool per broker URL for the whole process:
+    their connections are closed but the pools stay usable (another client of the same
+    broker opens new connections when it next sends)."""
+    backend = app._backend  # the backend made so far, if any (reading .backend makes one)
+    if backend is not None:
+        consumer = getattr(backend, "result_consumer", None)
+        if consumer is not None:
+            consumer.stop()
+        client = vars(backend).get("client")  # made on first use (a cached property)
+        if client is not None:  # its pool is Celery's: Redis.close() would leave it open
+            client.connection_pool.disconnect()
+    for pool in (app.amqp._producer_pool, app._pool):
+        if pool is not None:  # closes every connection, then refills with unopened ones
+            pool.resize(pool.limit, reset=True)
+    app.close()

@@ -1,0 +1,100 @@
+"""A submitted job's handle: where it stands (phase, counts, cost so far) and its report."""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Literal
+
+from swarm.catalog import Catalog
+from swarm.errors import JobTimeoutError
+from swarm.jobs.report import Report, model_lines, with_late_billing
+from swarm.store import JobStore, Progress
+
+WAIT_CHUNK_S = 60.0
+"""SwarmHandle.wait without a timeout waits in chunks of this long."""
+
+Phase = Literal["nodes", "aggregating", "done"]
+"""Where a job is: sub-agents running, every node ended and the report not yet written (the
+aggregation runs), or the report written."""
+
+
+class JobProgress(Progress):
+    """A job's progress as SwarmHandle.progress() gives it: the node counts, the phase,
+    and what the gateway billed so far.
+
+    ``done`` counts the nodes that succeeded: it may equal ``total`` while the aggregation
+    still runs; ``phase`` (or ``finished``) says whether the job has ended."""
+
+    phase: Phase
+    """``nodes``, ``aggregating`` or ``done`` (see Phase)."""
+    cost_usd: float | None = None
+    """USD billed so far, every call the ledger counted (None: the handle has no catalog)."""
+
+
+def phase_of(progress: Progress) -> Phase:
+    """The phase a job's counts imply."""
+    if progress.finished:
+        return "done"
+    if progress.total and progress.done + progress.failed >= progress.total:
+        return "aggregating"
+    return "nodes"
+
+
+class SwarmHandle:
+    """A submitted job, by id; cheap to create, safe to hold in any process."""
+
+    def __init__(self, job_id: str, store: JobStore, catalog: Catalog | None = None) -> None:
+        self.id = job_id
+        self._store = store
+        self._catalog = catalog
+
+    def __repr__(self) -> str:
+        return f"SwarmHandle({self.id!r})"
+
+    def progress(self) -> JobProgress:
+        """Nodes total, done, failed and in flight (per model too), the phase, and the cost
+        so far; JobNotFoundError for an unknown job."""
+        counts = self._store.progress(self.id)
+        cost = None
+        if self._catalog is not None:
+            lines = model_lines(self._catalog, self._store.ledger(self.id))
+            cost = round(sum(line.cost_usd for line in lines.values()), 6)
+        return JobProgress(**dict(counts), phase=phase_of(counts), cost_usd=cost)
+
+    def done(self) -> bool:
+        """True once the job's report is written (whatever its status)."""
+        return self._store.progress(self.id).finished
+
+    def report(self) -> Report | None:
+        """The final report, or None while the job runs. Its billing includes calls the
+        ledger recorded after it was written (``late_calls``; needs the catalog)."""
+        return _typed(self._settled(self._store.report(self.id)))
+
+    def _settled(self, report: dict[str, Any] | None) -> dict[str, Any] | None:
+        if report is None or self._catalog is None:
+            return report
+        return with_late_billing(report, self._store.ledger(self.id), self._catalog)
+
+    def wait(self, timeout: float | None = None, poll_s: float = 0.05) -> Report:
+        """Block until the report exists and return it; JobTimeoutError after ``timeout``
+        seconds. ``report.to_dict()`` is the contract's JSON dict.
+
+        The Redis store wakes up as soon as the report is written (``poll_s`` is the
+        in-memory store's polling interval)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            left_s = WAIT_CHUNK_S if deadline is None else deadline - time.monotonic()
+            report = self._settled(self._store.wait_report(self.id, max(left_s, 0.0), poll_s))
+            if report is not None:
+                return Report.from_dict(report)
+            if deadline is not None and time.monotonic() >= deadline:
+                raise JobTimeoutError(f"job {self.id} has no report after {timeout:.0f} s")
+
+    def cancel(self) -> None:
+        """Stop the job: nodes that have not called the gateway end as cancelled without
+        calling it; calls in flight finish and are billed; the report says cancelled."""
+        self._store.cancel(self.id)
+
+
+def _typed(report: dict[str, Any] | None) -> Report | None:
+    return None if report is None else Report.from_dict(report)

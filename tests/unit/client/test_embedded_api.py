@@ -1,0 +1,47 @@
+"""swarm.testing.embedded: a whole swarm in this process for a user's own tests, driven
+through the public API (blocking and asyncio)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+import swarm
+import swarm.testing
+from swarm import AsyncSwarmClient, Report
+
+
+def test_a_job_runs_in_process_and_reports_typed(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SWARM_BROKER_URL", "redis://127.0.0.1:9/0")  # never used: in memory
+    with swarm.testing.embedded() as client:
+        handle = client.submit(["def f(): pass", "x = 1", "print(2)"], "Review this code")
+        report = handle.wait(timeout=60)
+        progress = client.attach(handle.id).progress()
+    assert isinstance(report, Report)
+    assert (report.status, report.total, report.succeeded) == ("succeeded", 3, 3)
+    assert report.final and all(node.status == "ok" and node.content for node in report.nodes)
+    assert report.cost_usd > 0 and report.usage.completion_tokens > 0
+    assert (progress.phase, progress.done, progress.cost_usd) == ("done", 3, report.cost_usd)
+    assert handle.done()
+
+
+def test_the_simulator_is_configurable() -> None:
+    config = swarm.testing.SimConfig(error_rate=1.0)  # every call answers 500
+    with swarm.testing.embedded(simulator=config, max_attempts=1) as client:
+        report = client.submit(["a", "b"], "Summarise").wait(timeout=60)
+    assert report.status == "failed" and report.failures_by_kind == {"server_error": 2}
+
+
+def test_the_async_client_submits_and_waits() -> None:
+    async def scenario() -> Report:
+        with swarm.testing.embedded(latency_ms=50) as embedded_client:
+            client = AsyncSwarmClient(client=embedded_client)
+            handle = await client.submit(["a", "b"], "Summarise")
+            assert (await client.attach(handle.id)).id == handle.id
+            report = await handle.wait(timeout=60)
+            assert await handle.done() and (await handle.progress()).phase == "done"
+            return report
+
+    report = asyncio.run(scenario())
+    assert report.status == "succeeded" and report.total == 2
