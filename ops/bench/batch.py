@@ -59,7 +59,7 @@ def run(client: SwarmClient, stats: Any, items: list[InputItem], deadline_s: flo
         handle = client.submit(
             items, "Extract the figures", aggregate_instruction=merge, deadline_s=deadline_s
         )
-        report = handle.wait(timeout=(deadline_s or 1800) + 600)
+        report = handle.wait(timeout=(deadline_s or 1800) + 600).to_dict()
     finally:
         stop.set()
         sampler.join()

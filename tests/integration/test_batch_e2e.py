@@ -42,7 +42,9 @@ def batch_line(report: dict[str, Any]) -> dict[str, Any]:
 def test_deadline_job_runs_through_one_batch_at_half_price(stack: Stack) -> None:
     stack.reset_stats()
     client = stack.client()
-    report = client.submit(inputs(60, "a"), "Extract x", deadline_s=600).wait(timeout=WAIT_S)
+    report = (
+        client.submit(inputs(60, "a"), "Extract x", deadline_s=600).wait(timeout=WAIT_S).to_dict()
+    )
     assert report["status"] == "succeeded", report.get("error")
     assert {node["via"] for node in report["nodes"]} == {"batch"}
     stats = stack.stats()
@@ -61,7 +63,7 @@ def test_deadline_job_runs_through_one_batch_at_half_price(stack: Stack) -> None
     assert line["saved_usd"] == pytest.approx(0.5 * lines_live_price, rel=1e-4)
 
     stack.reset_stats()
-    live = client.submit(inputs(60, "a"), "Extract x").wait(timeout=WAIT_S)
+    live = client.submit(inputs(60, "a"), "Extract x").wait(timeout=WAIT_S).to_dict()
     assert live["status"] == "succeeded", live.get("error")
     assert {node["via"] for node in live["nodes"]} == {"live"}
     live_stats = stack.stats()
@@ -84,7 +86,7 @@ def tokens(counts: dict[str, Any]) -> Usage:
 
 def test_without_deadline_nothing_goes_to_batch(stack: Stack) -> None:
     stack.reset_stats()
-    report = stack.client().submit(inputs(5, "b"), "Extract x").wait(timeout=WAIT_S)
+    report = stack.client().submit(inputs(5, "b"), "Extract x").wait(timeout=WAIT_S).to_dict()
     assert report["status"] == "succeeded"
     assert stack.stats()["batch"]["files_uploaded"] == 0
     assert "batch_calls" not in report["models"][MODEL] or not batch_line(report)["batch_calls"]
@@ -95,7 +97,7 @@ def test_deadline_shorter_than_the_batch_runs_pending_nodes_live(stack: Stack) -
     batch is cancelled half a second in and the nodes it had not answered run live."""
     stack.reset_stats()
     handle = stack.client().submit(inputs(40, "c"), "Extract x", deadline_s=2.5)
-    report = handle.wait(timeout=WAIT_S)
+    report = handle.wait(timeout=WAIT_S).to_dict()
     assert report["status"] == "succeeded", report.get("error")
     stats = stack.stats()
     vias = [node["via"] for node in report["nodes"]]
@@ -128,7 +130,7 @@ def test_cli_deadline_status_shows_the_batch_then_the_report(stack: Stack) -> No
     shown = json.loads(running.stdout)
     if shown["status"] == "running":  # the 2 s batch may already be over
         assert shown["deadline_at"] is not None and len(shown["batches"]) == 1
-    report = stack.client().attach(job_id).wait(timeout=WAIT_S)
+    report = stack.client().attach(job_id).wait(timeout=WAIT_S).to_dict()
     assert report["models"][MODEL]["batch_calls"] == 10
     ended = json.loads(run_cli(["status", job_id, "--json"], stack).stdout)
     assert ended["status"] == "succeeded" and {n["via"] for n in ended["nodes"]} == {"batch"}

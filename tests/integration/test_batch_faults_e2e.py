@@ -48,7 +48,7 @@ def test_sigkill_of_the_polling_worker_mid_batch(redis_server: Any, tmp_logs: Pa
         victim.kill()  # SIGKILL while it holds the poll's countdown (or runs it)
         assert "swarm.batch.poll" in victim.log_text()
         st.add_worker("w2", tmp_logs, c=4)
-        report = handle.wait(timeout=WAIT_S)
+        report = handle.wait(timeout=WAIT_S).to_dict()
         assert report["status"] == "succeeded", report.get("error")
         stats = st.stats()
         assert stats["batch"]["batches_created"] == 1  # never created again
@@ -75,7 +75,7 @@ def test_a_redis_restart_mid_batch_loses_nothing(
         wait_until(lambda: (s := batches.get(handle.id, 0)) and s.batch_id,
                    "the batch created and its id stored")  # fmt: skip
         srv.restart()
-        report = handle.wait(timeout=WAIT_S)  # the producer's own connections reconnect
+        report = handle.wait(timeout=WAIT_S).to_dict()  # the producer's own connections reconnect
         assert report["status"] == "succeeded", report.get("error")
         stats = st.stats()
         assert stats["batch"]["batches_created"] == 1
@@ -99,7 +99,7 @@ def test_cancelling_the_job_cancels_its_batch(redis_server: Any, tmp_logs: Path)
         wait_until(lambda: (s := batches.get(handle.id, 0)) and s.batch_id,
                    "the batch created and its id stored")  # fmt: skip
         handle.cancel()
-        report = handle.wait(timeout=WAIT_S)
+        report = handle.wait(timeout=WAIT_S).to_dict()
         assert report["status"] == "cancelled"
         assert {node["error_kind"] for node in report["nodes"]} == {"cancelled"}
         stats = st.stats()

@@ -40,10 +40,10 @@ def inputs(n: int, tokens: int) -> list[InputItem]:
 
 def test_long_answers_after_short_ones_are_sent_as_asked_and_not_cut(stack: Stack) -> None:
     client = stack.client()
-    short = client.submit(inputs(60, 20), "Say it in a word").wait(timeout=WAIT_S)
+    short = client.submit(inputs(60, 20), "Say it in a word").wait(timeout=WAIT_S).to_dict()
     assert short["succeeded"] == 60 and short["truncated"] == 0
     stack.reset_stats()
-    report = client.submit(inputs(30, 1500), "Review this diff").wait(timeout=WAIT_S)
+    report = client.submit(inputs(30, 1500), "Review this diff").wait(timeout=WAIT_S).to_dict()
     stats = stack.stats()
     assert report["succeeded"] == 30, report["failures_by_kind"]
     assert stats["max_tokens_seen"] == {MAX_TOKENS: stats["requests"]}, stats["max_tokens_seen"]

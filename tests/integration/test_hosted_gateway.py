@@ -40,7 +40,9 @@ def fs(redis_server, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fault
 def test_every_node_given_up_made_all_its_attempts(fs: FaultStack) -> None:
     fs.ensure_workers(["w1"], 50)
     fs.stack.reset_stats()
-    report = fs.client().submit(inputs(NODES), "Summarise this document").wait(timeout=WAIT_S)
+    report = (
+        fs.client().submit(inputs(NODES), "Summarise this document").wait(timeout=WAIT_S).to_dict()
+    )
     nodes = report["nodes"]
     failed = [node for node in nodes if node["status"] != "ok"]
     assert len(nodes) == NODES
