@@ -9,6 +9,7 @@ from collections.abc import Sequence
 import click
 
 from swarm.catalog import AGGREGATE_KIND, Catalog
+from swarm.cli.snapshot import sub_agents
 from swarm.client import agent_bound
 from swarm.cost.budget import JobEstimate
 from swarm.cost.pricing import usd_of_nusd
@@ -22,7 +23,7 @@ def estimate_text(bound: JobEstimate) -> str:
     nodes = usd_of_nusd(bound.subagents_nusd)
     aggregation = usd_of_nusd(bound.aggregation_nusd)
     return (
-        f"estimate: up to ${bound.total_usd:.4f} for {bound.nodes} sub-agents "
+        f"estimate: up to ${bound.total_usd:.4f} for {sub_agents(bound.nodes)} "
         f"(${nodes:.4f}) and the aggregation (${aggregation:.4f}); an upper bound (every "
         f"prompt uncached, every answer at max_tokens: {bound.prompt_tokens:,} prompt + "
         f"{bound.completion_tokens:,} completion tokens at most)"

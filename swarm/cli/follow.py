@@ -22,7 +22,7 @@ from rich.live import Live
 from swarm.catalog import Catalog
 from swarm.cli.decorators import INTERRUPTED
 from swarm.cli.live_view import live_view
-from swarm.cli.snapshot import JobSnapshot, plain_line, take_snapshot
+from swarm.cli.snapshot import JobSnapshot, plain_line, sub_agents, take_snapshot
 from swarm.errors import JobTimeoutError
 from swarm.jobs.report import with_late_billing
 from swarm.records import JobSpec
@@ -156,9 +156,10 @@ def _follow_live(watch: Watch, timeout_s: float | None, console: Console) -> dic
 
 def _follow_plain(watch: Watch, timeout_s: float | None) -> dict[str, Any]:
     reader = _Reader(watch, timeout_s)
+    stops = "ends it" if watch.embedded else "stops waiting, not the job"
     click.echo(
-        f"swarm: waiting for job {watch.job_id} ({len(reader.spec.node_ids)} sub-agents; "
-        "Ctrl-C stops waiting, not the job)",
+        f"swarm: waiting for job {watch.job_id} ({sub_agents(len(reader.spec.node_ids))}; "
+        f"Ctrl-C {stops})",
         err=True,
     )
     last_phase, last_at = "", 0.0

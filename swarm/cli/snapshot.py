@@ -4,6 +4,7 @@ plain line with labelled counts (piped output, `swarm status` of a running job).
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 
@@ -90,8 +91,8 @@ def take_snapshot(
 
 
 def clock(seconds: float) -> str:
-    """``0:07``, ``12:30``, ``1:02:03``."""
-    whole = int(seconds)
+    """``0:07``, ``12:30``, ``1:02:03`` (whole seconds, rounded up: an ETA is never 0:00)."""
+    whole = math.ceil(seconds)
     hours, rest = divmod(whole, 3600)
     minutes, secs = divmod(rest, 60)
     return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
@@ -105,6 +106,11 @@ def money(usd: float) -> str:
 def counts(p: Progress) -> str:
     """``done 37 failed 0 in flight 16 pending 68``."""
     return f"done {p.done} failed {p.failed} in flight {p.in_flight} pending {p.pending}"
+
+
+def sub_agents(n: int) -> str:
+    """``1 sub-agent``, ``3 sub-agents``."""
+    return f"{n} sub-agent{'' if n == 1 else 's'}"
 
 
 def plain_line(s: JobSnapshot) -> str:

@@ -67,14 +67,30 @@ def test_eta_from_the_pace_so_far_and_none_once_aggregating() -> None:
     assert snapshot(done=4, in_flight=2).eta_s == pytest.approx(30.0)  # 20 s for 4 of 10
     assert snapshot(in_flight=2).eta_s is None
     assert snapshot(done=10, phase="final merge").eta_s is None
-    assert clock(75) == "1:15" and clock(3725) == "1:02:05"
+    assert clock(75) == "1:15" and clock(3725) == "1:02:05" and clock(0.4) == "0:01"
+
+
+def test_the_live_view_shows_phase_models_cost_and_eta() -> None:
+    from rich.console import Console
+
+    from swarm.cli.live_view import live_view
+
+    console = Console(record=True, width=100)
+    snap = snapshot(done=4, in_flight=2, rate_limited={"kimi-k2.5": 3}, budget_usd=1.0,
+                    model_cost_usd={"kimi-k2.5": 0.0123})  # fmt: skip
+    console.print(live_view(snap))
+    text = console.export_text()
+    assert "job j1  sub-agents running  0:20" in text
+    assert "4/10 sub-agents ended: done 4 failed 0 in flight 2 pending 4" in text
+    assert "429s" in text and "cost so far" in text
+    assert "cost so far $0.0123 of budget $1.0000   ETA 0:30 (sub-agents)" in text
 
 
 def test_the_plain_line_labels_every_count() -> None:
     line = plain_line(snapshot(done=37, in_flight=16, total=121, rate_limited={"kimi-k2.5": 3}))
     assert line == (
         "job j1 [0:20] sub-agents running: done 37 failed 0 in flight 16 pending 68 of 121; "
-        "429s 3; cost so far $0.0123; ETA 0:45"
+        "429s 3; cost so far $0.0123; ETA 0:46"
     )
     assert "\n" not in line and "/" not in line
     budgeted = plain_line(snapshot(done=1, budget_usd=0.5))
@@ -160,7 +176,7 @@ def test_waiting_piped_prints_plain_lines_at_phase_changes(
     assert report["status"] == "succeeded"
     err = capsys.readouterr().err
     assert "\x1b[" not in err
-    assert "swarm: waiting for job j1 (1 sub-agents; Ctrl-C stops waiting, not the job)" in err
+    assert "swarm: waiting for job j1 (1 sub-agent; Ctrl-C stops waiting, not the job)" in err
     assert "sub-agents running: done 0 failed 0 in flight 1 pending 0 of 1" in err
     assert "aggregating (final merge of 1 results on kimi-k2.5): done 1 failed 0" in err
 
