@@ -11,8 +11,7 @@ from swarm.cli.render import print_json, stdout_console
 from swarm.cli.snapshot import money
 from swarm.errors import ConfigError
 from swarm.settings import Settings
-from swarm.store import RedisJobStore
-from swarm.store.base import JobSummary
+from swarm.store import JobSummary, RedisJobStore
 
 STATUS_STYLE = {"succeeded": "green", "partial": "yellow", "running": "cyan"}
 

@@ -15,6 +15,10 @@ from rich.table import Table
 
 from swarm.jobs.report import COMPLETED
 
+REVIEW_KIND = "review"
+"""swarm.jobs.review.REVIEW_KIND, spelled here so that showing another job's report does not
+import the review module and jsonschema (a fifth of `swarm status`' time); a unit test
+checks that the two agree."""
 PIPED_WIDTH = 160
 """Columns of piped output (a terminal's own width otherwise, or COLUMNS)."""
 
@@ -89,8 +93,6 @@ def _models_table(report: dict[str, Any]) -> Table:
 def render_for(report: dict[str, Any]) -> Callable[[dict[str, Any], Console], None]:
     """How a finished job is shown: a review job (its nodes of the review kind) as the
     review's Markdown, any other as the generic report."""
-    from swarm.jobs.review import REVIEW_KIND
-
     nodes = report.get("nodes") or []
     if not nodes or any(node.get("kind") != REVIEW_KIND for node in nodes):
         return print_report

@@ -52,3 +52,13 @@ def test_model_counters_have_whole_headers_when_piped(
     for head in ("admitted", "waiting", "429s", "pauses", "rate factor", "in flight", "pause s"):
         assert head in out
     assert "…" not in out
+
+
+def test_the_review_kind_the_renderer_knows_is_the_review_modules() -> None:
+    from swarm.cli import render
+    from swarm.jobs.review import REVIEW_KIND
+
+    assert render.REVIEW_KIND == REVIEW_KIND
+    review = {"nodes": [{"kind": REVIEW_KIND}]}
+    assert render.render_for(review) is render.print_review
+    assert render.render_for({"nodes": [{"kind": "default"}]}) is render.print_report
