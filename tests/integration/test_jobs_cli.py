@@ -196,3 +196,35 @@ def test_a_worker_without_the_key_its_gateway_needs_warns_at_start(
         ), log
     finally:
         worker.terminate(10)
+
+
+def test_status_watch_on_a_terminal_draws_the_live_view(stack: Stack, tmp_path: Path) -> None:
+    import pty
+
+    files = inputs(tmp_path, 4, "[[sim:latency_ms=4000]]")
+    job_id = swarm(["run", *files, "--no-wait"], stack.env).stdout.strip()
+    leader, follower = pty.openpty()
+    watch = subprocess.Popen(
+        [*CLI, "status", job_id, "--watch"], env={**os.environ, **stack.env, "COLUMNS": "120"},
+        stdout=subprocess.PIPE, stderr=follower, text=True,
+    )  # fmt: skip
+    os.close(follower)
+    drawn = b""
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:  # the terminal closed with the process
+            break
+        if not chunk:
+            break
+        drawn += chunk
+    out, _ = watch.communicate(timeout=120)
+    os.close(leader)
+    screen = drawn.decode("utf-8", "replace")
+    assert watch.returncode == 0 and f"job {job_id}  succeeded" in out
+    assert "\x1b[" in screen  # drawn and redrawn in place
+    text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", screen)
+    assert re.search(rf"swarm job {job_id}  (sub-agents running|aggregating)", text)
+    assert "sub-agents ended: done " in text and "cost so far $" in text
+    for head in ("model", "done", "failed", "in flight", "429s", "cost so far"):
+        assert head in text
