@@ -62,3 +62,15 @@ def test_the_review_kind_the_renderer_knows_is_the_review_modules() -> None:
     review = {"nodes": [{"kind": REVIEW_KIND}]}
     assert render.render_for(review) is render.print_review
     assert render.render_for({"nodes": [{"kind": "default"}]}) is render.print_report
+
+
+def test_ctrl_c_outside_a_wait_is_one_line_and_130(monkeypatch: pytest.MonkeyPatch) -> None:
+    import swarm.settings
+
+    def interrupted(**_: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(swarm.settings, "load_settings", interrupted)
+    done = CliRunner().invoke(main, ["jobs"])
+    assert done.exit_code == 130
+    assert done.output.strip() == "swarm: interrupted" and "Aborted" not in done.output
