@@ -198,11 +198,11 @@ def test_a_worker_without_the_key_its_gateway_needs_warns_at_start(
         worker.terminate(10)
 
 
-def test_status_watch_on_a_terminal_draws_the_live_view(stack: Stack, tmp_path: Path) -> None:
+def test_status_watch_on_a_terminal_draws_the_live_view(stack: Stack) -> None:
     import pty
 
-    files = inputs(tmp_path, 4, "[[sim:latency_ms=4000]]")
-    job_id = swarm(["run", *files, "--no-wait"], stack.env).stdout.strip()
+    items = [f"document {i} [[sim:latency_ms=12000]]" for i in range(4)]  # outlasts a slow start
+    job_id = stack.client().submit(items, "Summarise").id
     leader, follower = pty.openpty()
     watch = subprocess.Popen(
         [*CLI, "status", job_id, "--watch"], env={**os.environ, **stack.env, "COLUMNS": "120"},
