@@ -75,8 +75,8 @@ def inputs(tmp_path: Path, n: int, marker: str = "") -> list[str]:
 def test_ctrl_c_leaves_the_job_running_and_status_watch_follows_it(
     stack: Stack, tmp_path: Path
 ) -> None:
-    files = inputs(tmp_path, 6, "[[sim:latency_ms=2000]]")
-    slow_merge = "Merge the results. [[sim:latency_ms=6000]]"
+    files = inputs(tmp_path, 6, "[[sim:latency_ms=5000]]")  # two waves: 10 s
+    slow_merge = "Merge the results. [[sim:latency_ms=8000]]"
     run = start(["run", *files, "--instruction", "Summarise", "--aggregate", slow_merge], stack.env)
     before, job_id = read_until(run, r"^swarm: waiting for job (\w+) ")
     watch = start(["status", job_id, "--watch"], stack.env)
@@ -104,7 +104,7 @@ def test_ctrl_c_leaves_the_job_running_and_status_watch_follows_it(
 
 
 def test_jobs_cancel_and_the_cost_of_a_running_job(stack: Stack, tmp_path: Path) -> None:
-    files = inputs(tmp_path, 200)  # calls of 2.5 s, 200 of them: it runs while we look
+    files = inputs(tmp_path, 200, "[[sim:latency_ms=3000]]")  # 150 s: it runs while we look
     first = swarm(["run", *files, "--no-wait"], stack.env).stdout.strip()
     deadline = time.monotonic() + 120
     while True:
