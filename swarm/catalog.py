@@ -85,7 +85,7 @@ class ModelSpec(BaseModel):
     """Lines one batch file may hold (OpenAI: 50,000)."""
     batch_max_bytes: Positive = 100 * 1024 * 1024
     """Bytes one batch file may hold (Kimi: 100 MB; OpenAI: 200 MB)."""
-    batch_refused_fields: tuple[str, ...] = ()
+    batch_refused_fields: ModelList = ()
     """Body fields the provider refuses in a batch line (Kimi: temperature, top_p); they
     are left out of the lines."""
 

@@ -68,6 +68,9 @@ class Settings(BaseSettings):
     """Share of nodes that must succeed for the aggregation to run."""
     result_expires_s: int = Field(default=7 * 86400, gt=0)
     """How long job data, results and chord state live in Redis."""
+    estimate_notice_usd: float = Field(default=1.0, ge=0)
+    """The CLI prints a job's pre-flight cost bound on stderr before submitting it when the
+    bound reaches this many USD (always with --json; 0: for every job)."""
     visibility_timeout_s: int = Field(default=900, gt=0)
     """Redis broker: an unacked task is redelivered after this long."""
     unacked_restore_interval_s: float = Field(default=10.0, gt=0)

@@ -1,16 +1,18 @@
 """Signal listeners: build the Runtime as soon as a worker process starts, so a bad
-configuration fails at start-up instead of at the first task; serve its Prometheus metrics
+configuration fails at start-up instead of at the first task; warn of gateways it has no
+key for (workers.keys); serve its Prometheus metrics
 (SWARM_METRICS_PORT) and count the tasks in flight per model."""
 
 from __future__ import annotations
 
 import logging
+import os
 from typing import Any
 
 from celery import Task, signals
 
 from swarm.jobs.delayed_delivery import origin_queue
-from workers import leases, metrics, process
+from workers import keys, leases, metrics, process
 
 _connected = False
 log = logging.getLogger(__name__)
@@ -18,6 +20,12 @@ log = logging.getLogger(__name__)
 
 def _warm_runtime(**_: Any) -> None:
     process.get()
+
+
+def _warn_missing_keys(**_: Any) -> None:
+    """One WARNING per gateway called without the key it needs (workers.keys)."""
+    rt = process.get()
+    keys.warn_missing_keys(rt.settings, rt.catalog, os.environ)
 
 
 def _record_threads(sender: Any = None, **_: Any) -> None:
@@ -64,6 +72,7 @@ def connect() -> None:
     if not _connected:
         signals.worker_init.connect(_record_threads, weak=False)
         signals.worker_init.connect(_warm_runtime, weak=False)
+        signals.worker_ready.connect(_warn_missing_keys, weak=False)
         signals.worker_init.connect(_serve_metrics, weak=False)
         signals.worker_process_init.connect(_warm_runtime, weak=False)
         signals.task_received.connect(leases.on_received, weak=False)

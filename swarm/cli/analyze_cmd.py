@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from swarm.cli.decorators import job_options, one_line_errors
+from swarm.cli.decorators import check_timeout, job_options, one_line_errors
 from swarm.cli.duration import DEADLINE_HELP, Duration
 
 if TYPE_CHECKING:
@@ -41,7 +41,7 @@ def _print_markdown(report: dict[str, Any], console: Console) -> None:
     console.print(survey_markdown(report), markup=False, highlight=False)
 
 
-@click.command("analyze")
+@click.command("analyze", short_help="Answer a question over documents (planned sub-agents).")
 @click.argument("documents", nargs=-1)
 @click.option("--query", required=True, help="The question the documents should answer.")
 @click.option(
@@ -59,13 +59,19 @@ def analyze_command(
     no_wait: bool,
     budget_usd: float | None,
     strict: bool,
+    timeout_s: float | None,
     deadline_s: float | None,
 ) -> None:
-    """Answer QUERY over DOCUMENTS (txt, md; pdf with pypdf installed)."""
+    """Answer QUERY over DOCUMENTS (txt, md; pdf with pypdf installed): a planner splits the
+    question into routed sub-tasks, then a synthesis answers it. Its cost is bounded while
+    it runs (--budget-usd caps it), not up front: the plan decides the calls."""
     from swarm.cli.execute import execute
+    from swarm.cost.budget import check_budget
     from swarm.settings import load_settings
     from swarm.sources.documents import read_documents
 
+    check_budget(budget_usd)
+    check_timeout(timeout_s)
     items = read_documents(list(documents))
 
     def submit(client: SwarmClient) -> SwarmHandle:
@@ -78,6 +84,7 @@ def analyze_command(
         simulate=simulate,
         no_wait=no_wait,
         strict=strict,
+        timeout_s=timeout_s,
         as_json=as_json,
         render=_print_markdown,
     )

@@ -9,7 +9,9 @@ from swarm.cli.decorators import one_line_errors
 from swarm.cost.assumptions import DEFAULT_SWARMS_PER_DAY
 
 
-@click.command(name="cost")
+@click.command(
+    name="cost", short_help="What a job cost (so far, while it runs), per day and month."
+)
 @click.argument("source")
 @click.option(
     "--swarms-per-day",
@@ -29,7 +31,8 @@ from swarm.cost.assumptions import DEFAULT_SWARMS_PER_DAY
 def cost_command(
     source: str, swarms_per_day: int, cny_per_usd: float | None, as_json: bool
 ) -> None:
-    """What a finished job (REPORT.json or JOB_ID) cost, and would cost on every model."""
+    """What a job (REPORT.json or JOB_ID) cost, and would cost on every model; while the
+    job runs, what it was billed so far and, at that pace, what its sub-agents will cost."""
     from swarm.cli.cost_view import show_cost
 
     show_cost(source, swarms_per_day, cny_per_usd, as_json)

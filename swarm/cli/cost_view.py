@@ -1,5 +1,5 @@
-"""`swarm cost`'s output: the report it prices (a JSON file, or a job of the store) and the
-cost table on a terminal."""
+"""`swarm cost`'s output: the report it prices (a JSON file, or a job of the store: while
+the job runs, what was billed so far) and the cost table on a terminal."""
 
 from __future__ import annotations
 
@@ -11,17 +11,55 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from swarm.catalog import load_catalog
+from swarm.catalog import Catalog, load_catalog
 from swarm.cli.render import print_json
+from swarm.cli.snapshot import JobSnapshot, money, take_snapshot
 from swarm.cost.projections import CostRow, CostTable, cost_table
-from swarm.errors import ConfigError, InputError, JobNotFinishedError
-from swarm.jobs.report import with_late_billing
+from swarm.errors import ConfigError, InputError
+from swarm.jobs.report import model_lines, with_late_billing
 from swarm.settings import Settings, load_settings
-from swarm.store import RedisJobStore
+from swarm.store import JobStore, RedisJobStore
 
 
-def load_report(source: str, settings: Settings) -> dict[str, Any]:
-    """A report from a JSON file, or from the job store when ``source`` is a job id."""
+def running_report(store: JobStore, catalog: Catalog, job_id: str) -> dict[str, Any]:
+    """What a running job was billed so far, in the report's shape (``status`` running):
+    its ledger priced on the catalog."""
+    lines = model_lines(catalog, store.ledger(job_id), store.rate_limited(job_id))
+    return {
+        "job_id": job_id,
+        "status": "running",
+        "models": {name: line.model_dump(mode="json") for name, line in lines.items()},
+        "cost_usd": round(sum(line.cost_usd for line in lines.values()), 6),
+    }
+
+
+def projected_usd(snap: JobSnapshot) -> float | None:
+    """The sub-agents' cost once they all ended, at the cost per ended sub-agent so far
+    (None before one ended, or once all did); calls in flight and the aggregation are not
+    in it."""
+    ended, total = snap.finished_nodes, snap.progress.total
+    if ended == 0 or ended >= total:
+        return None
+    return snap.cost_usd / ended * total
+
+
+def running_line(snap: JobSnapshot) -> str:
+    """``job X is running (12 of 40 sub-agents ended): billed so far $0.0123; at this pace
+    the sub-agents end near $0.0410 (the aggregation comes on top)``."""
+    line = (
+        f"job {snap.job_id} is running ({snap.finished_nodes} of {snap.progress.total} "
+        f"sub-agents ended, {snap.phase}): billed so far {money(snap.cost_usd)}"
+    )
+    projected = projected_usd(snap)
+    if projected is not None:
+        line += f"; at this pace the sub-agents end near {money(projected)} (the aggregation "
+        line += "comes on top)"
+    return line
+
+
+def load_report(source: str, settings: Settings) -> tuple[dict[str, Any], JobSnapshot | None]:
+    """A report from a JSON file, or from the job store when ``source`` is a job id; while
+    that job runs, what it was billed so far and a snapshot of it."""
     path = Path(source)
     if path.is_file():
         try:
@@ -30,17 +68,18 @@ def load_report(source: str, settings: Settings) -> dict[str, Any]:
             raise InputError(f"cannot read the report {source}: {exc}") from None
         if not isinstance(data, dict):
             raise InputError(f"{source} is not a swarm report (a JSON object)")
-        return data
+        return data, None
     if settings.embedded:
         raise ConfigError(
             f"{source!r} is not a file, and reading job {source} needs SWARM_BROKER_URL"
         )
     store = RedisJobStore.from_settings(settings)
-    store.spec(source)  # JobNotFoundError when unknown
+    spec = store.spec(source)  # JobNotFoundError when unknown
+    catalog = load_catalog(settings.config)
     report = store.report(source)
     if report is None:
-        raise JobNotFinishedError(f"job {source} has not ended yet (no report to price)")
-    return with_late_billing(report, store.ledger(source), load_catalog(settings.config))
+        return running_report(store, catalog, source), take_snapshot(store, catalog, spec)
+    return with_late_billing(report, store.ledger(source), catalog), None
 
 
 def _money(value: float, places: int) -> str:
@@ -99,7 +138,7 @@ def render(table: CostTable, console: Console) -> None:
 def show_cost(source: str, swarms_per_day: int, cny_per_usd: float | None, as_json: bool) -> None:
     """Price the report of ``source`` and print the table (JSON, or rich)."""
     settings = load_settings()
-    report = load_report(source, settings)
+    report, running = load_report(source, settings)
     table = cost_table(
         report,
         load_catalog(settings.config),
@@ -107,6 +146,18 @@ def show_cost(source: str, swarms_per_day: int, cny_per_usd: float | None, as_js
         cny_per_usd=cny_per_usd or settings.cny_per_usd,
     )
     if as_json:
-        print_json(table.model_dump(mode="json"))
-    else:  # the table is wide: do not squeeze it to 80 columns when piped
-        render(table, Console(width=None if sys.stdout.isatty() else 160))
+        data = table.model_dump(mode="json")
+        if running is not None:
+            projected = projected_usd(running)
+            data["running"] = {
+                "ended": running.finished_nodes,
+                "total": running.progress.total,
+                "phase": running.phase,
+                "subagents_projected_usd": None if projected is None else round(projected, 6),
+            }
+        print_json(data)
+        return
+    console = Console(width=None if sys.stdout.isatty() else 160)  # a wide table, piped
+    if running is not None:
+        console.print(running_line(running), markup=False, highlight=False, soft_wrap=True)
+    render(table, console)

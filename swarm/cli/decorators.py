@@ -1,5 +1,7 @@
-"""What the commands share when they are declared: the options of every job-submitting
-command, and the one-line error contract (SwarmError -> `swarm: <message>`, exit status 2).
+"""What the commands share when they are declared: the options of the job commands (one
+declaration each, so `run`, `review`, `analyze` and `resume` spell and explain them alike),
+the top-level group's help, and the one-line error contract (SwarmError -> `swarm:
+<message>`, exit status 2; Ctrl-C -> exit status 130, no traceback).
 
 Light on purpose: every command module imports it, and `swarm --help` loads every command
 module; the modules that run jobs are imported inside the commands' bodies.
@@ -10,37 +12,99 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from functools import wraps
-from typing import ParamSpec, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 import click
 
-from swarm.errors import SwarmError
+from swarm.errors import InputError, SwarmError
 
 P = ParamSpec("P")
 R = TypeVar("R")
 
+CONTEXT_SETTINGS: dict[str, Any] = {"help_option_names": ["-h", "--help"]}
+"""`-h` as well as `--help`, on the group and (inherited) on every command."""
+INTERRUPTED = 130
+"""Exit status after Ctrl-C (128 + SIGINT), as shells report it."""
+SHORT_HELP_CHARS = 400
+"""The command list shows each command's first sentence whole (wrapped, never cut)."""
 
-JOB_OPTIONS = (
-    click.option("--json", "as_json", is_flag=True, help="Print the report as JSON."),
-    click.option("--no-wait", is_flag=True, help="Print the job id and return."),
-    click.option("--simulate", is_flag=True, help="Embedded mode: use the built-in simulator."),
-    click.option("--budget-usd", type=float, help="Cap on the job's cost in USD (see README)."),
-    click.option(
-        "--strict", is_flag=True, help="Refuse when the workers call another gateway than this."
-    ),
+
+class SwarmGroup(click.Group):
+    """A group whose command list wraps each command's first sentence instead of cutting
+    it at the terminal's width with `...`."""
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = []
+        for name in self.list_commands(ctx):
+            command = self.get_command(ctx, name)
+            if command is not None and not command.hidden:
+                rows.append((name, command.get_short_help_str(SHORT_HELP_CHARS)))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+
+JSON = click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+NO_WAIT = click.option("--no-wait", is_flag=True, help="Print the job id and return.")
+TIMEOUT = click.option(
+    "--timeout",
+    "timeout_s",
+    type=float,
+    default=None,
+    help="Stop waiting after S seconds (the job keeps running).",
 )
-"""The options every job-submitting command has (run, review, analyze)."""
+SIMULATE = click.option(
+    "--simulate", is_flag=True, help="Embedded mode: use the built-in simulator."
+)
+BUDGET = click.option(
+    "--budget-usd", type=float, help="Cap on the job's cost in USD; refused up front if the "
+    "estimate passes it (unless --force).",
+)  # fmt: skip
+STRICT = click.option(
+    "--strict", is_flag=True, help="Refuse when the workers call another gateway than this."
+)
+MAX_TOKENS = click.option(
+    "--max-tokens", type=click.IntRange(min=1), help="Completion cap per sub-agent."
+)
+FORCE = click.option(
+    "--force", is_flag=True, help="Run even if the estimate passes --budget-usd (until spent)."
+)
+
+JOB_OPTIONS = (JSON, NO_WAIT, SIMULATE, BUDGET, STRICT, TIMEOUT)
+"""The options of every job-submitting command (run, review, analyze)."""
+LIMIT_OPTIONS = (MAX_TOKENS, FORCE)
+"""The options of the commands whose sub-agents' answers are capped and priced up front
+(run, review)."""
+RESUME_OPTIONS = (JSON, NO_WAIT, STRICT, TIMEOUT)
+"""The options of `resume` that the job commands share (it takes a new --budget-usd of its
+own: the default keeps the job's)."""
 
 
-def job_options(fn: Callable[P, R]) -> Callable[P, R]:
-    """``fn`` with JOB_OPTIONS (parameters as_json, no_wait, simulate, budget_usd, strict)."""
-    for option in reversed(JOB_OPTIONS):
+def _with(options: tuple[Callable[[Any], Any], ...], fn: Callable[P, R]) -> Callable[P, R]:
+    for option in reversed(options):
         fn = option(fn)
     return fn
 
 
+def job_options(fn: Callable[P, R]) -> Callable[P, R]:
+    """``fn`` with JOB_OPTIONS (parameters as_json, no_wait, simulate, budget_usd, strict,
+    timeout_s)."""
+    return _with(JOB_OPTIONS, fn)
+
+
+def limit_options(fn: Callable[P, R]) -> Callable[P, R]:
+    """``fn`` with LIMIT_OPTIONS (parameters max_tokens, force)."""
+    return _with(LIMIT_OPTIONS, fn)
+
+
+def resume_options(fn: Callable[P, R]) -> Callable[P, R]:
+    """``fn`` with RESUME_OPTIONS (parameters as_json, no_wait, strict, timeout_s)."""
+    return _with(RESUME_OPTIONS, fn)
+
+
 def one_line_errors(fn: Callable[P, R]) -> Callable[P, R]:
-    """Turn SwarmError into `swarm: <message>` on stderr and exit status 2."""
+    """Turn SwarmError into `swarm: <message>` on stderr and exit status 2, and Ctrl-C
+    (outside a wait, which says more: swarm.cli.follow) into `swarm: interrupted`, 130."""
 
     @wraps(fn)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
@@ -49,5 +113,14 @@ def one_line_errors(fn: Callable[P, R]) -> Callable[P, R]:
         except SwarmError as exc:
             click.echo(f"swarm: {exc}", err=True)
             sys.exit(2)
+        except KeyboardInterrupt:
+            click.echo("\nswarm: interrupted", err=True)
+            sys.exit(INTERRUPTED)
 
     return wrapper
+
+
+def check_timeout(timeout_s: float | None) -> None:
+    """Refuse a ``--timeout`` that is not a positive number, before anything is submitted."""
+    if timeout_s is not None and not 0 < timeout_s < float("inf"):
+        raise InputError(f"--timeout must be a positive number of seconds, not {timeout_s:g}")

@@ -11,24 +11,20 @@ from contextlib import ExitStack
 from typing import Any
 
 import click
-from rich.console import Console
 
 from swarm.calls.gateway import make_client
 from swarm.catalog import load_catalog
+from swarm.cli.estimate_line import announce_estimate
+from swarm.cli.follow import Watch, follow
+from swarm.cli.idle import celery_idle_check
 from swarm.cli.preflight import NO_KEY, check_gateway
-from swarm.cli.render import Render, finish, follow, print_report
+from swarm.cli.render import Render, finish, print_report
 from swarm.client import SwarmClient, SwarmHandle
 from swarm.errors import ConfigError
 from swarm.records import InputItem
 from swarm.settings import Settings
 
-
-def stderr_console() -> Console | None:
-    console = Console(stderr=True)
-    return console if console.is_terminal else None
-
-
-Submit = Callable[[SwarmClient], Any]
+Submit = Callable[[SwarmClient], SwarmHandle]
 
 
 def submitter(
@@ -37,14 +33,30 @@ def submitter(
     aggregate: str,
     model: str | None,
     kind: str,
+    *,
+    as_json: bool = False,
     **options: Any,
 ) -> Submit:
-    def submit(client: SwarmClient) -> Any:
+    """Submit the job to a client, once its pre-flight bound was announced (see
+    swarm.cli.estimate_line; ``as_json``: always)."""
+
+    def submit(client: SwarmClient) -> SwarmHandle:
+        announce_estimate(
+            client.settings, client.catalog, items, instruction, aggregate, model=model,
+            kind=kind, max_tokens=options.get("max_tokens"), tools=options.get("tools"),
+            always=as_json,
+        )  # fmt: skip
         return client.submit(
             items, instruction, aggregate_instruction=aggregate, model=model, kind=kind, **options
         )
 
     return submit
+
+
+def broker_watch(client: SwarmClient, job_id: str) -> Watch:
+    """Waiting on a job of the deployment, with the check for queues nobody consumes."""
+    idle = celery_idle_check(lambda: client.app, client.catalog)
+    return Watch(client.store, client.catalog, job_id, idle_check=idle)
 
 
 def gateway(settings: Settings) -> tuple[str, str]:
@@ -86,7 +98,7 @@ def run_embedded(
             check_gateway(make_client(settings, base_url, key), base_url, keyless=key == NO_KEY)
         client = stack.enter_context(embedded_swarm(settings, catalog, base_url, key, join_s=None))
         handle = submit(client)
-        return follow(handle, stderr_console(), timeout_s)
+        return follow(Watch(client.store, client.catalog, handle.id, embedded=True), timeout_s)
     raise AssertionError("unreachable")  # pragma: no cover
 
 
@@ -114,8 +126,9 @@ def execute(
             "--simulate runs in embedded mode only; with SWARM_BROKER_URL, start `swarm sim` "
             "and point the workers' SWARM_BASE_URL at it"
         )
-    handle: SwarmHandle = submit(broker_client(settings, strict))
+    client = broker_client(settings, strict)
+    handle = submit(client)
     if no_wait:
         click.echo(handle.id)
         return
-    finish(follow(handle, stderr_console(), timeout_s), as_json, render)
+    finish(follow(broker_watch(client, handle.id), timeout_s), as_json, render)

@@ -1,4 +1,4 @@
-"""`swarm`: run, status, resume, demo, review, analyze, cost, sim, stack and bench.
+"""`swarm`: run, status, jobs, cancel, resume, demo, review, analyze, cost, sim, stack, bench.
 
 Every SwarmError becomes one line on stderr and exit status 2; a job that ends failed,
 cancelled or over budget exits 1; a completed job (succeeded or partial) exits 0.
@@ -18,8 +18,17 @@ import click
 from swarm.cli.analyze_cmd import analyze_command
 from swarm.cli.bench_cmd import bench_group
 from swarm.cli.cost_cmd import cost_command
-from swarm.cli.decorators import job_options, one_line_errors
+from swarm.cli.decorators import (
+    CONTEXT_SETTINGS,
+    SwarmGroup,
+    check_timeout,
+    job_options,
+    limit_options,
+    one_line_errors,
+    resume_options,
+)
 from swarm.cli.duration import DEADLINE_HELP, Duration
+from swarm.cli.jobs_cmd import cancel_command, jobs_command
 from swarm.cli.probe_cmd import probe_command
 from swarm.cli.review_cmd import review_command
 from swarm.cli.sim_cmd import sim_command
@@ -31,13 +40,13 @@ if TYPE_CHECKING:
     from swarm.client import SwarmClient
 
 
-@click.group()
+@click.group(cls=SwarmGroup, context_settings=CONTEXT_SETTINGS)
 @click.version_option(package_name="swarm")
 def main() -> None:
     """Agent swarms over OpenAI-compatible gateways, on Celery and Redis."""
 
 
-@main.command()
+@main.command(short_help="One sub-agent per input file, then the aggregation.")
 @click.argument("inputs", nargs=-1)
 @click.option("--instruction", default=DEFAULT_INSTRUCTION, help="What each sub-agent does.")
 @click.option(
@@ -46,9 +55,7 @@ def main() -> None:
 @click.option("--model", default=None, help="Catalog model of the sub-agents.")
 @click.option("--kind", default="default", show_default=True, help="Task kind (routing table).")
 @job_options
-@click.option("--timeout", "timeout_s", type=float, default=None, help="Give up waiting after S.")
-@click.option("--max-tokens", type=click.IntRange(min=1), help="Completion cap per sub-agent.")
-@click.option("--force", is_flag=True, help="Run even if the estimate passes --budget-usd.")
+@limit_options
 @click.option("--skip-empty", is_flag=True, help="Skip empty input files (one line each).")
 @click.option(
     "--output-schema",
@@ -103,6 +110,7 @@ def run(
         aggregate,
         model,
         kind,
+        as_json=as_json,
         max_tokens=max_tokens,
         budget_usd=budget_usd,
         force=force,
@@ -122,7 +130,7 @@ def run(
     )
 
 
-@main.command()
+@main.command(short_help="A whole swarm here: no Redis, no key, simulated gateway.")
 @click.option("--inputs", "n_inputs", type=click.IntRange(min=1), default=100, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @one_line_errors
@@ -144,9 +152,14 @@ def demo(n_inputs: int, as_json: bool) -> None:
     finish(run_embedded(settings, submit, True, None), as_json)
 
 
-@main.command()
+@main.command(short_help="A job's progress or report (--watch: live); admission counters.")
 @click.argument("job_id", required=False)
 @click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
+@click.option(
+    "--watch", "-w", is_flag=True,
+    help="Follow the job live until it ends (Ctrl-C stops watching, not the job), then "
+    "print its report.",
+)  # fmt: skip
 @click.option(
     "--models",
     is_flag=True,
@@ -155,9 +168,12 @@ def demo(n_inputs: int, as_json: bool) -> None:
 )
 @click.option("--node", "node_id", default=None, help="Print this node's transcript (agents).")
 @one_line_errors
-def status(job_id: str | None, as_json: bool, models: bool, node_id: str | None) -> None:
-    """Progress of a job, or its final report; without JOB_ID (or with --models), the
-    shared per-model admission counters; with --node, one agent node's transcript."""
+def status(
+    job_id: str | None, as_json: bool, watch: bool, models: bool, node_id: str | None
+) -> None:
+    """Progress of a job, or its final report; with --watch, the live view of the job until
+    it ends, then its report. Without JOB_ID (or with --models), the shared per-model
+    admission counters; with --node, one agent node's transcript."""
     from swarm.settings import load_settings
 
     settings = load_settings()
@@ -171,42 +187,45 @@ def status(job_id: str | None, as_json: bool, models: bool, node_id: str | None)
             return
     from swarm.cli.status_view import show_job
 
-    show_job(settings, job_id, node_id, as_json)
+    show_job(settings, job_id, node_id, as_json, watch=watch)
 
 
-@main.command()
+@main.command(short_help="Run again the sub-agents of an ended job that did not succeed.")
 @click.argument("job_id")
-@click.option("--budget-usd", type=float, help="A new cap for the job (default: keep its own).")
-@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
-@click.option("--no-wait", is_flag=True, help="Print the job id and return.")
-@click.option("--timeout", "timeout_s", type=float, default=None, help="Give up waiting after S.")
+@click.option(
+    "--budget-usd", type=float, help="A new cap on the job's cost in USD (default: its own)."
+)
+@resume_options
 @one_line_errors
 def resume(
-    job_id: str, budget_usd: float | None, as_json: bool, no_wait: bool, timeout_s: float | None
+    job_id: str,
+    budget_usd: float | None,
+    as_json: bool,
+    no_wait: bool,
+    strict: bool,
+    timeout_s: float | None,
 ) -> None:
     """Run again the nodes of an ended job that did not succeed, then aggregate again."""
-    from swarm.cli.execute import broker_client, stderr_console
-    from swarm.cli.render import finish, follow
+    from swarm.cli.execute import broker_client, broker_watch
+    from swarm.cli.follow import follow
+    from swarm.cli.render import finish
     from swarm.settings import load_settings
 
     settings = load_settings()
     check_timeout(timeout_s)
     if settings.embedded:
         raise ConfigError("`swarm resume` needs SWARM_BROKER_URL (the job store is in Redis)")
-    handle = broker_client(settings).resume(job_id, budget_usd=budget_usd)
+    client = broker_client(settings, strict)
+    handle = client.resume(job_id, budget_usd=budget_usd)
     if no_wait:
         click.echo(handle.id)
         return
-    finish(follow(handle, stderr_console(), timeout_s), as_json)
-
-
-def check_timeout(timeout_s: float | None) -> None:
-    """Refuse a ``--timeout`` that is not a positive number, before anything is submitted."""
-    if timeout_s is not None and not 0 < timeout_s < float("inf"):
-        raise InputError(f"--timeout must be a positive number of seconds, not {timeout_s:g}")
+    finish(follow(broker_watch(client, handle.id), timeout_s), as_json)
 
 
 for command in (
+    jobs_command,
+    cancel_command,
     cost_command,
     review_command,
     analyze_command,

@@ -14,7 +14,7 @@ from swarm.calls.admission.backend import BackendAdmission
 from swarm.calls.admission.redis import RedisAdmission
 from swarm.calls.local.adaptive import RedisAdaptive
 from swarm.catalog import Catalog, load_catalog
-from swarm.cli.render import print_json
+from swarm.cli.render import print_json, stdout_console
 from swarm.errors import BrokerUnavailableError, ConfigError
 from swarm.settings import Settings
 
@@ -99,4 +99,4 @@ def show_models(settings: Settings, as_json: bool) -> None:
     if as_json:
         print_json(counters)
     else:
-        print_models(counters, Console())
+        print_models(counters, stdout_console())

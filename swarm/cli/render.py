@@ -1,71 +1,36 @@
-"""Showing progress and reports on a terminal (rich), or as JSON."""
+"""Showing reports on a terminal (rich), or as JSON."""
 
 from __future__ import annotations
 
 import json
+import os
 import sys
-import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import click
 from rich.console import Console
 from rich.panel import Panel
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from swarm.jobs.report import COMPLETED
 
-if TYPE_CHECKING:
-    from swarm.client import SwarmHandle
-    from swarm.store import Progress as JobProgress
+REVIEW_KIND = "review"
+"""swarm.jobs.review.REVIEW_KIND, spelled here so that showing another job's report does not
+import the review module and jsonschema (a fifth of `swarm status`' time); a unit test
+checks that the two agree."""
+PIPED_WIDTH = 160
+"""Columns of piped output (a terminal's own width otherwise, or COLUMNS)."""
 
 Render = Callable[[dict[str, Any], Console], None]
 """How a finished job's report is shown on a terminal."""
 
 
-def progress_line(p: JobProgress) -> str:
-    """``done 40  failed 2  in flight 16  pending 42  | kimi-k2.5 40/2/16``"""
-    per_model = "  ".join(
-        f"{name} {m.done}/{m.failed}/{m.in_flight}" for name, m in p.models.items()
-    )
-    return f"done {p.done}  failed {p.failed}  in flight {p.in_flight}  pending {p.pending}" + (
-        f"  | {per_model}" if per_model else ""
-    )
-
-
-def follow(handle: SwarmHandle, console: Console | None, timeout_s: float | None) -> dict[str, Any]:
-    """Wait for the report; on a terminal, draw a live bar of nodes done and failed."""
-    if console is None:
-        return handle.wait(timeout=timeout_s).to_dict()
-    columns = (
-        TextColumn("[bold]swarm[/] {task.fields[job]}"),
-        BarColumn(),
-        TextColumn("{task.completed}/{task.total}"),
-        TextColumn("{task.fields[line]}"),
-        TimeElapsedColumn(),
-    )
-    with Progress(*columns, console=console, transient=True) as bar:
-        task = bar.add_task("", total=None, job=handle.id[:8], line="starting")
-        return _poll(
-            handle,
-            timeout_s,
-            lambda p: bar.update(
-                task, total=p.total, completed=p.done + p.failed, line=progress_line(p)
-            ),
-        )
-
-
-def _poll(
-    handle: SwarmHandle, timeout_s: float | None, show: Callable[[JobProgress], None]
-) -> dict[str, Any]:
-    deadline = None if timeout_s is None else time.monotonic() + timeout_s
-    while (report := handle.report()) is None:
-        show(handle.progress())
-        if deadline is not None and time.monotonic() > deadline:
-            return handle.wait(timeout=0).to_dict()
-        time.sleep(0.1)
-    return report.to_dict()
+def stdout_console() -> Console:
+    """The console reports print on: piped (and no COLUMNS set), PIPED_WIDTH columns wide
+    instead of rich's 80, so a line or a table header is not cut or wrapped mid-phrase."""
+    wide = sys.stdout.isatty() or "COLUMNS" in os.environ
+    return Console(width=None if wide else PIPED_WIDTH)
 
 
 def print_json(data: Any) -> None:
@@ -126,16 +91,9 @@ def _models_table(report: dict[str, Any]) -> Table:
     return table
 
 
-def print_progress(p: JobProgress, job_id: str, console: Console) -> None:
-    """A running job's counts."""
-    console.print(f"job {job_id} running: {p.done + p.failed}/{p.total}  {progress_line(p)}")
-
-
 def render_for(report: dict[str, Any]) -> Callable[[dict[str, Any], Console], None]:
     """How a finished job is shown: a review job (its nodes of the review kind) as the
     review's Markdown, any other as the generic report."""
-    from swarm.jobs.review import REVIEW_KIND
-
     nodes = report.get("nodes") or []
     if not nodes or any(node.get("kind") != REVIEW_KIND for node in nodes):
         return print_report
@@ -155,7 +113,7 @@ def finish(report: dict[str, Any], as_json: bool, render: Render = print_report)
     if as_json:
         print_json(report)
     else:
-        render(report, Console())
+        render(report, stdout_console())
     if report["status"] not in COMPLETED:
         click.echo(f"swarm: job ended {report['status']}: {report.get('error') or ''}", err=True)
         sys.exit(1)

@@ -3,19 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import click
 
-from swarm.cli.decorators import job_options, one_line_errors
+from swarm.cli.decorators import check_timeout, job_options, limit_options, one_line_errors
 from swarm.cli.duration import DEADLINE_HELP, Duration
 from swarm.errors import InputError
 
-if TYPE_CHECKING:
-    from swarm.client import SwarmClient, SwarmHandle
 
-
-@click.command("review")
+@click.command("review", short_help="Review commits of a git repository (default: the last 10).")
 @click.argument("repo", type=click.Path(path_type=Path), default=".")
 @click.option("--last", type=click.IntRange(min=1), help="The last N commits of HEAD.")
 @click.option("--range", "rev_range", help="A revision range, e.g. main..feature.")
@@ -27,6 +23,7 @@ if TYPE_CHECKING:
 )
 @click.option("--deadline", "deadline_s", type=Duration(), default=None, help=DEADLINE_HELP)
 @job_options
+@limit_options
 @one_line_errors
 def review_command(
     repo: Path,
@@ -40,38 +37,46 @@ def review_command(
     budget_usd: float | None,
     strict: bool,
     deadline_s: float | None,
+    timeout_s: float | None,
+    max_tokens: int | None,
+    force: bool,
 ) -> None:
-    """Review commits of a git repository (default: the last 10)."""
-    from swarm.cli.execute import execute
+    """Review commits of a git repository (default: the last 10): one reviewer per commit,
+    then a summary."""
+    from swarm.cli.execute import execute, submitter
     from swarm.cli.render import print_review
+    from swarm.cost.budget import check_budget
     from swarm.jobs.review import REVIEW_AGGREGATE, REVIEW_INSTRUCTION, REVIEW_KIND, REVIEW_SCHEMA
     from swarm.settings import load_settings
     from swarm.sources.git import commit_inputs
 
+    check_budget(budget_usd)
+    check_timeout(timeout_s)
     if last is not None and rev_range is not None:
         raise InputError("give --last or --range, not both")
     items = commit_inputs(repo, last=last or (None if rev_range else 10), rev_range=rev_range)
-
-    def submit(client: SwarmClient) -> SwarmHandle:
-        return client.submit(
-            items,
-            REVIEW_INSTRUCTION,
-            aggregate_instruction=REVIEW_AGGREGATE,
-            model=model,
-            kind=REVIEW_KIND,
-            output_schema=REVIEW_SCHEMA,
-            budget_usd=budget_usd,
-            tools="repo" if agent else None,
-            tool_root=str(repo.resolve()) if agent else None,
-            deadline_s=deadline_s,
-        )
-
+    submit = submitter(
+        items,
+        REVIEW_INSTRUCTION,
+        REVIEW_AGGREGATE,
+        model,
+        REVIEW_KIND,
+        as_json=as_json,
+        output_schema=REVIEW_SCHEMA,
+        budget_usd=budget_usd,
+        max_tokens=max_tokens,
+        force=force,
+        tools="repo" if agent else None,
+        tool_root=str(repo.resolve()) if agent else None,
+        deadline_s=deadline_s,
+    )
     execute(
         load_settings(),
         submit,
         simulate=simulate,
         no_wait=no_wait,
         strict=strict,
+        timeout_s=timeout_s,
         as_json=as_json,
         render=print_review,
     )

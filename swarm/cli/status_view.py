@@ -1,40 +1,91 @@
-"""`swarm status JOB`: a job's final report, or its counts while it runs; with ``--node``, one
-agent node's transcript. It reads the job store only: no Celery app, no gateway client."""
+"""`swarm status JOB`: a job's final report, or where it stands while it runs (one line, or
+with ``--watch`` the live view until the report); with ``--node``, one agent node's
+transcript. It reads the job store only (no Celery app, no gateway client), except that
+``--watch`` loads Celery to ask the workers for their queues when the job waits for one."""
 
 from __future__ import annotations
 
-from rich.console import Console
+from typing import TYPE_CHECKING, Any
+
+import click
 
 from swarm.batch.status import status_json, status_lines
-from swarm.catalog import load_catalog
-from swarm.cli.render import finish, print_json, print_progress, render_for
+from swarm.catalog import Catalog, load_catalog
+from swarm.cli.render import finish, print_json, render_for
+from swarm.cli.snapshot import JobSnapshot, plain_line, take_snapshot
 from swarm.cli.transcript_view import print_transcript
 from swarm.jobs.report import with_late_billing
 from swarm.settings import Settings
 from swarm.store import RedisJobStore
 from swarm.store.batches import batch_store
 
+if TYPE_CHECKING:
+    from celery import Celery
 
-def show_job(settings: Settings, job_id: str, node_id: str | None, as_json: bool) -> None:
+
+def show_job(
+    settings: Settings, job_id: str, node_id: str | None, as_json: bool, watch: bool = False
+) -> None:
     """Print the job's report (exit 1 unless it completed), its progress, or a node's
-    transcript; JobNotFoundError when the store does not know the job."""
+    transcript; with ``watch``, follow it to its report first. JobNotFoundError when the
+    store does not know the job."""
     catalog = load_catalog(settings.config)  # a bad catalog is one line here as everywhere
     store = RedisJobStore.from_settings(settings)
-    store.spec(job_id)
+    spec = store.spec(job_id)
     if node_id is not None:
         print_transcript(store, job_id, node_id, as_json)
+        return
+    if watch:
+        watched = _watch(settings, catalog, store, job_id)
+        finish(watched, as_json, render_for(watched))
         return
     report = store.report(job_id)
     if report is not None:
         report = with_late_billing(report, store.ledger(job_id), catalog)
         finish(report, as_json, render_for(report))
         return
-    progress = store.progress(job_id)
-    spec, files = store.spec(job_id), batch_store(store).files(job_id)
+    snap = take_snapshot(store, catalog, spec)
+    files = batch_store(store).files(job_id)
     if as_json:
-        print_json({"job_id": job_id, "status": "running", **progress.model_dump(mode="json"),
-                    **status_json(spec, files)})  # fmt: skip
+        print_json({**running_json(snap), **status_json(spec, files)})
     else:
-        print_progress(progress, job_id, Console())
+        click.echo(plain_line(snap))
         for line in status_lines(spec, files):
-            Console().print(line, highlight=False)
+            click.echo(line)
+
+
+def running_json(snap: JobSnapshot) -> dict[str, Any]:
+    """A running job as JSON: its counts (Progress), ``status`` running (or cancelling),
+    the phase, the cost so far (total and per model), 429s per model and the ETA."""
+    return {
+        "job_id": snap.job_id,
+        "status": "cancelling" if snap.cancelled else "running",
+        **snap.progress.model_dump(mode="json"),
+        "pending": snap.progress.pending,
+        "phase": snap.phase,
+        "cost_usd": round(snap.cost_usd, 9),
+        "budget_usd": snap.budget_usd,
+        "models_cost_usd": {k: round(v, 9) for k, v in snap.model_cost_usd.items()},
+        "rate_limited": snap.rate_limited,
+        "elapsed_s": round(snap.elapsed_s, 3),
+        "eta_s": None if snap.eta_s is None else round(snap.eta_s, 1),
+    }
+
+
+def _watch(
+    settings: Settings, catalog: Catalog, store: RedisJobStore, job_id: str
+) -> dict[str, Any]:
+    from swarm.cli.follow import Watch, follow
+    from swarm.cli.idle import celery_idle_check
+
+    app: list[Celery] = []
+
+    def celery() -> Celery:
+        if not app:
+            from swarm.jobs.queueing import make_celery
+
+            app.append(make_celery(settings, catalog))
+        return app[0]
+
+    watch = Watch(store, catalog, job_id, idle_check=celery_idle_check(celery, catalog))
+    return follow(watch, None)

@@ -27,6 +27,9 @@ class JobProgress(Progress):
 
     phase: Phase
     """``nodes``, ``aggregating`` or ``done`` (see Phase)."""
+    step: str | None = None
+    """What the aggregation is doing while it runs (``reduce level 2 of at most 3: 4
+    calls``, ``final merge of 30 results on kimi-k2.5``); None before it starts."""
     cost_usd: float | None = None
     """USD billed so far, every call the ledger counted (None: the handle has no catalog)."""
 
@@ -59,7 +62,8 @@ class SwarmHandle:
         if self._catalog is not None:
             lines = model_lines(self._catalog, self._store.ledger(self.id))
             cost = round(sum(line.cost_usd for line in lines.values()), 6)
-        return JobProgress(**dict(counts), phase=phase_of(counts), cost_usd=cost)
+        fields = {name: value for name, value in counts if name != "phase"}
+        return JobProgress(**fields, phase=phase_of(counts), step=counts.phase, cost_usd=cost)
 
     def done(self) -> bool:
         """True once the job's report is written (whatever its status)."""

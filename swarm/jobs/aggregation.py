@@ -15,7 +15,7 @@ from swarm.catalog import ModelSpec
 from swarm.cost.budget import messages_bound_nusd
 from swarm.cost.pricing import usd_of_nusd, usd_text
 from swarm.jobs.prompts import aggregate_messages
-from swarm.jobs.reduce import needs_reduction, pack
+from swarm.jobs.reduce import levels_after, needs_reduction, pack
 from swarm.jobs.report import (
     JobStatus,
     build_report,
@@ -42,6 +42,7 @@ def run_aggregation(rt: Runtime, job_id: str) -> dict[str, Any]:
     if existing is not None:
         return existing
     spec = rt.store.spec(job_id)
+    rt.store.set_phase(job_id, "aggregating")
     nodes = complete_nodes(spec, rt.store.envelopes(job_id))
     ok = [env for env in nodes if env.ok]
     cut = sum(1 for env in nodes if env.error_kind is ErrorKind.BUDGET_EXCEEDED)
@@ -129,6 +130,7 @@ def _merge(
         return [], error
     window = fitting_window(rt, model)
     messages = aggregate_messages(spec.aggregate_instruction, results, window, model.max_tokens)
+    rt.store.set_phase(spec.job_id, f"final merge of {len(results)} results on {model.name}")
     return messages, _call(rt, spec, model, f"{prefix}aggregate", messages)
 
 
@@ -159,6 +161,9 @@ def reduce_results(
         if not needs_reduction(sizes, budget):
             return results, None
         groups = [[results[i] for i in group] for group in pack(sizes, budget)]
+        left = levels_after(len(groups), model.max_tokens + 32, budget, MAX_REDUCE_LEVELS - level)
+        phase = f"reduce level {level} of at most {level + left}: {len(groups)} calls"
+        rt.store.set_phase(spec.job_id, phase)
         with ThreadPoolExecutor(max_workers=min(len(groups), REDUCE_PARALLELISM)) as pool:
             jobs = [
                 pool.submit(_reduce, rt, spec, model, f"{prefix}reduce:{level}:{i}", window, g)

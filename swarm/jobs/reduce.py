@@ -26,3 +26,14 @@ def pack(sizes: Sequence[int], budget: int) -> list[list[int]]:
 def needs_reduction(sizes: Sequence[int], budget: int) -> bool:
     """True when the items do not fit one call."""
     return sum(sizes) > budget and len(sizes) > 1
+
+
+def levels_after(groups: int, item_tokens: int, budget: int, cap: int) -> int:
+    """How many more reduce levels ``groups`` results of at most ``item_tokens`` each can
+    need before they fit ``budget`` (at most ``cap``): an upper bound, as every reduced
+    result is counted at its full size."""
+    levels, count = 0, groups
+    while levels < cap and needs_reduction([item_tokens] * count, budget):
+        count = len(pack([item_tokens] * count, budget))
+        levels += 1
+    return levels

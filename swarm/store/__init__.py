@@ -4,8 +4,16 @@
 ``MemoryJobStore`` serves the embedded single-process mode and unit tests.
 """
 
-from swarm.store.base import JobStore, LedgerLine, ModelProgress, Progress
+from swarm.store.base import JobStore, JobSummary, LedgerLine, ModelProgress, Progress
 from swarm.store.memory import MemoryJobStore
 from swarm.store.redis import RedisJobStore
 
-__all__ = ["JobStore", "LedgerLine", "MemoryJobStore", "ModelProgress", "Progress", "RedisJobStore"]
+__all__ = [
+    "JobStore",
+    "JobSummary",
+    "LedgerLine",
+    "MemoryJobStore",
+    "ModelProgress",
+    "Progress",
+    "RedisJobStore",
+]

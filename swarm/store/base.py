@@ -48,6 +48,9 @@ class Progress(Frozen):
     """The same counts per model."""
     finished: bool = False
     """True once the job's report is written."""
+    phase: str | None = None
+    """What the job's aggregation is doing (``reduce level 2 of at most 3: 4 calls``,
+    ``final merge``), once it started; None before."""
 
     @property
     def pending(self) -> int:
@@ -55,7 +58,9 @@ class Progress(Frozen):
         return max(self.total - self.done - self.failed - self.in_flight, 0)
 
 
-def progress_from_states(total: int, states: Mapping[str, str], finished: bool) -> Progress:
+def progress_from_states(
+    total: int, states: Mapping[str, str], finished: bool, phase: str | None = None
+) -> Progress:
     """Count node states (``"<state>|<model>"`` per node) into a Progress."""
     counts: dict[str, dict[str, int]] = {}
     for value in states.values():
@@ -72,7 +77,38 @@ def progress_from_states(total: int, states: Mapping[str, str], finished: bool) 
         in_flight=sum(m.in_flight for m in models.values()),
         models=models,
         finished=finished,
+        phase=phase,
     )
+
+
+CANCELLING = "cancelling"
+"""A job's listed status once cancelled and until its report is written."""
+
+
+class JobSummary(Frozen):
+    """One line of ``swarm jobs``: a job as listed by ``JobStore.recent_jobs``."""
+
+    job_id: str
+    submitted_at: float
+    """Unix time the job was submitted."""
+    status: str
+    """``running``, ``cancelling`` (cancelled, no report yet), or the report's status."""
+    total: int
+    """Sub-agent nodes."""
+    done: int
+    failed: int
+    in_flight: int
+    cost_usd: float
+    """What the gateway billed the job so far (every call, the aggregation included)."""
+    phase: str | None = None
+    """The aggregation's phase while it runs (see Progress.phase)."""
+
+
+def summary_status(report_status: str | None, cancelled: bool) -> str:
+    """A listed job's status: the report's, else ``cancelling`` or ``running``."""
+    if report_status is not None:
+        return report_status
+    return CANCELLING if cancelled else "running"
 
 
 @dataclass(frozen=True)
@@ -153,6 +189,15 @@ class JobStore(ABC):
     @abstractmethod
     def cancelled(self, job_id: str) -> bool:
         """True once cancel() was called."""
+
+    @abstractmethod
+    def recent_jobs(self, limit: int) -> list[JobSummary]:
+        """The ``limit`` jobs submitted last, newest first, from the store's index of jobs
+        by submit time (never a scan of keys); a job whose keys expired is not listed."""
+
+    @abstractmethod
+    def set_phase(self, job_id: str, phase: str) -> None:
+        """Record what the job's aggregation is doing now (shown by progress())."""
 
     @abstractmethod
     def save_report(self, job_id: str, report: Mapping[str, Any]) -> bool:

@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from swarm.cost.pricing import nusd_of_usd
+from swarm.cost.pricing import nusd_of_usd, usd_of_nusd
 from swarm.errors import JobNotFoundError
 from swarm.records import JobSpec, NodeEnvelope
 from swarm.store.agents import ToolOutcome, Transcript
@@ -19,10 +19,12 @@ from swarm.store.base import (
     RUNNING,
     HedgeCounts,
     JobStore,
+    JobSummary,
     LedgerLine,
     Progress,
     progress_from_states,
     should_replace,
+    summary_status,
 )
 from swarm.store.billing import BilledCall, BudgetState, StoredAnswer, admits
 from swarm.store.leases import CLAIM, TASK, Lease, parse_member
@@ -50,6 +52,7 @@ class _Job:
     rate_limited: dict[str, int] = field(default_factory=dict)
     tool_results: dict[str, ToolOutcome] = field(default_factory=dict)
     transcripts: dict[str, Transcript] = field(default_factory=dict)
+    phase: str | None = None
 
 
 class MemoryJobStore(JobStore):
@@ -118,7 +121,8 @@ class MemoryJobStore(JobStore):
     def progress(self, job_id: str) -> Progress:
         with self._lock:
             job = self._job(job_id)
-            return progress_from_states(len(job.spec.node_ids), job.states, job.report is not None)
+            total, finished = len(job.spec.node_ids), job.report is not None
+            return progress_from_states(total, job.states, finished, job.phase)
 
     def cancel(self, job_id: str) -> None:
         with self._lock:
@@ -127,6 +131,31 @@ class MemoryJobStore(JobStore):
     def cancelled(self, job_id: str) -> bool:
         with self._lock:
             return self._job(job_id).cancelled
+
+    def recent_jobs(self, limit: int) -> list[JobSummary]:
+        with self._lock:
+            jobs = sorted(self._jobs.values(), key=lambda j: j.spec.submitted_at, reverse=True)
+            return [self._summary(job) for job in jobs[: max(limit, 0)]]
+
+    @staticmethod
+    def _summary(job: _Job) -> JobSummary:
+        report_status = None if job.report is None else str(job.report.get("status"))
+        progress = progress_from_states(len(job.spec.node_ids), job.states, False)
+        return JobSummary(
+            job_id=job.spec.job_id,
+            submitted_at=job.spec.submitted_at,
+            status=summary_status(report_status, job.cancelled),
+            total=progress.total,
+            done=progress.done,
+            failed=progress.failed,
+            in_flight=progress.in_flight,
+            cost_usd=usd_of_nusd(job.budget.spent_nusd),
+            phase=None if job.report is not None else job.phase,
+        )
+
+    def set_phase(self, job_id: str, phase: str) -> None:
+        with self._lock:
+            self._job(job_id).phase = phase
 
     def save_report(self, job_id: str, report: Mapping[str, Any]) -> bool:
         with self._lock:
@@ -267,7 +296,7 @@ class MemoryJobStore(JobStore):
     def reopen(self, spec: JobSpec) -> int:
         with self._lock:
             job = self._job(spec.job_id)
-            job.spec, job.report, job.cancelled = spec, None, False
+            job.spec, job.report, job.cancelled, job.phase = spec, None, False, None
             job.reservations.clear()
             cap = None if spec.budget_usd is None else nusd_of_usd(spec.budget_usd)
             job.budget = BudgetState(cap_nusd=cap, spent_nusd=job.budget.spent_nusd)

@@ -21,11 +21,16 @@ Keys of one job share the hash tag ``{job:<id>}`` (one slot on Redis Cluster) an
     swarm:{job:<id>}:r429     hash    model -> 429 answers the job's calls got
     swarm:{job:<id>}:tools    hash    tool result key -> ToolOutcome JSON (first one wins)
     swarm:{job:<id>}:transcripts  hash  node_id -> Transcript JSON (agent nodes)
+    swarm:{job:<id>}:outcome  string  the report's status (written with the report; listing)
+    swarm:{job:<id>}:phase    string  what the aggregation does now (set_phase)
     swarm:{job:<id>}:done     channel published once the report is written (wait_report)
 
-One key outside the jobs lists the task leases for the sweepers (swarm.jobs.takeover):
+Two keys outside the jobs: the task leases for the sweepers (swarm.jobs.takeover), and the
+index of jobs by submit time that `swarm jobs` lists (members older than ``ttl_s`` are
+trimmed at each submit, and the index itself expires ``ttl_s`` after the last one):
 
     swarm:{leases}:due        zset    "<job id>|task:<task id>" -> lease expiry (ms, Redis time)
+    swarm:{jobs}:submitted    zset    job id -> submit time (Unix s)
 
 The billing keys are written by the Lua scripts in ``swarm/store/lua/`` (see scripts.py).
 """
@@ -39,7 +44,7 @@ from typing import TYPE_CHECKING, Any
 
 import redis
 
-from swarm.cost.pricing import nusd_of_usd
+from swarm.cost.pricing import nusd_of_usd, usd_of_nusd
 from swarm.errors import BrokerUnavailableError, JobNotFoundError
 from swarm.records import JobSpec, NodeEnvelope, Usage
 from swarm.store.agents import ToolOutcome, Transcript
@@ -49,10 +54,12 @@ from swarm.store.base import (
     RUNNING,
     HedgeCounts,
     JobStore,
+    JobSummary,
     LedgerLine,
     NodeBatch,
     Progress,
     progress_from_states,
+    summary_status,
 )
 from swarm.store.billing import BilledCall, BudgetState, StoredAnswer
 from swarm.store.leases import TASK, Lease, parse_member
@@ -79,6 +86,10 @@ MAX_CONNECTIONS = 1024
 threads of batched tasks; redis-py's own default of 100 raises MaxConnectionsError)."""
 LEASE_INDEX = "swarm:{leases}:due"
 """The lapse index of task leases (swarm.store.leases)."""
+JOB_INDEX = "swarm:{jobs}:submitted"
+"""The index of jobs by submit time (recent_jobs)."""
+_SUMMARY_PARTS = ("spec", "state", "report", "outcome", "cancel", "budget", "phase")
+"""The keys recent_jobs reads of each job, in this order."""
 REPORT_RECHECK_S = 1.0
 """wait_report reads the report again at least this often (a missed publish costs no more)."""
 
@@ -152,6 +163,9 @@ class RedisJobStore(JobStore):
             budget = _key(spec.job_id, "budget")
             pipe.hset(budget, "cap_nusd", nusd_of_usd(spec.budget_usd))
             pipe.expire(budget, self._ttl_s)
+        pipe.zadd(JOB_INDEX, {spec.job_id: spec.submitted_at})
+        pipe.zremrangebyscore(JOB_INDEX, "-inf", f"({time.time() - self._ttl_s}")
+        pipe.expire(JOB_INDEX, self._ttl_s)
         pipe.execute()
 
     def update_job(self, spec: JobSpec, texts: Sequence[str]) -> None:
@@ -222,8 +236,9 @@ class RedisJobStore(JobStore):
         pipe = self._r.pipeline(transaction=False)
         pipe.hgetall(_key(job_id, "state"))
         pipe.exists(_key(job_id, "report"))
-        states, finished = pipe.execute()
-        return progress_from_states(len(spec.node_ids), states, bool(finished))
+        pipe.get(_key(job_id, "phase"))
+        states, finished, phase = pipe.execute()
+        return progress_from_states(len(spec.node_ids), states, bool(finished), phase)
 
     def cancel(self, job_id: str) -> None:
         self.spec(job_id)
@@ -232,11 +247,60 @@ class RedisJobStore(JobStore):
     def cancelled(self, job_id: str) -> bool:
         return bool(self._r.exists(_key(job_id, "cancel")))
 
+    def recent_jobs(self, limit: int) -> list[JobSummary]:
+        """Two round trips: the index, then the few keys of each listed job (the report
+        itself only for a job whose status was not recorded beside it)."""
+        if limit <= 0:
+            return []
+        listed = [str(job_id) for job_id in self._r.zrevrange(JOB_INDEX, 0, limit - 1)]
+        pipe = self._r.pipeline(transaction=False)
+        for job_id in listed:
+            pipe.get(_key(job_id, "spec"))
+            pipe.hgetall(_key(job_id, "state"))
+            pipe.exists(_key(job_id, "report"))
+            pipe.get(_key(job_id, "outcome"))
+            pipe.exists(_key(job_id, "cancel"))
+            pipe.hget(_key(job_id, "budget"), "spent_nusd")
+            pipe.get(_key(job_id, "phase"))
+        found = pipe.execute()
+        width = len(_SUMMARY_PARTS)
+        rows = (found[i * width : (i + 1) * width] for i in range(len(listed)))
+        summaries = (self._summary(job_id, row) for job_id, row in zip(listed, rows, strict=True))
+        return [summary for summary in summaries if summary is not None]
+
+    def _summary(self, job_id: str, row: Sequence[Any]) -> JobSummary | None:
+        raw_spec, states, finished, outcome, cancelled, spent, phase = row
+        if raw_spec is None:
+            return None  # expired (the index is trimmed at the next submit)
+        spec = JobSpec.model_validate_json(raw_spec)
+        if finished and outcome is None:
+            outcome = str((self.report(job_id) or {}).get("status"))
+        progress = progress_from_states(len(spec.node_ids), states, bool(finished))
+        return JobSummary(
+            job_id=job_id,
+            submitted_at=spec.submitted_at,
+            status=summary_status(outcome if finished else None, bool(cancelled)),
+            total=progress.total,
+            done=progress.done,
+            failed=progress.failed,
+            in_flight=progress.in_flight,
+            cost_usd=usd_of_nusd(int(spent or 0)),
+            phase=None if finished else phase,
+        )
+
+    def set_phase(self, job_id: str, phase: str) -> None:
+        self._r.set(_key(job_id, "phase"), phase, ex=self._ttl_s)
+
     def save_report(self, job_id: str, report: Mapping[str, Any]) -> bool:
+        """The report (SET NX) and the done publish in one round trip; the status beside
+        it, for listing, only by the call that stored the report."""
         pipe = self._r.pipeline(transaction=False)
         pipe.set(_key(job_id, "report"), json.dumps(report), nx=True, ex=self._ttl_s)
         pipe.publish(_key(job_id, "done"), "1")
         stored, _ = pipe.execute()
+        if stored:
+            status = str(report.get("status"))
+            self._r.set(_key(job_id, "outcome"), status, ex=self._ttl_s)
         return bool(stored)
 
     def wait_report(
@@ -430,7 +494,9 @@ class RedisJobStore(JobStore):
             spec_json=spec.model_dump_json(),
             ttl_s=self._ttl_s,
         )
-        return int(self._scripts.run(args))
+        number = int(self._scripts.run(args))
+        self._r.delete(_key(job, "phase"))  # the new run's aggregation sets its own
+        return number
 
     def take_hedge(self, job_id: str, cap: int) -> bool:
         """Count first, give back when over the cap: never more than ``cap`` are granted

@@ -21,11 +21,11 @@ from celery.worker import state as worker_state
 from kombu.exceptions import OperationalError
 
 from swarm.calls.admission import AdmissionPolicy, MemoryAdmission
-from swarm.calls.local.abandoned import AbandonedPermits
-from swarm.calls.local.adaptive import MemoryAdaptive
 from swarm.calls.admission.backend import BackendAdmission
 from swarm.calls.gateway import backend_clients, backend_endpoints, make_client
 from swarm.calls.hedging import HedgePolicy, Hedger, LatencySketch
+from swarm.calls.local.abandoned import AbandonedPermits
+from swarm.calls.local.adaptive import MemoryAdaptive
 from swarm.calls.local.overtime import Overtime
 from swarm.calls.runtime import Runtime
 from swarm.catalog import Catalog

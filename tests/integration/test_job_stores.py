@@ -29,16 +29,16 @@ def store(request: pytest.FixtureRequest) -> Iterator[JobStore]:
             client.close()
 
 
-def spec(n: int = 3) -> JobSpec:
+def spec(n: int = 3, job_id: str = "job", submitted_at: float | None = None) -> JobSpec:
     return JobSpec(
-        job_id="job",
+        job_id=job_id,
         instruction="i",
         aggregate_instruction="a",
         model="m",
         aggregate_model="m",
         node_ids=tuple(f"n{i}" for i in range(n)),
         input_refs=tuple(f"r{i}" for i in range(n)),
-        submitted_at=time.time(),
+        submitted_at=time.time() if submitted_at is None else submitted_at,
     )
 
 
@@ -125,10 +125,60 @@ def test_redis_keys_share_one_hash_slot_and_expire(redis_url: str) -> None:
     store.mark_running("job", "n0", "m")
     store.finish_node("job", env("n0", ok=True))
     store.record_call("job", billed("c1", "m", Usage(prompt_tokens=1)))
+    store.set_phase("job", "final merge")
     store.save_report("job", {"status": "succeeded"})
     keys = r.keys("*")
-    assert len(keys) == 8 and all("{job:job}" in k for k in keys)
+    index = "swarm:{jobs}:submitted"
+    assert index in keys
+    jobs = [k for k in keys if k != index]
+    assert len(jobs) == 10 and all("{job:job}" in k for k in jobs)
     assert all(0 < r.ttl(k) <= 60 for k in keys)
+
+
+def test_recent_jobs_newest_first_with_counts_cost_and_status(store: JobStore) -> None:
+    now = time.time()
+    for i, job_id in enumerate(["old", "mid", "new"]):
+        store.create_job(spec(3, job_id, now - 30 + i), ["a", "b", "c"])
+    store.mark_running("mid", "n0", "m")
+    store.finish_node("mid", env("n1", ok=True))
+    store.finish_node("mid", env("n2", ok=False))
+    store.record_call("mid", BilledCall(call_id="c", model="m", usage=Usage(), cost_nusd=2500))
+    store.set_phase("mid", "reduce level 1 of at most 2: 3 calls")
+    store.save_report("old", {"status": "partial"})
+    store.cancel("new")
+    listed = store.recent_jobs(10)
+    assert [j.job_id for j in listed] == ["new", "mid", "old"]
+    new, mid, old = listed
+    assert (new.status, old.status, mid.status) == ("cancelling", "partial", "running")
+    assert (mid.total, mid.done, mid.failed, mid.in_flight) == (3, 1, 1, 1)
+    assert mid.cost_usd == pytest.approx(2.5e-6) and new.cost_usd == 0
+    assert mid.phase == "reduce level 1 of at most 2: 3 calls" and old.phase is None
+    assert [j.job_id for j in store.recent_jobs(2)] == ["new", "mid"]
+    assert store.recent_jobs(0) == []
+    store.save_report("new", {"status": "cancelled"})
+    assert store.recent_jobs(1)[0].status == "cancelled"
+
+
+def test_progress_shows_the_phase_until_a_resume(store: JobStore) -> None:
+    store.create_job(spec(), ["a", "b", "c"])
+    assert store.progress("job").phase is None
+    store.set_phase("job", "final merge")
+    assert store.progress("job").phase == "final merge"
+    store.save_report("job", {"status": "succeeded"})
+    store.reopen(spec())
+    assert store.progress("job").phase is None
+
+
+def test_redis_index_drops_expired_jobs_and_old_members(redis_url: str) -> None:
+    r = redis.Redis.from_url(redis_url, decode_responses=True)
+    store = RedisJobStore(r, ttl_s=60)
+    store.create_job(spec(1, "ancient", time.time() - 3600), ["a"])  # trimmed by the next
+    store.create_job(spec(1, "gone"), ["a"])
+    store.create_job(spec(1, "kept"), ["a"])
+    r.delete("swarm:{job:gone}:spec")  # its keys expired
+    assert [j.job_id for j in store.recent_jobs(10)] == ["kept"]
+    assert r.zrange("swarm:{jobs}:submitted", 0, -1) == ["gone", "kept"]
+    r.close()
 
 
 def test_tool_results_first_one_wins_and_transcripts_replace(store: JobStore) -> None:

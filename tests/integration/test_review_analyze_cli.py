@@ -109,3 +109,24 @@ def test_review_and_analyze_as_agents(tmp_path: Path) -> None:
     )
     assert survey.returncode == 0, survey.stderr
     assert "steps: search_documents(query='query-0')" in survey.stdout
+
+
+def test_review_takes_the_options_its_budget_refusal_names(tmp_path: Path) -> None:
+    repo = new_repo(tmp_path)
+    for i in range(2):
+        (repo / f"m{i}.py").write_text(f"x = {i}\n")
+        git(repo, "add", "-A")
+        git(repo, "commit", "-q", "-m", f"change {i}")
+    refused = swarm(["review", str(repo), "--simulate", "--budget-usd", "0.000001"], tmp_path)
+    assert refused.returncode == 2 and "exceeds the budget" in refused.stderr
+    assert "--force" in refused.stderr
+    forced = swarm(
+        ["review", str(repo), "--simulate", "--budget-usd", "0.000001", "--force",
+         "--max-tokens", "64", "--timeout", "100", "--json"],
+        tmp_path,
+    )  # fmt: skip
+    assert forced.returncode == 1, forced.stderr  # ran, and stopped at the budget
+    assert json.loads(forced.stdout)["status"] == "budget_exceeded"
+    assert "swarm: estimate: up to $" in forced.stderr  # --json: always on stderr
+    bad = swarm(["review", str(repo), "--simulate", "--timeout", "0"], tmp_path)
+    assert bad.returncode == 2 and "--timeout must be a positive number" in bad.stderr

@@ -45,9 +45,9 @@ def test_nodes_are_built_when_read() -> None:
 
 
 def test_fields_of_a_newer_report_are_left_out() -> None:
-    data = {**report_dict([node(0, max_tokens_sent=64)]), "truncated": 2}
+    data = {**report_dict([node(0, newer_node_field=64)]), "newer_report_field": 2}
     report = Report.from_dict(data)
-    assert "truncated" not in report.to_dict() and report.nodes[0].node_id == "n0"
+    assert "newer_report_field" not in report.to_dict() and report.nodes[0].node_id == "n0"
 
 
 def test_nodes_compare_as_lists() -> None:

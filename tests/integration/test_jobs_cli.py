@@ -1,0 +1,230 @@
+"""The operator's commands as a user runs them, against real redis-server, a `celery -A
+workers worker` and a slow `swarm sim`: Ctrl-C on a waiting `swarm run`, `swarm status
+--watch` piped, `swarm jobs`, `swarm cancel`, `swarm cost` of a running job, a job whose
+queue no worker consumes, the pre-flight estimate line, and a worker started without a key."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import procs
+import pytest
+from stack import Stack, Worker, stack_fixture
+
+pytestmark = pytest.mark.integration
+
+stack = stack_fixture(
+    ["--latency-ms", "1000", "--seed", "5"],
+    # 4 calls at once (not llm.gemini-2.5-flash: that queue has no consumer)
+    Worker("w1", "llm.kimi-k2.5", c=4, env={"SWARM_NODE_THREADS": "4"}),
+)
+
+CLI = [sys.executable, "-m", "swarm.cli.main"]
+
+
+def swarm(
+    args: list[str], env: dict[str, str], timeout: float = 180
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*CLI, *args], env={**os.environ, **env}, capture_output=True, text=True,
+        timeout=timeout,
+    )  # fmt: skip
+
+
+def start(args: list[str], env: dict[str, str]) -> subprocess.Popen[str]:
+    """`swarm ARGS` in the background, stderr piped (so not a terminal)."""
+    return subprocess.Popen(
+        [*CLI, *args], env={**os.environ, **env}, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+
+
+def read_until(proc: subprocess.Popen[str], pattern: str, timeout_s: float = 90) -> tuple[str, str]:
+    """Stderr lines of ``proc`` up to the first matching ``pattern``; (text, match group 1)."""
+    assert proc.stderr is not None
+    seen = []
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        line = proc.stderr.readline()
+        if not line:
+            break
+        seen.append(line)
+        found = re.search(pattern, line)
+        if found:
+            return "".join(seen), found.group(1) if found.groups() else ""
+    proc.kill()
+    raise AssertionError(f"no {pattern!r} on stderr:\n{''.join(seen)}")
+
+
+def inputs(tmp_path: Path, n: int, marker: str = "") -> list[str]:
+    files = []
+    for i in range(n):
+        path = tmp_path / f"doc{i}.txt"
+        path.write_text(f"document {i}\n{marker}")
+        files.append(str(path))
+    return files
+
+
+def test_ctrl_c_leaves_the_job_running_and_status_watch_follows_it(
+    stack: Stack, tmp_path: Path
+) -> None:
+    files = inputs(tmp_path, 6, "[[sim:latency_ms=5000]]")  # two waves: 10 s
+    slow_merge = "Merge the results. [[sim:latency_ms=8000]]"
+    run = start(["run", *files, "--instruction", "Summarise", "--aggregate", slow_merge], stack.env)
+    before, job_id = read_until(run, r"^swarm: waiting for job (\w+) ")
+    watch = start(["status", job_id, "--watch"], stack.env)
+    watching, _ = read_until(watch, r"^swarm: waiting for job (\w+) ")
+    run.send_signal(signal.SIGINT)
+    out, err = run.communicate(timeout=60)
+    err = before + err
+    assert run.returncode == 130, err
+    assert f"job {job_id} keeps running (Ctrl-C does not cancel it)" in err
+    assert f"follow it: swarm status {job_id} --watch" in err
+    assert f"cancel it: swarm cancel {job_id}" in err
+    assert "Aborted!" not in err and "Traceback" not in err and out == ""
+    watched_out, watched_err = watch.communicate(timeout=120)
+    watched_err = watching + watched_err
+    assert watch.returncode == 0, watched_err
+    assert f"job {job_id}  succeeded  6/6 sub-agents succeeded" in watched_out
+    assert all(line.startswith("swarm: ") for line in watched_err.splitlines())
+    assert "\x1b[" not in watched_err
+    assert "aggregating (final merge of 6 results on kimi-k2.5): done 6 failed 0" in watched_err
+    listed = json.loads(swarm(["jobs", "--json", "-n", "1"], stack.env).stdout)
+    assert [(j["job_id"], j["status"], j["done"], j["total"]) for j in listed] == [
+        (job_id, "succeeded", 6, 6)
+    ]
+    assert listed[0]["cost_usd"] > 0
+
+
+def test_jobs_cancel_and_the_cost_of_a_running_job(stack: Stack, tmp_path: Path) -> None:
+    files = inputs(tmp_path, 200, "[[sim:latency_ms=3000]]")  # 150 s: it runs while we look
+    first = swarm(["run", *files, "--no-wait"], stack.env).stdout.strip()
+    deadline = time.monotonic() + 120
+    while True:
+        cost = swarm(["cost", first, "--json"], stack.env)
+        assert cost.returncode == 0, cost.stderr
+        data = json.loads(cost.stdout)
+        if data["status"] != "running" or data["running"]["ended"] > 0:
+            break
+        assert time.monotonic() < deadline, cost.stdout
+        time.sleep(0.5)
+    assert data["status"] == "running" and data["running"]["total"] == 200
+    assert data["job"]["per_swarm_usd"] > 0 and data["running"]["subagents_projected_usd"] > 0
+    text = swarm(["cost", first], stack.env)
+    assert text.returncode == 0 and f"job {first} is running (" in text.stdout
+    assert (
+        "billed so far $" in text.stdout and "at this pace the sub-agents end near $" in text.stdout
+    )
+    second = swarm(["run", *files, "--no-wait"], stack.env).stdout.strip()
+    listed = json.loads(swarm(["jobs", "--json"], stack.env).stdout)
+    assert [j["job_id"] for j in listed[:2]] == [second, first]
+    assert [j["status"] for j in listed[:2]] == ["running", "running"], listed[:2]
+    table = swarm(["jobs"], stack.env)
+    assert table.returncode == 0 and first in table.stdout and "cost so far" in table.stdout
+    waited = swarm(["cancel", first, "--wait", "--json"], stack.env)
+    assert waited.returncode == 0, waited.stderr
+    assert json.loads(waited.stdout)["status"] == "cancelled"
+    assert f"job {first} cancelled: " in waited.stderr
+    cancelled = swarm(["cancel", second], stack.env)
+    assert cancelled.returncode == 0, cancelled.stderr
+    assert (
+        f"job {second} cancelled: sub-agents that have not called the gateway" in cancelled.stdout
+    )
+    assert "calls already in flight finish and are billed" in cancelled.stdout
+    ended = swarm(["status", second, "--watch", "--json"], stack.env)
+    report = json.loads(ended.stdout)
+    assert ended.returncode == 1 and report["status"] == "cancelled"
+    assert report["failures_by_kind"].get("cancelled", 0) > 0
+    again = swarm(["cancel", second], stack.env)
+    assert again.returncode == 1 and "already ended (cancelled)" in again.stderr
+    unknown = swarm(["cancel", "no-such-job"], stack.env)
+    assert unknown.returncode == 2 and "no job 'no-such-job'" in unknown.stderr
+
+
+def test_a_queue_no_worker_consumes_is_named(stack: Stack, tmp_path: Path) -> None:
+    run = start(["run", *inputs(tmp_path, 1), "--model", "gemini-2.5-flash"], stack.env)
+    text, _ = read_until(run, r"^swarm: (no worker of the 1 running consumes .*)$")
+    assert "consumes llm.gemini-2.5-flash; start one: celery -A workers worker -Q " in text
+    assert "(still waiting)" in text and run.poll() is None  # it waits on
+    job_id = re.search(r"waiting for job (\w+)", text)
+    assert job_id is not None
+    run.send_signal(signal.SIGINT)
+    run.communicate(timeout=60)
+    assert run.returncode == 130
+    assert swarm(["cancel", job_id.group(1)], stack.env).returncode == 0
+
+
+def test_the_estimate_line_goes_to_stderr(stack: Stack, tmp_path: Path) -> None:
+    files = inputs(tmp_path, 2)
+    done = swarm(["run", *files, "--json"], stack.env)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["status"] == "succeeded"
+    assert re.search(r"^swarm: estimate: up to \$\d+\.\d{4} for 2 sub-agents", done.stderr, re.M)
+    quiet = swarm(["run", *files, "--no-wait"], stack.env)
+    assert quiet.returncode == 0 and "estimate:" not in quiet.stderr  # far below $1
+    always = swarm(["run", *files, "--no-wait"], {**stack.env, "SWARM_ESTIMATE_NOTICE_USD": "0"})
+    assert "swarm: estimate: up to $" in always.stderr
+    for job_id in (quiet.stdout.strip(), always.stdout.strip()):
+        swarm(["cancel", job_id], stack.env)
+
+
+def test_a_worker_without_the_key_its_gateway_needs_warns_at_start(
+    stack: Stack, tmp_logs: Path
+) -> None:
+    env = {
+        **stack.env,
+        "SWARM_API_KEY": "",
+        "SWARM_BASE_URL": "https://gateway.example.invalid/v1",
+    }
+    worker = procs.start_celery_worker(env, "llm.deepseek-v3.2", 1, "nokey@%h", tmp_logs)
+    try:
+        deadline = time.monotonic() + 60
+        while "no API key for" not in worker.log_text() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        log = worker.log_text()
+        assert re.search(
+            r"WARNING/MainProcess\] no API key for https://gateway\.example\.invalid/v1 "
+            r"\(models .*kimi-k2\.5.*\): set SWARM_API_KEY \(or OPENAI_API_KEY\)",
+            log,
+        ), log
+    finally:
+        worker.terminate(10)
+
+
+def test_status_watch_on_a_terminal_draws_the_live_view(stack: Stack) -> None:
+    import pty
+
+    items = [f"document {i} [[sim:latency_ms=12000]]" for i in range(4)]  # outlasts a slow start
+    job_id = stack.client().submit(items, "Summarise").id
+    leader, follower = pty.openpty()
+    watch = subprocess.Popen(
+        [*CLI, "status", job_id, "--watch"], env={**os.environ, **stack.env, "COLUMNS": "120"},
+        stdout=subprocess.PIPE, stderr=follower, text=True,
+    )  # fmt: skip
+    os.close(follower)
+    drawn = b""
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:  # the terminal closed with the process
+            break
+        if not chunk:
+            break
+        drawn += chunk
+    out, _ = watch.communicate(timeout=120)
+    os.close(leader)
+    screen = drawn.decode("utf-8", "replace")
+    assert watch.returncode == 0 and f"job {job_id}  succeeded" in out
+    assert "\x1b[" in screen  # drawn and redrawn in place
+    text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", screen)
+    assert re.search(rf"swarm job {job_id}  (sub-agents running|aggregating)", text)
+    assert "sub-agents ended: done " in text and "cost so far $" in text
+    for head in ("model", "done", "failed", "in flight", "429s", "cost so far"):
+        assert head in text
