@@ -22,6 +22,9 @@ from swarm.catalog import Catalog
 from swarm.records import ToolCall, Usage
 from swarm.settings import Settings
 
+NO_KEY = "no-key"
+"""The key a client sends when none is set (the SDK needs one; a local server ignores it)."""
+
 
 def make_client(settings: Settings, base_url: str, api_key: str) -> openai.OpenAI:
     """One client per process: pooled keep-alive connections, SDK retries off."""
@@ -45,13 +48,13 @@ def backend_endpoints(
 ) -> dict[str, tuple[str, str]]:
     """Base URL and key of each backend with a base URL of its own; its key is read from
     the variable its ``api_key_env`` names (else SWARM_API_KEY)."""
-    default_key = settings.usable_key() or "no-key"
+    default_key = settings.usable_key() or NO_KEY
     endpoints = {}
     for backend in catalog.backends.values():
         if backend.base_url is None:
             continue
         key = environ.get(backend.api_key_env, "") if backend.api_key_env else default_key
-        endpoints[backend.name] = (backend.base_url, key or "no-key")
+        endpoints[backend.name] = (backend.base_url, key or NO_KEY)
     return endpoints
 
 

@@ -28,11 +28,12 @@ and adds:
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from swarm.backends import BackendKind
 from swarm.calls import steps
 from swarm.calls.admission.gate import Gate
+from swarm.calls.gateway import NO_KEY
 from swarm.calls.idempotency import CallGuard
 from swarm.calls.local import steps as local
 from swarm.calls.local.gate import HoldingGate
@@ -134,6 +135,15 @@ def path_of(rt: Runtime, request: CallRequest) -> Path:
     return PATHS[rt.catalog.backend_of(request.model).kind]
 
 
+def keyless_auth(result: CallResult, api_key: str) -> CallResult:
+    """An auth failure of a call sent without a key says so first (the gateway's own text,
+    'incorrect API key', would point at a key that was never set)."""
+    if result.error_kind is not ErrorKind.AUTH or api_key != NO_KEY:
+        return result
+    hint = "no API key was sent (set SWARM_API_KEY, or the backend's api_key_env)"
+    return replace(result, error=f"{hint}: {result.error or ''}")
+
+
 def run_call(rt: Runtime, request: CallRequest) -> CallResult:
     """Call the request's model (with retries) for its slot, or reuse what an earlier run
     got; a refused budget reservation means no call."""
@@ -154,12 +164,13 @@ def run_call(rt: Runtime, request: CallRequest) -> CallResult:
         ctx = CallContext(rt, guard, path.gate(rt, request))
         attempt = build_attempt(ctx, path)
         try:
-            return call_with_retries(
+            result = call_with_retries(
                 lambda: attempt(request),
                 max_attempts=rt.settings.max_attempts,
                 backoff_max_s=rt.settings.backoff_max_s,
                 progress=request.progress,
             )
+            return keyless_auth(result, rt.client_for(request.model.backend).api_key)
         except RetryLater as later:
             later.slot = request.slot  # the task carries this call's progress to its next run
             raise

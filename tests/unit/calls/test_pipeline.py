@@ -134,3 +134,17 @@ def test_the_hedge_step_is_left_out_when_the_process_does_not_hedge(
     request = replace(_request(rt), hedge_cap=5)  # allowed, but rt.hedger is None
     assert rt.hedger is None and run_call(rt, request).ok
     assert events == ["admit", "http", "admit:done", "record", "listen:ok"]
+
+
+def test_an_auth_failure_without_a_key_says_no_key_was_sent() -> None:
+    from swarm.calls.gateway import NO_KEY
+    from swarm.calls.request import CallResult
+    from swarm.records import ErrorKind, Usage
+
+    failed = CallResult(None, Usage(), 1, 5, ErrorKind.AUTH, "AuthenticationError: incorrect")
+    keyless = pipeline.keyless_auth(failed, NO_KEY)
+    assert keyless.error is not None and keyless.error.startswith("no API key was sent")
+    assert "incorrect" in keyless.error
+    assert pipeline.keyless_auth(failed, "sk-real") == failed  # a key was sent: as it came
+    timeout = CallResult(None, Usage(), 1, 5, ErrorKind.TIMEOUT, "slow")
+    assert pipeline.keyless_auth(timeout, NO_KEY) == timeout
