@@ -15,6 +15,7 @@ from kombu.entity import Exchange, Queue
 from swarm.catalog import Catalog
 from swarm.jobs.delayed_delivery import SwarmCelery
 from swarm.settings import Settings
+from swarm.store.connect import SentinelOptions, is_sentinel
 
 SUBAGENT_TASK = "swarm.subagent"
 SUBAGENTS_TASK = "swarm.subagents"
@@ -54,6 +55,9 @@ def celery_config(settings: Settings, catalog: Catalog) -> dict[str, Any]:
         "worker_cancel_long_running_tasks_on_connection_loss": False,
         "worker_prefetch_multiplier": 1,
         "broker_transport_options": _transport_options(settings),
+        "result_backend_transport_options": sentinel_transport_options(
+            settings, settings.backend_url()
+        ),
         "result_expires": settings.result_expires_s,
         "result_extended": False,
         "result_chord_retry_interval": 0.1,
@@ -130,6 +134,7 @@ def _transport_options(settings: Settings) -> dict[str, Any]:
         # The in-memory transport polls its queues; its 1 s default would dominate a demo.
         return {"polling_interval": 0.01}
     return {
+        **sentinel_transport_options(settings, settings.broker_url),
         # A task unacked this long (its worker was killed) goes back to its queue; the
         # settings keep it above the longest task, or a running task would run twice.
         "visibility_timeout": settings.visibility_timeout_s,
@@ -141,6 +146,18 @@ def _transport_options(settings: Settings) -> dict[str, Any]:
         # (kombu's default is 300 s).
         "unacked_mutex_expire": UNACKED_MUTEX_EXPIRE_S,
     }
+
+
+def sentinel_transport_options(settings: Settings, url: str | None) -> dict[str, Any]:
+    """Celery's and kombu's Sentinel transport options for a ``sentinel://`` URL: the
+    master's name and the sentinels' password (the primary's is in the URL)."""
+    if settings.embedded or not is_sentinel(url):
+        return {}
+    sentinel = SentinelOptions.from_settings(settings)
+    options: dict[str, Any] = {"master_name": sentinel.master}
+    if sentinel.password:
+        options["sentinel_kwargs"] = sentinel.sentinel_kwargs()
+    return options
 
 
 def make_celery(settings: Settings, catalog: Catalog, name: str = "swarm") -> Celery:
