@@ -13,6 +13,7 @@ from celery import Celery
 from kombu.entity import Exchange, Queue
 
 from swarm.catalog import Catalog
+from swarm.jobs import sentinel_transport
 from swarm.jobs.delayed_delivery import SwarmCelery
 from swarm.settings import Settings
 from swarm.store.connect import SentinelOptions, is_sentinel
@@ -40,6 +41,8 @@ def celery_config(settings: Settings, catalog: Catalog) -> dict[str, Any]:
     queues = catalog.queues()
     return {
         "broker_url": EMBEDDED_BROKER if embedded else settings.broker_url,
+        # kombu's Sentinel transport, its closing channel fixed (swarm.jobs.sentinel_transport)
+        "broker_transport": sentinel_transport.TRANSPORT if _sentinel_broker(settings) else None,
         "result_backend": EMBEDDED_BACKEND if embedded else settings.backend_url(),
         # JSON only: a pickled message is refused, never executed.
         "task_serializer": "json",
@@ -146,6 +149,10 @@ def _transport_options(settings: Settings) -> dict[str, Any]:
         # (kombu's default is 300 s).
         "unacked_mutex_expire": UNACKED_MUTEX_EXPIRE_S,
     }
+
+
+def _sentinel_broker(settings: Settings) -> bool:
+    return not settings.embedded and is_sentinel(settings.broker_url)
 
 
 def sentinel_transport_options(settings: Settings, url: str | None) -> dict[str, Any]:

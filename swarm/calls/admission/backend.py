@@ -27,6 +27,7 @@ from swarm.calls.admission.base import (
     Verdict,
 )
 from swarm.catalog import Catalog, ModelSpec
+from swarm.store.outages import STORE_OUTAGES
 
 log = logging.getLogger(__name__)
 
@@ -123,25 +124,36 @@ class BackendAdmission(AdmissionController):
 
     def finish(self, spec: ModelSpec, permit: Permit, outcome: Outcome) -> Verdict:
         """The model's permit, then the backend's; an answered call feeds the adaptive
-        limit with its latency. The verdict (pause, retry budget) is the model's."""
-        verdict = self.inner.finish(spec, permit, outcome)
+        limit with its latency. The verdict (pause, retry budget) is the model's. When
+        Redis cannot be reached the backend's permit is still let go (not renewed any more,
+        it lapses), or the heartbeat would keep it in flight for good."""
+        try:
+            verdict = self.inner.finish(spec, permit, outcome)
+        except STORE_OUTAGES:
+            self._release_backend(spec, permit, outcome)
+            raise
+        self._release_backend(spec, permit, outcome)
+        return verdict
+
+    def _release_backend(self, spec: ModelSpec, permit: Permit, outcome: Outcome) -> None:
         held = self._held.pop(permit.lease_id, None)
         if held is None:
-            return verdict
+            return
         backend = self.catalog.backend_of(spec)
         answered = outcome.sent and not outcome.failed and outcome.used_tokens != 0
         observed = backend.is_adaptive and (answered or outcome.timed_out)
         # the calls in flight over the call's life: at its admission and at its end (a
         # server does not always serve calls in the order they were admitted)
-        ending = self.inner.counters(held.spec).inflight if observed else 0
         released = Outcome(used_tokens=outcome.used_tokens, sent=outcome.sent)
-        self.inner.finish(held.spec, held.permit, released)
+        try:
+            ending = self.inner.counters(held.spec).inflight if observed else 0
+        finally:  # released (or let lapse) even when the count cannot be read
+            self.inner.finish(held.spec, held.permit, released)
         if observed:
             latency_ms = max(0.0, self.clock() - held.started) * 1000.0
             cap = adaptive_cap(self.catalog, backend)
             inflight = (held.inflight + max(ending, 1)) / 2.0
             self.adaptive.record(backend.name, latency_ms, inflight, cap, outcome.timed_out)
-        return verdict
 
     def counters(self, spec: ModelSpec) -> ModelCounters:
         """The model's counters."""

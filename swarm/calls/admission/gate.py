@@ -35,6 +35,7 @@ from swarm.calls.retry_policy import classify
 from swarm.catalog import ModelSpec
 from swarm.errors import LeaseLostError, RetryLater
 from swarm.records import ErrorKind
+from swarm.store.outages import STORE_OUTAGES
 
 log = logging.getLogger(__name__)
 
@@ -213,11 +214,23 @@ class Gate:
                 exc.when_ended(held.end)
             else:
                 self.abandoned.ended(backend)
-                self.settle(permit, error=exc)
+                self._settle_through_outage(permit, error=exc)
             raise
-        self.settle(permit, answer=answer)
+        self._settle_through_outage(permit, answer=answer)
         self.abandoned.answered(backend, sent_at)
         return answer
+
+    def _settle_through_outage(
+        self, permit: Permit, answer: Answer | None = None, error: BaseException | None = None
+    ) -> None:
+        """``settle``, unless Redis cannot be reached (a failover under way): then the
+        attempt's own outcome goes on (an answer the gateway billed must reach the ledger,
+        a billed error keeps its usage) and the permit's lease lapses on its own."""
+        try:
+            self.settle(permit, answer=answer, error=error)
+        except STORE_OUTAGES as exc:
+            log.debug("admission: %s's permit not finished, Redis unreachable (%s); it lapses",
+                      self.spec.name, exc)  # fmt: skip
 
     def _settle_abandoned(
         self, permit: Permit, error: BaseException, ended: Answer | BaseException | Release
