@@ -41,8 +41,6 @@ def celery_config(settings: Settings, catalog: Catalog) -> dict[str, Any]:
     queues = catalog.queues()
     return {
         "broker_url": EMBEDDED_BROKER if embedded else settings.broker_url,
-        # kombu's Sentinel transport, its closing channel fixed (swarm.jobs.sentinel_transport)
-        "broker_transport": sentinel_transport.TRANSPORT if _sentinel_broker(settings) else None,
         "result_backend": EMBEDDED_BACKEND if embedded else settings.backend_url(),
         # JSON only: a pickled message is refused, never executed.
         "task_serializer": "json",
@@ -64,6 +62,11 @@ def celery_config(settings: Settings, catalog: Catalog) -> dict[str, Any]:
         "result_expires": settings.result_expires_s,
         "result_extended": False,
         "result_chord_retry_interval": 0.1,
+        # A result (a chord member's counted part) that cannot be stored while the result
+        # backend fails over is tried again for about SWARM_STORE_OUTAGE_S, not dropped.
+        "result_backend_always_retry": True,
+        "result_backend_max_retries": max(1, round(settings.store_outage_s)),
+        "result_backend_max_sleep_between_retries_ms": 1000,
         "broker_connection_retry_on_startup": True,
         # AMQP: RabbitMQ closes a frozen worker's connection once its heartbeats stop (about
         # three heartbeat timeouts here), and the messages it was sent but never took (its
@@ -151,10 +154,6 @@ def _transport_options(settings: Settings) -> dict[str, Any]:
     }
 
 
-def _sentinel_broker(settings: Settings) -> bool:
-    return not settings.embedded and is_sentinel(settings.broker_url)
-
-
 def sentinel_transport_options(settings: Settings, url: str | None) -> dict[str, Any]:
     """Celery's and kombu's Sentinel transport options for a ``sentinel://`` URL: the
     master's name and the sentinels' password (the primary's is in the URL)."""
@@ -169,6 +168,8 @@ def sentinel_transport_options(settings: Settings, url: str | None) -> dict[str,
 
 def make_celery(settings: Settings, catalog: Catalog, name: str = "swarm") -> Celery:
     """A Celery app configured for this deployment, with no tasks registered."""
+    if not settings.embedded and is_sentinel(settings.broker_url):
+        sentinel_transport.install()  # kombu's, its closing channel fixed
     app: Celery = SwarmCelery(name, set_as_current=False)
     app.conf.update(celery_config(settings, catalog))
     return app

@@ -9,8 +9,10 @@ AttributeError ('NoneType' object has no attribute 'hostname', kombu 5.x). Celer
 ignores connection errors there, so the worker stopped. Here that access raises redis-py's
 ConnectionError instead: the close goes on, the worker reconnects, and the messages stay
 in the unacked index, which every worker's restore sweep puts back after the visibility
-timeout (as a killed worker's). Selected with ``broker_transport`` for ``sentinel://``
-broker URLs (swarm.jobs.queueing).
+timeout (as a killed worker's). ``install()`` makes the ``sentinel://`` scheme name it
+(swarm.jobs.queueing calls it for a Sentinel broker): kombu switches between the URL's
+sentinels by their scheme, so a ``broker_transport`` setting would be lost at the first
+switch.
 """
 
 from __future__ import annotations
@@ -18,10 +20,12 @@ from __future__ import annotations
 from typing import Any
 
 import redis
+from kombu import transport as kombu_transport
 from kombu.transport import redis as kombu_redis
 
 TRANSPORT = f"{__name__}:SentinelTransport"
-"""The ``broker_transport`` value that selects this transport."""
+"""This transport, as kombu names transports."""
+SCHEME = "sentinel"
 
 
 class SentinelChannel(kombu_redis.SentinelChannel):
@@ -38,3 +42,10 @@ class SentinelTransport(kombu_redis.SentinelTransport):
     """kombu's Sentinel transport with that channel."""
 
     Channel = SentinelChannel
+
+
+def install() -> None:
+    """Make the ``sentinel://`` scheme name this transport in this process."""
+    if kombu_transport.TRANSPORT_ALIASES.get(SCHEME) != TRANSPORT:
+        kombu_transport.TRANSPORT_ALIASES[SCHEME] = TRANSPORT
+        kombu_transport._transport_cache.pop(SCHEME, None)

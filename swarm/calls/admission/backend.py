@@ -71,6 +71,10 @@ class _Held:
     inflight: int
 
 
+UNSENT = Outcome(used_tokens=0, sent=False)
+"""The outcome of a permit given back before its request was sent."""
+
+
 class BackendAdmission(AdmissionController):
     """``inner`` for the models, plus each model's backend limits (adaptive where unset)."""
 
@@ -113,14 +117,26 @@ class BackendAdmission(AdmissionController):
         first = self.inner.acquire(bspec, job_id, tokens, lease_id, reserve_s)
         if first.permit is None:
             return first
-        second = self.inner.acquire(spec, job_id, tokens, lease_id, reserve_s)
-        if second.permit is None:
-            self.inner.finish(bspec, first.permit, Outcome(used_tokens=0, sent=False))
-            return second
-        start_in_s = max(first.start_in_s, second.start_in_s)
-        inflight = self.inner.counters(bspec).inflight if backend.is_adaptive else 0
+        try:
+            second = self.inner.acquire(spec, job_id, tokens, lease_id, reserve_s)
+            if second.permit is None:
+                self.inner.finish(bspec, first.permit, UNSENT)
+                return second
+            start_in_s = max(first.start_in_s, second.start_in_s)
+            inflight = self.inner.counters(bspec).inflight if backend.is_adaptive else 0
+        except STORE_OUTAGES:  # Redis unreachable: the backend's permit is let go
+            self._let_go(bspec, first.permit)
+            raise
         self._held[lease_id] = _Held(bspec, first.permit, self.clock() + start_in_s, inflight)
         return Decision(second.permit, start_in_s=start_in_s)
+
+    def _let_go(self, spec: ModelSpec, permit: Permit) -> None:
+        """Give ``permit`` back, or at least stop renewing it (it lapses) when Redis
+        cannot be reached: a permit this process still renews counts in flight for good."""
+        try:
+            self.inner.finish(spec, permit, UNSENT)
+        except STORE_OUTAGES as exc:
+            log.debug("admission: %s's permit left to lapse (%s)", spec.name, exc)
 
     def finish(self, spec: ModelSpec, permit: Permit, outcome: Outcome) -> Verdict:
         """The model's permit, then the backend's; an answered call feeds the adaptive

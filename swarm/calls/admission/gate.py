@@ -177,8 +177,12 @@ class Gate:
         """Sleep until the booked slot; False (permit given back, tokens refunded) when a
         429 paused the model meanwhile: the next acquire then waits out the pause."""
         self.sleep(decision.start_in_s)
-        if self.controller.pause_left_s(self.spec) <= 0:
-            return True
+        try:
+            if self.controller.pause_left_s(self.spec) <= 0:
+                return True
+        except STORE_OUTAGES:  # Redis unreachable: the permit goes back or lapses
+            self._settle_through_outage(permit, error=None, unsent=True)
+            raise
         self.controller.finish(self.spec, permit, Outcome(used_tokens=0, sent=False))
         return False
 
@@ -221,13 +225,22 @@ class Gate:
         return answer
 
     def _settle_through_outage(
-        self, permit: Permit, answer: Answer | None = None, error: BaseException | None = None
+        self,
+        permit: Permit,
+        answer: Answer | None = None,
+        error: BaseException | None = None,
+        *,
+        unsent: bool = False,
     ) -> None:
-        """``settle``, unless Redis cannot be reached (a failover under way): then the
-        attempt's own outcome goes on (an answer the gateway billed must reach the ledger,
-        a billed error keeps its usage) and the permit's lease lapses on its own."""
+        """``settle`` (``unsent``: give the permit back unused), unless Redis cannot be
+        reached (a failover under way): then the attempt's own outcome goes on (an answer
+        the gateway billed must reach the ledger, a billed error keeps its usage) and the
+        permit's lease lapses on its own."""
         try:
-            self.settle(permit, answer=answer, error=error)
+            if unsent:
+                self.controller.finish(self.spec, permit, Outcome(used_tokens=0, sent=False))
+            else:
+                self.settle(permit, answer=answer, error=error)
         except STORE_OUTAGES as exc:
             log.debug("admission: %s's permit not finished, Redis unreachable (%s); it lapses",
                       self.spec.name, exc)  # fmt: skip
