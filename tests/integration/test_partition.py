@@ -108,11 +108,17 @@ def partitioned_job(
 
     wait_until(leased, 60, "w3 running leased tasks")
     held = open_leases(cut.log_text(), handle.id)
+    tokens = dict(zip(held, store.mget(held), strict=True))
     cut_net.cut()
     cut_at = time.monotonic()
+
+    def lapsed() -> bool:  # no key holds w3's token (gone, or another run's now)
+        now = dict(zip(held, store.mget(held), strict=True))
+        return all(now[key] != token for key, token in tokens.items())
+
     try:
         # its leases lapse (nobody renews them) and the others take its tasks over
-        wait_until(lambda: store.exists(*held) == 0, 30, "w3's task leases lapsed")
+        wait_until(lapsed, 30, "w3's task leases lapsed")
         lapsed_s = time.monotonic() - cut_at
         time.sleep(max(0.0, FAULT_S - (time.monotonic() - cut_at)))  # the fault's length
     finally:
