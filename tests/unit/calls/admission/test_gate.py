@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import httpx2
 import openai
 import pytest
+import redis
 
 from swarm.calls.admission import AdmissionPolicy, MemoryAdmission, Outcome, Permit, Verdict
 from swarm.calls.admission.abandoned import AbandonedPermits
@@ -312,3 +313,24 @@ def test_a_call_whose_request_is_still_read_waits_for_its_answer_instead_of_the_
     with pytest.raises(RetryLater):  # nothing coming any more: a long wait goes to the queue
         gate.call(lambda: LATE, late)
     h.hang.set()
+
+
+class FinishDown(MemoryAdmission):
+    """Admits, then cannot finish a permit: Redis went away while the call ran."""
+
+    def finish(self, spec: ModelSpec, permit: Permit, outcome: Outcome) -> Verdict:
+        raise redis.exceptions.ConnectionError("failover under way")
+
+
+def test_an_answer_whose_permit_cannot_be_finished_is_still_the_calls() -> None:
+    model = load_catalog().model("kimi-k2.5")
+    gate = Gate(FinishDown(AdmissionPolicy()), model, "job", 10, max_wait_s=2.0,
+                max_countdown_s=60.0, may_requeue=True, sleep=lambda s: None)  # fmt: skip
+    answer = Answer("ok", Usage(prompt_tokens=3, completion_tokens=4), "stop")
+    assert gate.call(lambda: answer) == answer  # billed: it goes on to the ledger
+
+    def failed() -> Answer:
+        raise SwarmError("the gateway's own error")
+
+    with pytest.raises(SwarmError, match="own error"):  # not hidden by the outage
+        gate.call(failed)
