@@ -108,3 +108,16 @@ def test_the_store_reaches_the_promoted_replica_and_loses_no_durable_line(
     line = store.ledger("j3")["kimi-k2.5"]
     assert (line.calls, line.usage.prompt_tokens) == (22, 20 + 100 + 1000)
     print(f"\nFIGURE sentinel-store: kill_to_written_s={time.monotonic() - killed_at:.1f}")
+
+
+def test_without_a_replica_one_write_waits_and_the_next_ones_do_not(
+    group: SentinelGroup,
+) -> None:
+    group.replica.stop()  # e.g. the promoted primary before the old one rejoins
+    store = store_on(group, wait_ms=100)
+    before = waits_sent(group)
+    store.create_job(spec("j4"), ["text"])
+    for i in range(3):
+        store.record_call("j4", billed(f"c{i}", 1))
+    assert waits_sent(group) - before == 1
+    assert store.ledger("j4")["kimi-k2.5"].calls == 3
