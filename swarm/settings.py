@@ -28,6 +28,12 @@ swarm.calls.local.abandoned gives them back).
 """
 
 
+REPLICA_WAIT_MS = 500
+"""Default bound of a WAIT for a replica's acknowledgement behind Sentinel (a local replica
+acknowledges within a millisecond; the bound is what each such write costs while the
+replica is down)."""
+
+
 class Settings(BaseSettings):
     """Every knob of a producer or worker; immutable once read."""
 
@@ -39,6 +45,21 @@ class Settings(BaseSettings):
     """Celery broker; None means the embedded in-process mode."""
     result_url: str | None = None
     """Result backend; None means the broker's Redis, database number + 1."""
+    sentinel_master: str | None = None
+    """Redis Sentinel: the master name the sentinels monitor, for every ``sentinel://`` URL
+    (SWARM_BROKER_URL, SWARM_RESULT_URL); Celery's ``master_name`` transport option."""
+    sentinel_password: SecretStr | None = None
+    """Redis Sentinel: the sentinels' own password (Celery's ``sentinel_kwargs``); the
+    primary's password goes in the URL, ``sentinel://:PASSWORD@host:port/db;...``."""
+    replica_wait_ms: int | None = Field(default=None, ge=0)
+    """After each write whose loss in a failover would bill or run a call twice (a ledger
+    line with its stored answer, a claim, a task lease, a new job), ``WAIT 1`` this long for
+    a replica to acknowledge it. None = 500 ms when the job store's URL is ``sentinel://``
+    (replicas), 0 (no WAIT) otherwise."""
+    store_outage_s: float = Field(default=60.0, ge=0)
+    """A billed call's ledger line that cannot be written (Redis unreachable, a failover
+    under way) is tried again for this long before the error reaches the task (which then
+    runs again later); the line is idempotent by call id."""
     base_url: str | None = None
     """OpenAI-compatible gateway; None means the built-in simulator (demo, --simulate)."""
     api_key: SecretStr | None = Field(
@@ -164,6 +185,8 @@ class Settings(BaseSettings):
             raise ValueError(
                 "admission_lease_s must exceed node_timeout_s, or a slow call loses its permit"
             )
+        if self.sentinel_master is None and _sentinel(self.broker_url, self.result_url):
+            raise ValueError("a sentinel:// URL needs SWARM_SENTINEL_MASTER (the master name)")
         if self.visibility_timeout_s <= longest_task_s + self.admission_max_countdown_s:
             raise ValueError(
                 "visibility_timeout_s must exceed the longest task plus "
@@ -189,6 +212,13 @@ class Settings(BaseSettings):
             return self.result_url
         return _next_db(self.broker_url)
 
+    @property
+    def store_wait_ms(self) -> int:
+        """SWARM_REPLICA_WAIT_MS, or its default for the job store's URL."""
+        if self.replica_wait_ms is not None:
+            return self.replica_wait_ms
+        return REPLICA_WAIT_MS if _sentinel(self.backend_url()) else 0
+
     def usable_key(self) -> str | None:
         """The API key, or None when unset, blank or a placeholder such as YOUR_..._API_KEY."""
         if self.api_key is None:
@@ -207,8 +237,18 @@ class Settings(BaseSettings):
         return key
 
 
+def _sentinel(*urls: str | None) -> bool:
+    return any(url is not None and url.lower().startswith("sentinel://") for url in urls)
+
+
 def _next_db(url: str) -> str:
-    match = re.match(r"^(rediss?://[^/]*)(?:/(\d+))?(.*)$", url)
+    if _sentinel(url):  # Celery's form: sentinel://h:p/db;sentinel://h:p/db;...
+        return ";".join(_next_db_of(chunk, "sentinel") for chunk in url.split(";"))
+    return _next_db_of(url, "rediss?")
+
+
+def _next_db_of(url: str, schemes: str) -> str:
+    match = re.match(rf"^((?:{schemes})://[^/]*)(?:/(\d+))?(.*)$", url)
     if not match:
         return url
     base, db, rest = match.groups()

@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 import re
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 from celery import Celery
@@ -29,6 +29,8 @@ from celery.utils.nodenames import default_nodename, host_format
 TIMEOUT_S = 2.0
 """How long the ping waits for the node's reply."""
 BROKER_ENV = "SWARM_BROKER_URL"
+SENTINEL_MASTER_ENV = "SWARM_SENTINEL_MASTER"
+SENTINEL_PASSWORD_ENV = "SWARM_SENTINEL_PASSWORD"
 PROC = Path("/proc")
 _NODE_FLAGS = ("-n", "--hostname")
 _URL_CREDENTIALS = re.compile(r"(?<=://)[^/@\s]*@")
@@ -79,9 +81,20 @@ def local_node(proc: Path = PROC) -> str | None:
     return None
 
 
+def sentinel_options(broker_url: str, env: Mapping[str, str]) -> dict[str, object]:
+    """kombu's Sentinel transport options for a ``sentinel://`` broker (as the worker's)."""
+    if not broker_url.lower().startswith("sentinel://"):
+        return {}
+    options: dict[str, object] = {"master_name": env.get(SENTINEL_MASTER_ENV)}
+    if env.get(SENTINEL_PASSWORD_ENV):
+        options["sentinel_kwargs"] = {"password": env[SENTINEL_PASSWORD_ENV]}
+    return options
+
+
 def node_alive(broker_url: str, node: str, timeout_s: float = TIMEOUT_S) -> bool:
     """True when ``node`` answers a ping sent to it alone within ``timeout_s``."""
-    app = Celery("health", broker=broker_url, set_as_current=False)
+    options = {"broker_transport_options": sentinel_options(broker_url, os.environ)}
+    app = Celery("health", broker=broker_url, changes=options, set_as_current=False)
     try:
         replies = app.control.ping(destination=[node], timeout=timeout_s) or []
     finally:

@@ -28,6 +28,7 @@ from swarm.catalog import Catalog, load_catalog
 from swarm.errors import ConfigError
 from swarm.settings import Settings, load_settings
 from swarm.store import RedisJobStore, gateways
+from swarm.store.connect import SentinelOptions, redis_client
 from swarm.store.heartbeat import LeaseKeeper
 from workers.metrics import SwarmMetrics
 
@@ -113,12 +114,12 @@ def from_settings(settings: Settings) -> Runtime:
         raise ConfigError("workers need SWARM_BROKER_URL (embedded mode runs in the CLI)")
     key = settings.usable_key() or "no-key"
     catalog = load_catalog(settings.config)
-    _publish_gateway(store_url, settings.base_url)
-    store = RedisJobStore.from_url(store_url, settings.result_expires_s)
+    _publish_gateway(_shared_client(settings, store_url), settings.base_url)
+    store = RedisJobStore.for_settings(settings, store_url)
     leases = LeaseKeeper(store, settings.lease_s)
     admission = _admission(settings, catalog, store_url, settings.base_url, leases)
     # what any worker learned of the gateway: context windows, token scales, speeds
-    learned = redis.Redis.from_url(store_url, socket_timeout=5, health_check_interval=30)
+    learned = _shared_client(settings, store_url)
     return Runtime(
         settings=settings,
         catalog=catalog,
@@ -137,9 +138,18 @@ def from_settings(settings: Settings) -> Runtime:
     )
 
 
-def _publish_gateway(redis_url: str, base_url: str) -> None:
+def _shared_client(settings: Settings, redis_url: str) -> redis.Redis:
+    """A client on the job store's Redis (plain or Sentinel) for the records beside it."""
+    return redis_client(
+        redis_url,
+        SentinelOptions.from_settings(settings),
+        socket_timeout=5,
+        health_check_interval=30,
+    )
+
+
+def _publish_gateway(client: redis.Redis, base_url: str) -> None:
     """Tell producers which gateway this worker calls (its URL, never its key)."""
-    client = redis.Redis.from_url(redis_url, socket_timeout=5, health_check_interval=30)
     try:
         gateways.keep_publishing(client, base_url)
     except redis.RedisError as exc:  # the broker check reports Redis; this is advisory
@@ -153,7 +163,7 @@ def _hedger(
     backend with a base URL of its own is hedged there."""
     if not HedgePolicy.from_settings(settings).enabled:
         return None
-    client = redis.Redis.from_url(redis_url, socket_timeout=5, health_check_interval=30)
+    client = _shared_client(settings, redis_url)
     endpoints = backend_endpoints(settings, catalog, os.environ)
     return Hedger(settings, gateway, key, LatencySketch(client, gateway), endpoints)
 
@@ -166,6 +176,8 @@ def _admission(
     if not settings.admission:
         return Unlimited()
     policy = AdmissionPolicy.from_settings(settings, renewed=True)
-    models = RedisAdmission.from_url(redis_url, gateway, policy)
+    models = RedisAdmission.from_url(
+        redis_url, gateway, policy, SentinelOptions.from_settings(settings)
+    )
     leases.also(models.keep_held)
     return BackendAdmission(models, catalog, RedisAdaptive(models.client, models.adaptive_key))

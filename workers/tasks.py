@@ -7,6 +7,7 @@ envelopes themselves stay in the job store and the callback reads them from ther
 from __future__ import annotations
 
 import logging
+import math
 from collections import Counter
 from dataclasses import asdict
 from typing import Any
@@ -29,6 +30,8 @@ from workers import intake, leases, process
 log = logging.getLogger(__name__)
 STORE_RETRY_S = 2.0
 """Countdown of a task sent again because Redis was unreachable."""
+PUBLISH_RETRY_MAX_S = 1.0
+"""Longest pause between two tries to send a task again while the broker is unreachable."""
 
 
 def subagent(
@@ -162,12 +165,27 @@ def again_later(task: Task, exc: Exception) -> Exception:
     stored (Celery's Retry would store a RETRY state in the result backend, that same
     unreachable Redis, and a run whose state cannot be stored never ends in the threads
     pool: its message stays unacked, holding a prefetch slot for good). If the broker is
-    down too, the retry cannot be sent (Reject), the ack neither, and the broker
-    redelivers the task after the visibility timeout."""
+    down too (the same Redis failing over behind Sentinel), sending the retry is tried
+    again for SWARM_STORE_OUTAGE_S (the failover window is waited out, then the retry goes
+    to the promoted primary); past that it cannot be sent (Reject), the ack neither, and
+    the broker redelivers the task after the visibility timeout."""
     log.warning("swarm: Redis unreachable (%s); task %s runs again", exc, task.request.id)
-    task.retry(countdown=STORE_RETRY_S, exc=exc, throw=False)
+    rt = process.current()
+    policy = outage_retry_policy(rt.settings.store_outage_s if rt else 0.0)
+    task.retry(countdown=STORE_RETRY_S, exc=exc, throw=False, retry_policy=policy)
     ignored: Exception = Ignore()
     return ignored
+
+
+def outage_retry_policy(outage_s: float) -> dict[str, float | int]:
+    """kombu's publish retry policy that keeps sending for about ``outage_s`` (a pause of
+    PUBLISH_RETRY_MAX_S at most between tries)."""
+    return {
+        "max_retries": max(3, math.ceil(outage_s / PUBLISH_RETRY_MAX_S)),
+        "interval_start": 0,
+        "interval_step": PUBLISH_RETRY_MAX_S / 4,
+        "interval_max": PUBLISH_RETRY_MAX_S,
+    }
 
 
 def register(app: Celery) -> None:

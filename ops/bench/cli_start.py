@@ -74,7 +74,7 @@ def store_job(broker_url: str, report: dict[str, Any]) -> str:
         input_refs=tuple(n["input_ref"] for n in nodes),
         submitted_at=time.time(),
     )
-    store = RedisJobStore.from_url(url, settings.result_expires_s)
+    store = RedisJobStore.for_settings(settings, url)
     store.create_job(spec, ["x"] * len(nodes))
     store.save_report(spec.job_id, report)
     return spec.job_id

@@ -17,6 +17,7 @@ from swarm.catalog import Catalog, load_catalog
 from swarm.cli.render import print_json, stdout_console
 from swarm.errors import BrokerUnavailableError, ConfigError
 from swarm.settings import Settings
+from swarm.store.connect import SentinelOptions
 
 COLUMNS = {
     "admitted": "admitted",
@@ -42,7 +43,8 @@ def model_counters(settings: Settings, catalog: Catalog) -> dict[str, dict[str, 
         raise ConfigError("`swarm status --models` needs SWARM_BASE_URL (counters are per gateway)")
     import redis
 
-    controller = RedisAdmission.from_url(url, settings.base_url, AdmissionPolicy())
+    sentinel = SentinelOptions.from_settings(settings)
+    controller = RedisAdmission.from_url(url, settings.base_url, AdmissionPolicy(), sentinel)
     backends = BackendAdmission(
         controller, catalog, RedisAdaptive(controller.client, controller.adaptive_key)
     )

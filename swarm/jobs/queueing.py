@@ -13,8 +13,10 @@ from celery import Celery
 from kombu.entity import Exchange, Queue
 
 from swarm.catalog import Catalog
+from swarm.jobs import sentinel_transport
 from swarm.jobs.delayed_delivery import SwarmCelery
 from swarm.settings import Settings
+from swarm.store.connect import SentinelOptions, is_sentinel
 
 SUBAGENT_TASK = "swarm.subagent"
 SUBAGENTS_TASK = "swarm.subagents"
@@ -56,9 +58,17 @@ def celery_config(settings: Settings, catalog: Catalog) -> dict[str, Any]:
         "worker_cancel_long_running_tasks_on_connection_loss": False,
         "worker_prefetch_multiplier": 1,
         "broker_transport_options": _transport_options(settings),
+        "result_backend_transport_options": sentinel_transport_options(
+            settings, settings.backend_url()
+        ),
         "result_expires": settings.result_expires_s,
         "result_extended": False,
         "result_chord_retry_interval": 0.1,
+        # A result (a chord member's counted part) that cannot be stored while the result
+        # backend fails over is tried again for about SWARM_STORE_OUTAGE_S, not dropped.
+        "result_backend_always_retry": True,
+        "result_backend_max_retries": max(1, round(settings.store_outage_s)),
+        "result_backend_max_sleep_between_retries_ms": 1000,
         "broker_connection_retry_on_startup": True,
         # AMQP: RabbitMQ closes a frozen worker's connection once its heartbeats stop (about
         # three heartbeat timeouts here), and the messages it was sent but never took (its
@@ -132,6 +142,7 @@ def _transport_options(settings: Settings) -> dict[str, Any]:
         # The in-memory transport polls its queues; its 1 s default would dominate a demo.
         return {"polling_interval": 0.01}
     return {
+        **sentinel_transport_options(settings, settings.broker_url),
         # A task unacked this long (its worker was killed) goes back to its queue; the
         # settings keep it above the longest task, or a running task would run twice.
         "visibility_timeout": settings.visibility_timeout_s,
@@ -145,8 +156,22 @@ def _transport_options(settings: Settings) -> dict[str, Any]:
     }
 
 
+def sentinel_transport_options(settings: Settings, url: str | None) -> dict[str, Any]:
+    """Celery's and kombu's Sentinel transport options for a ``sentinel://`` URL: the
+    master's name and the sentinels' password (the primary's is in the URL)."""
+    if settings.embedded or not is_sentinel(url):
+        return {}
+    sentinel = SentinelOptions.from_settings(settings)
+    options: dict[str, Any] = {"master_name": sentinel.master}
+    if sentinel.password:
+        options["sentinel_kwargs"] = sentinel.sentinel_kwargs()
+    return options
+
+
 def make_celery(settings: Settings, catalog: Catalog, name: str = "swarm") -> Celery:
     """A Celery app configured for this deployment, with no tasks registered."""
+    if not settings.embedded and is_sentinel(settings.broker_url):
+        sentinel_transport.install()  # kombu's, its closing channel fixed
     app: Celery = SwarmCelery(name, set_as_current=False)
     app.conf.update(celery_config(settings, catalog))
     return app

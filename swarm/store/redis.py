@@ -62,6 +62,8 @@ from swarm.store.base import (
     summary_status,
 )
 from swarm.store.billing import BilledCall, BudgetState, StoredAnswer
+from swarm.store.connect import SentinelOptions, redis_client
+from swarm.store.durable import Durable
 from swarm.store.leases import TASK, Lease, parse_member
 from swarm.store.script_args import (
     STORE_SCRIPTS,
@@ -111,22 +113,47 @@ def _ms(seconds: float) -> int:
 class RedisJobStore(JobStore):
     """A JobStore over one redis-py client (thread-safe connection pool)."""
 
-    def __init__(self, client: redis.Redis, ttl_s: int) -> None:
+    def __init__(
+        self, client: redis.Redis, ttl_s: int, wait_ms: int = 0, outage_s: float = 0.0
+    ) -> None:
         self._r = client
         self._ttl_s = ttl_s
         self._scripts = Scripts(client, *STORE_SCRIPTS)
+        self._durable = Durable(client, wait_ms, outage_s)
+        """The writes that must survive a failover (swarm.store.durable; docs/ha.md)."""
 
     @classmethod
-    def from_url(cls, url: str, ttl_s: int) -> RedisJobStore:
-        """Connect lazily to ``url``; check() verifies the connection."""
-        client = redis.Redis.from_url(
+    def from_url(
+        cls,
+        url: str,
+        ttl_s: int,
+        sentinel: SentinelOptions | None = None,
+        *,
+        wait_ms: int = 0,
+        outage_s: float = 0.0,
+    ) -> RedisJobStore:
+        """Connect lazily to ``url`` (plain or ``sentinel://``, swarm.store.connect);
+        check() verifies the connection."""
+        client = redis_client(
             url,
+            sentinel,
             decode_responses=True,
             socket_connect_timeout=5,
             health_check_interval=30,
             max_connections=MAX_CONNECTIONS,
         )
-        return cls(client, ttl_s)
+        return cls(client, ttl_s, wait_ms, outage_s)
+
+    @classmethod
+    def for_settings(cls, settings: Settings, url: str) -> RedisJobStore:
+        """The store on ``url`` with the Sentinel, WAIT and outage options of ``settings``."""
+        return cls.from_url(
+            url,
+            settings.result_expires_s,
+            SentinelOptions.from_settings(settings),
+            wait_ms=settings.store_wait_ms,
+            outage_s=settings.store_outage_s,
+        )
 
     @classmethod
     def from_settings(cls, settings: Settings) -> RedisJobStore:
@@ -135,7 +162,7 @@ class RedisJobStore(JobStore):
         url = settings.backend_url()
         if url is None:
             raise BrokerUnavailableError("SWARM_BROKER_URL is not set (embedded mode has no store)")
-        store = cls.from_url(url, settings.result_expires_s)
+        store = cls.for_settings(settings, url)
         store.check()
         return store
 
@@ -152,21 +179,24 @@ class RedisJobStore(JobStore):
             raise BrokerUnavailableError(f"cannot reach Redis: {exc}") from None
 
     def create_job(self, spec: JobSpec, texts: Sequence[str]) -> None:
-        pipe = self._r.pipeline(transaction=False)
-        inputs = _key(spec.job_id, "inputs")
-        pairs = list(zip(spec.node_ids, texts, strict=True))
-        for start in range(0, len(pairs), 500):
-            pipe.hset(inputs, mapping=dict(pairs[start : start + 500]))
-        pipe.expire(inputs, self._ttl_s)
-        pipe.set(_key(spec.job_id, "spec"), spec.model_dump_json(), ex=self._ttl_s)
-        if spec.budget_usd is not None:
-            budget = _key(spec.job_id, "budget")
-            pipe.hset(budget, "cap_nusd", nusd_of_usd(spec.budget_usd))
-            pipe.expire(budget, self._ttl_s)
-        pipe.zadd(JOB_INDEX, {spec.job_id: spec.submitted_at})
-        pipe.zremrangebyscore(JOB_INDEX, "-inf", f"({time.time() - self._ttl_s}")
-        pipe.expire(JOB_INDEX, self._ttl_s)
-        pipe.execute()
+        """Durable (WAIT): a job lost in a failover would have its tasks find nothing."""
+
+        def write(pipe: Any) -> None:
+            inputs = _key(spec.job_id, "inputs")
+            pairs = list(zip(spec.node_ids, texts, strict=True))
+            for start in range(0, len(pairs), 500):
+                pipe.hset(inputs, mapping=dict(pairs[start : start + 500]))
+            pipe.expire(inputs, self._ttl_s)
+            pipe.set(_key(spec.job_id, "spec"), spec.model_dump_json(), ex=self._ttl_s)
+            if spec.budget_usd is not None:
+                budget = _key(spec.job_id, "budget")
+                pipe.hset(budget, "cap_nusd", nusd_of_usd(spec.budget_usd))
+                pipe.expire(budget, self._ttl_s)
+            pipe.zadd(JOB_INDEX, {spec.job_id: spec.submitted_at})
+            pipe.zremrangebyscore(JOB_INDEX, "-inf", f"({time.time() - self._ttl_s}")
+            pipe.expire(JOB_INDEX, self._ttl_s)
+
+        self._durable.write(write)
 
     def update_job(self, spec: JobSpec, texts: Sequence[str]) -> None:
         self.create_job(spec, texts)  # only sets the spec, adds inputs and (re)sets the cap
@@ -346,7 +376,13 @@ class RedisJobStore(JobStore):
             ttl_s=self._ttl_s,
             fence_token=fence.token if fence is not None else "",
         )
-        return bool(self._scripts.run(args))
+        # Durable (WAIT) and tried again through an outage: a line lost in a failover is a
+        # call the gateway billed that the ledger misses, and its answer lost a call made
+        # again. Idempotent by call id, so a try whose reply was lost counts once.
+        [new] = self._durable.retrying(
+            lambda: self._durable.write(lambda pipe: self._scripts.run(args, client=pipe))
+        )
+        return bool(new)
 
     def answer(self, job_id: str, key: str) -> StoredAnswer | None:
         raw = self._r.hget(_key(job_id, "answers"), key)
@@ -380,21 +416,29 @@ class RedisJobStore(JobStore):
     def claim_or_answer(
         self, job_id: str, slot: str, owner: str, ttl_s: float, key: str
     ) -> tuple[bool, StoredAnswer | None]:
-        """One round trip: SET NX the claim, read its owner and the stored answer."""
+        """One round trip: SET NX the claim, read its owner and the stored answer. Durable
+        (WAIT): a claim lost in a failover lets a duplicate run call at the same time."""
         claim = _key(job_id, f"claim:{slot}")
-        pipe = self._r.pipeline(transaction=False)
-        pipe.set(claim, owner, nx=True, px=max(int(ttl_s * 1000), 1))
-        pipe.get(claim)
-        pipe.hget(_key(job_id, "answers"), key)
-        taken, holder, raw = pipe.execute()
+
+        def write(pipe: Any) -> None:
+            pipe.set(claim, owner, nx=True, px=max(int(ttl_s * 1000), 1))
+            pipe.get(claim)
+            pipe.hget(_key(job_id, "answers"), key)
+
+        taken, holder, raw = self._durable.write(write)
         stored = StoredAnswer.model_validate_json(raw) if raw else None
         return bool(taken) or holder == owner, stored
 
     def claim(self, job_id: str, slot: str, owner: str, ttl_s: float) -> bool:
+        """Durable (WAIT), as claim_or_answer."""
         key = _key(job_id, f"claim:{slot}")
-        if self._r.set(key, owner, nx=True, px=max(int(ttl_s * 1000), 1)):
-            return True
-        return bool(self._r.get(key) == owner)
+
+        def write(pipe: Any) -> None:
+            pipe.set(key, owner, nx=True, px=max(int(ttl_s * 1000), 1))
+            pipe.get(key)
+
+        taken, holder = self._durable.write(write)
+        return bool(taken) or holder == owner
 
     def unclaim(self, job_id: str, slot: str, owner: str) -> None:
         self._scripts.run(UnclaimArgs(_key(job_id, f"claim:{slot}"), owner))
@@ -404,16 +448,20 @@ class RedisJobStore(JobStore):
         prefix of it Redis ran before a connection broke is safe: an indexed member whose
         lease was never set is a lapse (the key is the truth) that a sweeper sends again
         with its signature; a signature alone is a message this worker could not lease
-        (the broker redelivers it). The latest delivery of a message wins the lease."""
+        (the broker redelivers it). The latest delivery of a message wins the lease.
+        Durable (WAIT): a lease lost in a failover fences its own run off (its renewal
+        finds it gone) with no index member left for a sweeper to send the task again."""
         task_id = lease.name.partition(":")[2]
         resend = _key(lease.job_id, "resend")
         ttl_ms = _ms(ttl_s)
-        pipe = self._r.pipeline(transaction=False)
-        pipe.hset(resend, task_id, signature)
-        pipe.expire(resend, self._ttl_s)
-        self._scripts.run(IndexArgs(LEASE_INDEX, ttl_ms, "add", (lease.member,)), client=pipe)
-        pipe.set(_key(lease.job_id, lease.name), lease.token, px=ttl_ms)
-        pipe.execute()
+
+        def write(pipe: Any) -> None:
+            pipe.hset(resend, task_id, signature)
+            pipe.expire(resend, self._ttl_s)
+            self._scripts.run(IndexArgs(LEASE_INDEX, ttl_ms, "add", (lease.member,)), client=pipe)
+            pipe.set(_key(lease.job_id, lease.name), lease.token, px=ttl_ms)
+
+        self._durable.write(write)
 
     def renew_leases(self, leases: Sequence[Lease], ttl_s: float) -> set[Lease]:
         """One round trip renews every lease (one script per job), a second moves the

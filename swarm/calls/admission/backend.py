@@ -27,6 +27,7 @@ from swarm.calls.admission.base import (
 )
 from swarm.calls.local.adaptive import AdaptiveLimits
 from swarm.catalog import Catalog, ModelSpec
+from swarm.store.outages import STORE_OUTAGES
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +69,10 @@ class _Held:
     permit: Permit
     started: float
     inflight: int
+
+
+UNSENT = Outcome(used_tokens=0, sent=False)
+"""The outcome of a permit given back before its request was sent."""
 
 
 class BackendAdmission(AdmissionController):
@@ -112,36 +117,59 @@ class BackendAdmission(AdmissionController):
         first = self.inner.acquire(bspec, job_id, tokens, lease_id, reserve_s)
         if first.permit is None:
             return first
-        second = self.inner.acquire(spec, job_id, tokens, lease_id, reserve_s)
-        if second.permit is None:
-            self.inner.finish(bspec, first.permit, Outcome(used_tokens=0, sent=False))
-            return second
-        start_in_s = max(first.start_in_s, second.start_in_s)
-        inflight = self.inner.counters(bspec).inflight if backend.is_adaptive else 0
+        try:
+            second = self.inner.acquire(spec, job_id, tokens, lease_id, reserve_s)
+            if second.permit is None:
+                self.inner.finish(bspec, first.permit, UNSENT)
+                return second
+            start_in_s = max(first.start_in_s, second.start_in_s)
+            inflight = self.inner.counters(bspec).inflight if backend.is_adaptive else 0
+        except STORE_OUTAGES:  # Redis unreachable: the backend's permit is let go
+            self._let_go(bspec, first.permit)
+            raise
         self._held[lease_id] = _Held(bspec, first.permit, self.clock() + start_in_s, inflight)
         return Decision(second.permit, start_in_s=start_in_s)
 
+    def _let_go(self, spec: ModelSpec, permit: Permit) -> None:
+        """Give ``permit`` back, or at least stop renewing it (it lapses) when Redis
+        cannot be reached: a permit this process still renews counts in flight for good."""
+        try:
+            self.inner.finish(spec, permit, UNSENT)
+        except STORE_OUTAGES as exc:
+            log.debug("admission: %s's permit left to lapse (%s)", spec.name, exc)
+
     def finish(self, spec: ModelSpec, permit: Permit, outcome: Outcome) -> Verdict:
         """The model's permit, then the backend's; an answered call feeds the adaptive
-        limit with its latency. The verdict (pause, retry budget) is the model's."""
-        verdict = self.inner.finish(spec, permit, outcome)
+        limit with its latency. The verdict (a pause) is the model's. When
+        Redis cannot be reached the backend's permit is still let go (not renewed any more,
+        it lapses), or the heartbeat would keep it in flight for good."""
+        try:
+            verdict = self.inner.finish(spec, permit, outcome)
+        except STORE_OUTAGES:
+            self._release_backend(spec, permit, outcome)
+            raise
+        self._release_backend(spec, permit, outcome)
+        return verdict
+
+    def _release_backend(self, spec: ModelSpec, permit: Permit, outcome: Outcome) -> None:
         held = self._held.pop(permit.lease_id, None)
         if held is None:
-            return verdict
+            return
         backend = self.catalog.backend_of(spec)
         answered = outcome.sent and not outcome.failed and outcome.used_tokens != 0
         observed = backend.is_adaptive and (answered or outcome.timed_out)
         # the calls in flight over the call's life: at its admission and at its end (a
         # server does not always serve calls in the order they were admitted)
-        ending = self.inner.counters(held.spec).inflight if observed else 0
         released = Outcome(used_tokens=outcome.used_tokens, sent=outcome.sent)
-        self.inner.finish(held.spec, held.permit, released)
+        try:
+            ending = self.inner.counters(held.spec).inflight if observed else 0
+        finally:  # released (or let lapse) even when the count cannot be read
+            self.inner.finish(held.spec, held.permit, released)
         if observed:
             latency_ms = max(0.0, self.clock() - held.started) * 1000.0
             cap = adaptive_cap(self.catalog, backend)
             inflight = (held.inflight + max(ending, 1)) / 2.0
             self.adaptive.record(backend.name, latency_ms, inflight, cap, outcome.timed_out)
-        return verdict
 
     def counters(self, spec: ModelSpec) -> ModelCounters:
         """The model's counters."""

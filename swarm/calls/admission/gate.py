@@ -31,6 +31,7 @@ from swarm.calls.retry_policy import classify
 from swarm.catalog import ModelSpec
 from swarm.errors import LeaseLostError, RetryLater
 from swarm.records import ErrorKind
+from swarm.store.outages import STORE_OUTAGES
 
 log = logging.getLogger(__name__)
 
@@ -183,8 +184,12 @@ class Gate:
         """Sleep until the booked slot; False (permit given back, tokens refunded) when a
         429 paused the model meanwhile: the next acquire then waits out the pause."""
         self.sleep(decision.start_in_s)
-        if self.controller.pause_left_s(self.spec) <= 0:
-            return True
+        try:
+            if self.controller.pause_left_s(self.spec) <= 0:
+                return True
+        except STORE_OUTAGES:  # Redis unreachable: the permit goes back or lapses
+            self._settle_through_outage(permit, error=None, unsent=True)
+            raise
         self.controller.finish(self.spec, permit, Outcome(used_tokens=0, sent=False))
         return False
 
@@ -199,10 +204,31 @@ class Gate:
         try:
             answer = attempt()
         except BaseException as exc:
-            self.settle(permit, error=exc)
+            self._settle_through_outage(permit, error=exc)
             raise
-        self.settle(permit, answer=answer)
+        self._settle_through_outage(permit, answer=answer)
         return answer
+
+    def _settle_through_outage(
+        self,
+        permit: Permit,
+        answer: Answer | None = None,
+        error: BaseException | None = None,
+        *,
+        unsent: bool = False,
+    ) -> None:
+        """``settle`` (``unsent``: give the permit back unused), unless Redis cannot be
+        reached (a failover under way): then the attempt's own outcome goes on (an answer
+        the gateway billed must reach the ledger, a billed error keeps its usage) and the
+        permit's lease lapses on its own."""
+        try:
+            if unsent:
+                self.controller.finish(self.spec, permit, Outcome(used_tokens=0, sent=False))
+            else:
+                self.settle(permit, answer=answer, error=error)
+        except STORE_OUTAGES as exc:
+            log.debug("admission: %s's permit not finished, Redis unreachable (%s); it lapses",
+                      self.spec.name, exc)  # fmt: skip
 
     def settle(
         self,

@@ -38,6 +38,7 @@ from swarm.calls.admission.script_args import (
 )
 from swarm.calls.admission.script_args import Limit as ScriptLimit
 from swarm.catalog import ModelSpec
+from swarm.store.connect import SentinelOptions, redis_client
 from swarm.store.scripts import Scripts
 
 log = logging.getLogger(__name__)
@@ -59,11 +60,18 @@ class RedisAdmission(AdmissionController):
         self._lock = threading.Lock()
 
     @classmethod
-    def from_url(cls, url: str, gateway: str, policy: AdmissionPolicy) -> RedisAdmission:
-        """A controller on the Redis at ``url`` (the job store's Redis)."""
+    def from_url(
+        cls,
+        url: str,
+        gateway: str,
+        policy: AdmissionPolicy,
+        sentinel: SentinelOptions | None = None,
+    ) -> RedisAdmission:
+        """A controller on the Redis at ``url`` (the job store's Redis, plain or
+        ``sentinel://``, swarm.store.connect)."""
         # One connection per calling thread at most (see swarm.store.redis.MAX_CONNECTIONS).
-        client = redis.Redis.from_url(
-            url, socket_timeout=10, health_check_interval=30, max_connections=1024
+        client = redis_client(
+            url, sentinel, socket_timeout=10, health_check_interval=30, max_connections=1024
         )
         return cls(client, gateway, policy)
 

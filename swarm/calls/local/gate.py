@@ -18,7 +18,7 @@ from dataclasses import replace
 from functools import partial
 from typing import Any
 
-from swarm.calls.admission.base import Outcome, Permit
+from swarm.calls.admission.base import Permit
 from swarm.calls.admission.gate import Gate, outcome_of_error
 from swarm.calls.local.abandoned import AbandonedPermits, Release
 from swarm.calls.local.late import LateAnswers
@@ -61,7 +61,7 @@ class HoldingGate(Gate):
         permit = self._acquire()
         if (answer := self.late.take()) is not None:
             if permit is not None:
-                self.controller.finish(self.spec, permit, Outcome(used_tokens=0, sent=False))
+                self._settle_through_outage(permit, unsent=True)
             return answer
         assert permit is not None  # None only when a late answer is kept
         backend, sent_at = self.spec.backend, self.abandoned.clock()
@@ -74,9 +74,9 @@ class HoldingGate(Gate):
             raise
         except BaseException as exc:
             self.abandoned.ended(backend)
-            self.settle(permit, error=exc)
+            self._settle_through_outage(permit, error=exc)
             raise
-        self.settle(permit, answer=answer)
+        self._settle_through_outage(permit, answer=answer)
         self.abandoned.answered(backend, sent_at)
         return answer
 

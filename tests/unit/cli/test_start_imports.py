@@ -80,7 +80,7 @@ class Counters:
         return ModelCounters(admitted=3)
     def adaptive_key(self, backend):
         return backend
-RedisAdmission.from_url = classmethod(lambda cls, url, gateway, policy: Counters())
+RedisAdmission.from_url = classmethod(lambda cls, url, gateway, policy, *sentinel: Counters())
 """
 """The per-model counters bare `swarm status` reads, without a Redis (as above)."""
 

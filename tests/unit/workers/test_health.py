@@ -128,3 +128,19 @@ def test_the_check_imports_celery_but_not_the_swarm_package() -> None:
     code = "import sys, workers.health; print('swarm' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "False"
+
+
+def test_a_sentinel_broker_is_pinged_through_the_named_master(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    url = "sentinel://s1:26379/0;sentinel://s2:26379/0"
+    env = {health.SENTINEL_MASTER_ENV: "mymaster", health.SENTINEL_PASSWORD_ENV: "spw"}
+    options = health.sentinel_options(url, env)
+    assert options == {"master_name": "mymaster", "sentinel_kwargs": {"password": "spw"}}
+    assert health.sentinel_options("redis://r:6379/0", env) == {}
+    made: list[dict[str, Any]] = []
+    app = FakeApp(FakeControl([{"w1@box": {"ok": "pong"}}]))
+    monkeypatch.setattr(health, "Celery", lambda *a, **k: made.append(k) or app)
+    monkeypatch.setenv(health.SENTINEL_MASTER_ENV, "mymaster")
+    assert health.node_alive(url, "w1@box")
+    assert made[0]["changes"]["broker_transport_options"]["master_name"] == "mymaster"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+import redis
 
 from swarm.calls.admission import AdmissionPolicy, MemoryAdmission, Refusal
 from swarm.calls.admission.backend import BackendAdmission
@@ -118,3 +119,45 @@ def test_a_local_backend_starts_from_its_models_own_limits() -> None:
     # before any answer, the backend admits what its models' own limits admit together
     cap = sum(spec.max_inflight for spec in cat.models.values())
     assert controller(cat).backend_spec(backend).max_inflight == cap
+
+
+class Flaky(MemoryAdmission):
+    """Memory admission whose calls for model ``a`` meet a Redis outage when told to."""
+
+    def __init__(self) -> None:
+        super().__init__(AdmissionPolicy())
+        self.down: set[str] = set()
+
+    def acquire(self, spec, job_id, tokens, lease_id=None, reserve_s=0.0):  # type: ignore[no-untyped-def]
+        if spec.name == "a" and "acquire" in self.down:
+            raise redis.exceptions.ConnectionError("failover under way")
+        return super().acquire(spec, job_id, tokens, lease_id, reserve_s)
+
+    def finish(self, spec, permit, outcome):  # type: ignore[no-untyped-def]
+        if spec.name == "a" and "finish" in self.down:
+            raise redis.exceptions.ConnectionError("failover under way")
+        return super().finish(spec, permit, outcome)
+
+
+def test_an_outage_after_the_backends_permit_lets_it_go() -> None:
+    cat = catalog("[backends.one]\nmax_inflight = 1\n")
+    inner = Flaky()
+    ctl = BackendAdmission(inner, cat, MemoryAdaptive())
+    inner.down = {"acquire"}
+    with pytest.raises(redis.exceptions.ConnectionError):
+        ctl.acquire(cat.model("a"), "j1", 10)
+    assert ctl.backend_counters(cat.backends["one"]).inflight == 0
+    assert ctl.acquire(cat.model("b"), "j1", 10).permit is not None
+
+
+def test_an_outage_finishing_the_models_permit_still_releases_the_backends() -> None:
+    cat = catalog("[backends.one]\nmax_inflight = 1\n")
+    inner = Flaky()
+    ctl = BackendAdmission(inner, cat, MemoryAdaptive())
+    permit = ctl.acquire(cat.model("a"), "j1", 10).permit
+    assert permit is not None
+    inner.down = {"finish"}
+    with pytest.raises(redis.exceptions.ConnectionError):
+        ctl.finish(cat.model("a"), permit, Outcome(used_tokens=12))
+    assert ctl.backend_counters(cat.backends["one"]).inflight == 0
+    assert ctl.acquire(cat.model("b"), "j1", 10).permit is not None

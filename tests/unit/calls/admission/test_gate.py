@@ -5,11 +5,12 @@ from __future__ import annotations
 import httpx2
 import openai
 import pytest
+import redis
 
-from swarm.calls.admission import AdmissionPolicy, MemoryAdmission, Outcome
+from swarm.calls.admission import AdmissionPolicy, MemoryAdmission, Outcome, Permit, Verdict
 from swarm.calls.admission.gate import Gate, outcome_of_error, wait_or_requeue
 from swarm.calls.request import Answer
-from swarm.catalog import load_catalog
+from swarm.catalog import ModelSpec, load_catalog
 from swarm.errors import RetryLater, SwarmError
 from swarm.jobs.queueing import job_priority
 from swarm.records import Usage
@@ -157,3 +158,24 @@ def test_a_call_that_waited_for_a_rate_limits_slot_is_at_the_limit() -> None:
                 may_requeue=False, sleep=lambda s: None)  # fmt: skip
     assert not gate.acquire().at_limit  # the bucket had room
     assert gate.acquire().at_limit  # refused for rps (no reserve), then admitted
+
+
+class FinishDown(MemoryAdmission):
+    """Admits, then cannot finish a permit: Redis went away while the call ran."""
+
+    def finish(self, spec: ModelSpec, permit: Permit, outcome: Outcome) -> Verdict:
+        raise redis.exceptions.ConnectionError("failover under way")
+
+
+def test_an_answer_whose_permit_cannot_be_finished_is_still_the_calls() -> None:
+    model = load_catalog().model("kimi-k2.5")
+    gate = Gate(FinishDown(AdmissionPolicy()), model, "job", 10, max_wait_s=2.0,
+                max_countdown_s=60.0, may_requeue=True, sleep=lambda s: None)  # fmt: skip
+    answer = Answer("ok", Usage(prompt_tokens=3, completion_tokens=4), "stop")
+    assert gate.call(lambda: answer) == answer  # billed: it goes on to the ledger
+
+    def failed() -> Answer:
+        raise SwarmError("the gateway's own error")
+
+    with pytest.raises(SwarmError, match="own error"):  # not hidden by the outage
+        gate.call(failed)
