@@ -1,0 +1,280 @@
+"""Swarm's speed on a fast hosted-like gateway against a plain Celery chord, side by side in
+one run, with the CPU each process spends per call and Redis's commands per call.
+
+One private redis-server and one `swarm sim` per scenario serve every client; each client
+gets two fresh worker processes (threads pool, ``-c 50``): the plain chord of
+swarm.bench.plain_chord (no swarm code), then swarm once per catalog (SWARM_CONFIG of the
+workers and of the producer). Scenarios:
+
+    a  2,000 inputs at 0 ms: calls/s from submit (the producer API, as `swarm run` does it
+       without a terminal) to the report, median of ``--repeat`` runs after a 200-input
+       warm-up; swarm / plain
+    b  100 inputs at 1 s + a 1 s aggregation, best of ``--repeat`` after a warm-up:
+       makespan / the 2.0 s critical path
+
+Every measured run also reads utime + stime of the worker processes, of redis-server and
+of the simulator (/proc/PID/stat) and Redis's INFO commandstats before and after: CPU ms
+per call (the inputs and the aggregation) and commands per call, summed over the runs.
+Catalogs: ``packaged`` (swarm/data/catalog.toml), ``no-default-backend`` (a copy of it
+without its ``[backends.default]`` table), ``far-limits`` (swarm.bench.sweep.bench_catalog:
+one model, no backend table, limits far above the load, as `swarm bench overhead` runs), or
+a path. Prints the tables and writes them to
+ops/bench/results/hosted_speed.md.
+
+    python ops/bench/hosted_speed.py                                  # packaged catalog
+    python ops/bench/hosted_speed.py --catalog packaged --catalog no-default-backend
+    python ops/bench/hosted_speed.py --only a --inputs 500 --repeat 1 --catalog my.toml
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+
+import redis
+
+from swarm.bench import procs
+from swarm.bench.overhead import AGGREGATE_1S, Bench, texts
+
+ROOT = Path(__file__).resolve().parents[2]
+OUT = ROOT / "ops" / "bench" / "results" / "hosted_speed.md"
+TICKS = os.sysconf("SC_CLK_TCK")
+Run = Callable[[list[str], str], float]
+Client = Callable[[procs.Sim], AbstractContextManager[Run]]
+SCRIPT_CALLS = ("evalsha", "eval", "fcall")
+"""Commands that run a Lua script (the commands it runs inside are counted by name too)."""
+
+
+def cpu_s(pid: int) -> float:
+    """utime + stime of a process (all its threads), in seconds."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICKS
+
+
+@dataclass
+class Sample:
+    """What the measured runs of one client cost, summed."""
+
+    walls: list[float] = field(default_factory=list)
+    calls: int = 0
+    """Gateway calls the runs asked for (inputs + one aggregation each)."""
+    cpu: dict[str, float] = field(default_factory=dict)
+    """CPU seconds by process group: workers, redis, sim."""
+    commands: dict[str, float] = field(default_factory=dict)
+    """Redis commands by name."""
+
+    def per_call_ms(self, group: str) -> float:
+        return 1000 * self.cpu.get(group, 0.0) / max(self.calls, 1)
+
+    def commands_per_call(self) -> float:
+        return sum(self.commands.values()) / max(self.calls, 1)
+
+
+@dataclass
+class Meter:
+    """Reads the processes' CPU and Redis's command counts around each measured run."""
+
+    bench: Bench
+    redis_client: redis.Redis
+    sim: procs.Sim
+
+    def pids(self) -> dict[str, list[int]]:
+        server = int(self.redis_client.info("server")["process_id"])
+        return {"workers": list(self.bench.pids), "redis": [server], "sim": [self.sim.proc.pid]}
+
+    def commandstats(self) -> dict[str, float]:
+        stats = self.redis_client.info("commandstats")
+        return {name.removeprefix("cmdstat_"): float(v["calls"]) for name, v in stats.items()}
+
+    def measure(self, sample: Sample, run: Run, inputs: list[str], aggregate: str) -> None:
+        """One run of ``inputs``, its wall, CPU and commands added to ``sample``."""
+        pids = self.pids()
+        cpu0 = {g: sum(map(cpu_s, ps)) for g, ps in pids.items()}
+        cmd0 = self.commandstats()
+        sample.walls.append(run(inputs, aggregate))
+        cmd1 = self.commandstats()
+        for group, ps in pids.items():
+            sample.cpu[group] = sample.cpu.get(group, 0.0) + sum(map(cpu_s, ps)) - cpu0[group]
+        for name, calls in cmd1.items():
+            if name not in ("info", "ping"):  # this meter's own, and health checks
+                sample.commands[name] = sample.commands.get(name, 0.0) + calls - cmd0.get(name, 0)
+        sample.calls += len(inputs) + 1
+
+
+@dataclass(frozen=True)
+class Result:
+    """One client in one scenario."""
+
+    scenario: str
+    client: str
+    figure: float
+    unit: str
+    sample: Sample
+
+
+def catalog_path(name: str, bench: Bench) -> Path:
+    """The catalog named ``name`` (see the module's text) as a file."""
+    if name == "far-limits":
+        return bench.catalog()
+    if name not in ("packaged", "no-default-backend"):
+        return Path(name).resolve()
+    text = resources.files("swarm.data").joinpath("catalog.toml").read_text("utf-8")
+    if name == "no-default-backend":
+        text = re.sub(r"^\[backends\.default\]\n(?:(?!\[)[^\n]*\n)*", "", text, flags=re.M)
+    path = bench.folder / f"catalog-{name}.toml"
+    path.write_text(text, "utf-8")
+    return path
+
+
+def clients(bench: Bench, catalogs: list[str]) -> Iterator[tuple[str, Client]]:
+    yield "plain celery", bench.plain
+    for name in catalogs:
+        yield f"swarm ({name})", swarm_client(bench, catalog_path(name, bench))
+
+
+def swarm_client(bench: Bench, catalog: Path) -> Client:
+    def client(sim: procs.Sim) -> AbstractContextManager[Run]:
+        return bench.swarm(sim, catalog=catalog)
+
+    return client
+
+
+def throughput(bench: Bench, catalogs: list[str], n: int) -> list[Result]:
+    """(a) ``n`` inputs at 0 ms: calls/s (inputs / median wall)."""
+    results = []
+    with procs.sim(bench.folder, []) as sim:
+        meter = Meter(bench, redis.Redis.from_url(bench.redis_url), sim)
+        for name, client in clients(bench, catalogs):
+            sample = Sample()
+            with client(sim) as run:
+                run(texts(200, "warm-up"), "Merge.")
+                for i in range(bench.repeat):
+                    meter.measure(sample, run, texts(n, f"a{i}-{time.time_ns()}"), "Merge.")
+            rate = n / statistics.median(sample.walls)
+            results.append(Result(f"a {n:,} x 0 ms", name, rate, "calls/s", sample))
+            print(f"  {name}: {rate:.1f} calls/s {sample.walls}", file=sys.stderr)
+    return results
+
+
+def critical_path(bench: Bench, catalogs: list[str]) -> list[Result]:
+    """(b) 100 inputs at 1 s + a 1 s aggregation: best makespan / 2.0 s."""
+    results = []
+    with procs.sim(bench.folder, ["--latency-ms", "1000"]) as sim:
+        meter = Meter(bench, redis.Redis.from_url(bench.redis_url), sim)
+        for name, client in clients(bench, catalogs):
+            sample = Sample()
+            with client(sim) as run:
+                run(texts(100, "warm-up"), AGGREGATE_1S)
+                for i in range(bench.repeat):
+                    meter.measure(sample, run, texts(100, f"b{i}-{time.time_ns()}"), AGGREGATE_1S)
+            ratio = min(sample.walls) / 2.0
+            results.append(Result("b 100 x 1 s + 1 s agg", name, ratio, "x 2.0 s", sample))
+            print(f"  {name}: {ratio:.2f}x {sample.walls}", file=sys.stderr)
+    return results
+
+
+def verdicts(results: list[Result]) -> list[str]:
+    """Swarm against the plain chord (a: >= 2x) and against the critical path (b: <= 1.15x)."""
+    lines = []
+    for r in results:
+        if r.client == "plain celery":
+            continue
+        if r.scenario.startswith("a "):
+            plain = next(p for p in results if p.scenario == r.scenario and p is not r)
+            ratio = r.figure / plain.figure
+            ok = "meets" if ratio >= 2.0 else "misses"
+            lines.append(f"{r.scenario}: {r.client} / plain = {ratio:.2f}x ({ok} >= 2x)")
+        else:
+            ok = "meets" if r.figure <= 1.15 else "misses"
+            lines.append(
+                f"{r.scenario}: {r.client} {r.figure:.2f}x the critical path ({ok} <= 1.15x)"
+            )
+    return lines
+
+
+def markdown(results: list[Result], header: str) -> str:
+    rows = [
+        "| scenario | client | figure | unit | runs (s) | worker CPU ms/call "
+        "| redis CPU ms/call | sim CPU ms/call | redis cmds/call |",
+        "|---|---|---:|---|---|---:|---:|---:|---:|",
+    ]
+    for r in results:
+        s = r.sample
+        runs = ", ".join(f"{w:.2f}" for w in s.walls)
+        rows.append(
+            f"| {r.scenario} | {r.client} | {r.figure:.2f} | {r.unit} | {runs} "
+            f"| {s.per_call_ms('workers'):.2f} | {s.per_call_ms('redis'):.2f} "
+            f"| {s.per_call_ms('sim'):.2f} | {s.commands_per_call():.1f} |"
+        )
+    return "\n".join([header, "", *rows, "", *verdicts(results), "", commands_table(results)])
+
+
+def commands_table(results: list[Result], top: int = 25) -> str:
+    """Redis commands per call by name, one column per client (scenario a when run)."""
+    chosen = [r for r in results if r.scenario.startswith("a ")] or results
+    totals: dict[str, float] = {}
+    for r in chosen:
+        for name, count in r.sample.commands.items():
+            totals[name] = totals.get(name, 0.0) + count / max(r.sample.calls, 1)
+    names = sorted(totals, key=lambda k: -totals[k])[:top]
+    head = (
+        f"Redis commands per call, {chosen[0].scenario} (script calls: {', '.join(SCRIPT_CALLS)}; "
+    )
+    head += "the commands scripts run inside are counted by name too):\n\n"
+    cols = " | ".join(r.client for r in chosen)
+    lines = [f"| command | {cols} |", "|---|" + "---:|" * len(chosen)]
+    for name in names:
+        cells = " | ".join(
+            f"{r.sample.commands.get(name, 0.0) / max(r.sample.calls, 1):.2f}" for r in chosen
+        )
+        lines.append(f"| {name} | {cells} |")
+    return head + "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument(
+        "--catalog",
+        action="append",
+        help="packaged, no-default-backend, far-limits or a path (repeatable)",
+    )
+    parser.add_argument("--only", default="a,b", help="scenarios: a, b or a,b")
+    parser.add_argument("--inputs", type=int, default=2000, help="inputs of scenario a")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--out", type=Path, default=OUT)
+    args = parser.parse_args()
+    catalogs = args.catalog or ["packaged"]
+    wanted = {s.strip() for s in args.only.split(",")}
+    results: list[Result] = []
+    with (
+        tempfile.TemporaryDirectory(prefix="hosted-speed-") as tmp,
+        procs.redis_server(Path(tmp)) as url,
+    ):
+        bench = Bench(Path(tmp), url, args.repeat)
+        if "a" in wanted:
+            results += throughput(bench, catalogs, args.inputs)
+        if "b" in wanted:
+            results += critical_path(bench, catalogs)
+    header = (
+        f"`python ops/bench/hosted_speed.py {' '.join(sys.argv[1:])}` at "
+        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {os.cpu_count()} cores, "
+        f"load average {os.getloadavg()[0]:.1f}"
+    )
+    table = markdown(results, header)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(table + "\n", "utf-8")
+    print(table)
+
+
+if __name__ == "__main__":
+    main()
