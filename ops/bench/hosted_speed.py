@@ -16,14 +16,17 @@ Every measured run also reads utime + stime of the worker processes, of redis-se
 of the simulator (/proc/PID/stat) and Redis's INFO commandstats before and after: CPU ms
 per call (the inputs and the aggregation) and commands per call, summed over the runs.
 Catalogs: ``packaged`` (swarm/data/catalog.toml), ``no-default-backend`` (a copy of it
-without its ``[backends.default]`` table), ``far-limits`` (swarm.bench.sweep.bench_catalog:
-one model, no backend table, limits far above the load, as `swarm bench overhead` runs), or
-a path. Prints the tables and writes them to
-ops/bench/results/hosted_speed.md.
+without its ``[backends.default]`` table), ``far-limits`` and
+``far-limits-no-default-backend`` (the same two with kimi-k2.5's limits far above the load:
+the packaged 80 requests/s cap the plain chord does not have), or a path; ``@KEY=VALUE,...``
+after it sets the environment of that arm's workers (``far-limits@SWARM_ABANDONED_GRACE_S=0``:
+overtime off). Prints the tables and writes them to ops/bench/results/hosted_speed.md.
 
-    python ops/bench/hosted_speed.py                                  # packaged catalog
+    python ops/bench/hosted_speed.py                # far-limits, far-limits-no-default-backend
     python ops/bench/hosted_speed.py --catalog packaged --catalog no-default-backend
     python ops/bench/hosted_speed.py --only a --inputs 500 --repeat 1 --catalog my.toml
+    python ops/bench/hosted_speed.py --catalog far-limits-no-default-backend \
+        --catalog far-limits-no-default-backend@SWARM_ABANDONED_GRACE_S=0
 """
 
 from __future__ import annotations
@@ -122,29 +125,52 @@ class Result:
     sample: Sample
 
 
+FAR_LIMITS = {"rpm": "60_000_000", "tpm": "1_000_000_000", "max_inflight": "100_000"}
+"""Limits of kimi-k2.5 in the far-limits catalogs (and no rps): far above any load here."""
+
+
 def catalog_path(name: str, bench: Bench) -> Path:
     """The catalog named ``name`` (see the module's text) as a file."""
-    if name == "far-limits":
-        return bench.catalog()
-    if name not in ("packaged", "no-default-backend"):
+    variants = ("packaged", "no-default-backend", "far-limits", "far-limits-no-default-backend")
+    if name not in variants:
         return Path(name).resolve()
     text = resources.files("swarm.data").joinpath("catalog.toml").read_text("utf-8")
-    if name == "no-default-backend":
+    if name.endswith("no-default-backend"):
         text = re.sub(r"^\[backends\.default\]\n(?:(?!\[)[^\n]*\n)*", "", text, flags=re.M)
+    if name.startswith("far-limits"):
+        text = far_limits(text)
     path = bench.folder / f"catalog-{name}.toml"
     path.write_text(text, "utf-8")
     return path
 
 
+def far_limits(text: str) -> str:
+    """The catalog with kimi-k2.5's limits far above the load (FAR_LIMITS, no rps)."""
+    head, _, rest = text.partition('[models."kimi-k2.5"]\n')
+    table, sep, tail = rest.partition("\n[")
+    lines = [line for line in table.splitlines() if not line.startswith("rps")]
+    for key, value in FAR_LIMITS.items():
+        lines = [f"{key} = {value}" if line.startswith(f"{key} ") else line for line in lines]
+    return head + '[models."kimi-k2.5"]\n' + "\n".join(lines) + "\n" + sep + tail
+
+
 def clients(bench: Bench, catalogs: list[str]) -> Iterator[tuple[str, Client]]:
     yield "plain celery", bench.plain
-    for name in catalogs:
-        yield f"swarm ({name})", swarm_client(bench, catalog_path(name, bench))
+    for arm in catalogs:
+        name, env = parse_arm(arm)
+        yield f"swarm ({arm})", swarm_client(bench, catalog_path(name, bench), env)
 
 
-def swarm_client(bench: Bench, catalog: Path) -> Client:
+def parse_arm(arm: str) -> tuple[str, dict[str, str]]:
+    """``NAME[@KEY=VALUE,KEY=VALUE]``: a catalog and the swarm workers' extra environment."""
+    name, _, extra = arm.partition("@")
+    env = dict(pair.split("=", 1) for pair in extra.split(",") if pair)
+    return name, env
+
+
+def swarm_client(bench: Bench, catalog: Path, env: dict[str, str]) -> Client:
     def client(sim: procs.Sim) -> AbstractContextManager[Run]:
-        return bench.swarm(sim, catalog=catalog)
+        return bench.swarm(sim, env, catalog=catalog)
 
     return client
 
@@ -246,14 +272,15 @@ def main() -> None:
     parser.add_argument(
         "--catalog",
         action="append",
-        help="packaged, no-default-backend, far-limits or a path (repeatable)",
+        help="packaged, no-default-backend, far-limits, far-limits-no-default-backend or a "
+        "path (repeatable)",
     )
     parser.add_argument("--only", default="a,b", help="scenarios: a, b or a,b")
     parser.add_argument("--inputs", type=int, default=2000, help="inputs of scenario a")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args()
-    catalogs = args.catalog or ["packaged"]
+    catalogs = args.catalog or ["far-limits", "far-limits-no-default-backend"]
     wanted = {s.strip() for s in args.only.split(",")}
     results: list[Result] = []
     with (
