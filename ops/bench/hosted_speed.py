@@ -245,24 +245,22 @@ def markdown(results: list[Result], header: str) -> str:
     return "\n".join([header, "", *rows, "", *verdicts(results), "", commands_table(results)])
 
 
-def commands_table(results: list[Result], top: int = 25) -> str:
-    """Redis commands per call by name, one column per client (scenario a when run)."""
+def commands_table(results: list[Result], least: float = 0.01) -> str:
+    """Redis commands per call by name, one column per client (scenario a when run): every
+    command some client sent at least ``least`` times per call."""
     chosen = [r for r in results if r.scenario.startswith("a ")] or results
-    totals: dict[str, float] = {}
-    for r in chosen:
-        for name, count in r.sample.commands.items():
-            totals[name] = totals.get(name, 0.0) + count / max(r.sample.calls, 1)
-    names = sorted(totals, key=lambda k: -totals[k])[:top]
-    head = (
-        f"Redis commands per call, {chosen[0].scenario} (script calls: {', '.join(SCRIPT_CALLS)}; "
-    )
+
+    def per_call(r: Result, name: str) -> float:
+        return r.sample.commands.get(name, 0.0) / max(r.sample.calls, 1)
+
+    names = {name for r in chosen for name in r.sample.commands if per_call(r, name) >= least}
+    ordered = sorted(names, key=lambda name: -max(per_call(r, name) for r in chosen))
+    head = f"Redis commands per call, {chosen[0].scenario} (scripts: {', '.join(SCRIPT_CALLS)}; "
     head += "the commands scripts run inside are counted by name too):\n\n"
     cols = " | ".join(r.client for r in chosen)
     lines = [f"| command | {cols} |", "|---|" + "---:|" * len(chosen)]
-    for name in names:
-        cells = " | ".join(
-            f"{r.sample.commands.get(name, 0.0) / max(r.sample.calls, 1):.2f}" for r in chosen
-        )
+    for name in ordered:
+        cells = " | ".join(f"{per_call(r, name):.2f}" for r in chosen)
         lines.append(f"| {name} | {cells} |")
     return head + "\n".join(lines) + "\n"
 
