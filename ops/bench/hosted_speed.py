@@ -27,6 +27,11 @@ overtime off). Prints the tables and writes them to ops/bench/results/hosted_spe
     python ops/bench/hosted_speed.py --only a --inputs 500 --repeat 1 --catalog my.toml
     python ops/bench/hosted_speed.py --catalog far-limits-no-default-backend \
         --catalog far-limits-no-default-backend@SWARM_ABANDONED_GRACE_S=0
+    python ops/bench/hosted_speed.py --only a --profile /tmp/prof   # + py-spy of the workers
+
+With ``--profile DIR`` the first measured run of scenario a of every client is sampled by
+py-spy (ops/bench/worker_profile.py; ``pip install py-spy``): raw stacks in DIR, and each
+swarm arm's top functions in the tables.
 """
 
 from __future__ import annotations
@@ -45,6 +50,7 @@ from importlib import resources
 from pathlib import Path
 
 import redis
+import worker_profile
 
 from swarm.bench import procs
 from swarm.bench.overhead import AGGREGATE_1S, Bench, texts
@@ -123,6 +129,9 @@ class Result:
     figure: float
     unit: str
     sample: Sample
+    profile: list[tuple[str, float]] = field(default_factory=list)
+    """When profiled: the workers' top packages (share of CPU samples running their own
+    code), then top functions (share of CPU samples on the stack)."""
 
 
 FAR_LIMITS = {"rpm": "60_000_000", "tpm": "1_000_000_000", "max_inflight": "100_000"}
@@ -175,19 +184,30 @@ def swarm_client(bench: Bench, catalog: Path, env: dict[str, str]) -> Client:
     return client
 
 
-def throughput(bench: Bench, catalogs: list[str], n: int) -> list[Result]:
-    """(a) ``n`` inputs at 0 ms: calls/s (inputs / median wall)."""
+def throughput(
+    bench: Bench, catalogs: list[str], n: int, profile: Path | None = None
+) -> list[Result]:
+    """(a) ``n`` inputs at 0 ms: calls/s (inputs / median wall). With ``profile``, the
+    workers' first measured run is sampled by py-spy (ops/bench/worker_profile.py)."""
     results = []
     with procs.sim(bench.folder, []) as sim:
         meter = Meter(bench, redis.Redis.from_url(bench.redis_url), sim)
         for name, client in clients(bench, catalogs):
-            sample = Sample()
+            sample, top = Sample(), []
             with client(sim) as run:
                 run(texts(200, "warm-up"), "Merge.")
                 for i in range(bench.repeat):
-                    meter.measure(sample, run, texts(n, f"a{i}-{time.time_ns()}"), "Merge.")
+                    inputs = texts(n, f"a{i}-{time.time_ns()}")
+                    if i > 0 or profile is None:
+                        meter.measure(sample, run, inputs, "Merge.")
+                        continue
+                    label = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
+                    with worker_profile.recording(bench.pids, profile, label) as files:
+                        meter.measure(sample, run, inputs, "Merge.")
+                    top = worker_profile.by_package(files)
+                    top += worker_profile.top_functions(files, top=30)
             rate = n / statistics.median(sample.walls)
-            results.append(Result(f"a {n:,} x 0 ms", name, rate, "calls/s", sample))
+            results.append(Result(f"a {n:,} x 0 ms", name, rate, "calls/s", sample, top))
             print(f"  {name}: {rate:.1f} calls/s {sample.walls}", file=sys.stderr)
     return results
 
@@ -242,7 +262,17 @@ def markdown(results: list[Result], header: str) -> str:
             f"| {s.per_call_ms('workers'):.2f} | {s.per_call_ms('redis'):.2f} "
             f"| {s.per_call_ms('sim'):.2f} | {s.commands_per_call():.1f} |"
         )
-    return "\n".join([header, "", *rows, "", *verdicts(results), "", commands_table(results)])
+    tables = [header, "", *rows, "", *verdicts(results), "", commands_table(results)]
+    return "\n".join(tables + [profile_table(r) for r in results if r.profile])
+
+
+def profile_table(result: Result) -> str:
+    """The profiled run's top functions of swarm and workers (py-spy, GIL samples)."""
+    lines = [f"Worker profile, {result.scenario}, {result.client} (share of CPU samples: a "
+             "package running its own code, then a function on the stack):", "",
+             "| share | package or function |", "|---:|---|"]  # fmt: skip
+    lines += [f"| {share:.1%} | {name} |" for name, share in result.profile]
+    return "\n".join(lines) + "\n"
 
 
 def commands_table(results: list[Result], least: float = 0.01) -> str:
@@ -277,6 +307,9 @@ def main() -> None:
     parser.add_argument("--inputs", type=int, default=2000, help="inputs of scenario a")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument(
+        "--profile", type=Path, help="folder: py-spy the workers' first run of scenario a"
+    )
     args = parser.parse_args()
     catalogs = args.catalog or ["far-limits", "far-limits-no-default-backend"]
     wanted = {s.strip() for s in args.only.split(",")}
@@ -287,7 +320,7 @@ def main() -> None:
     ):
         bench = Bench(Path(tmp), url, args.repeat)
         if "a" in wanted:
-            results += throughput(bench, catalogs, args.inputs)
+            results += throughput(bench, catalogs, args.inputs, args.profile)
         if "b" in wanted:
             results += critical_path(bench, catalogs)
     header = (
