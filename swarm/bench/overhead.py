@@ -74,10 +74,18 @@ class Bench:
     # -- the two clients --
     @contextmanager
     def swarm(
-        self, sim: procs.Sim, extra: dict[str, str] | None = None, count: int = 2, c: int = 50
+        self,
+        sim: procs.Sim,
+        extra: dict[str, str] | None = None,
+        count: int = 2,
+        c: int = 50,
+        catalog: Path | None = None,
     ) -> Iterator[Callable[[list[str], str], float]]:
-        """Swarm workers; yields ``run(inputs, aggregate) -> wall seconds`` (report seen)."""
-        env = {**swarm_env(self.redis_url, sim.base_url, self.catalog(), c), **(extra or {})}
+        """Swarm workers; yields ``run(inputs, aggregate) -> wall seconds`` (report seen).
+        ``catalog``: the workers' and the producer's SWARM_CONFIG (default: the bench's
+        one-model catalog of far-away limits)."""
+        env = swarm_env(self.redis_url, sim.base_url, catalog or self.catalog(), c)
+        env.update(extra or {})
         env["SWARM_NODE_TIMEOUT_S"] = str(plain_chord.TIMEOUT_S)
         with procs.workers(self.folder, env, count, c, QUEUE) as running:
             client = SwarmClient.from_settings(swarm_settings(env))

@@ -12,7 +12,10 @@ those names in that order; ``ScriptArgs.argv`` flattens a variadic tail (``[n..]
 holds every record to its script's header, so the two cannot drift apart.
 
 Scripts run atomically on the Redis server; redis-py's Script calls them by SHA and loads
-them again after a SCRIPT FLUSH or a server restart.
+them again after a SCRIPT FLUSH or a server restart. In a pipeline a script goes as EVAL
+with its text (the lease scripts pipelined are under a kilobyte): redis-py's Script there
+first asks SCRIPT EXISTS for the pipeline's scripts on every execute, a round trip of its
+own.
 """
 
 from __future__ import annotations
@@ -109,6 +112,10 @@ class Scripts:
         }
 
     def run(self, args: ScriptArgs, client: Any = None) -> Any:
-        """Run the script of ``args`` with its keys and values (on ``client``, e.g. a
-        pipeline, instead of the registered one)."""
-        return self._scripts[type(args)](keys=args.keys(), args=args.argv(), client=client)
+        """Run the script of ``args`` with its keys and values (on ``client``, a pipeline,
+        instead of the registered one: queued as EVAL, its result in the pipeline's)."""
+        script = self._scripts[type(args)]
+        keys = args.keys()
+        if client is None:
+            return script(keys=keys, args=args.argv())
+        return client.eval(script.script, len(keys), *keys, *args.argv())

@@ -153,3 +153,17 @@ def test_a_task_is_held_while_its_lease_lives_or_waits_for_a_sweeper(store: JobS
     assert store.take_lapse(lapsing.member) is not None  # a sweeper sends it again
     assert store.held_tasks("job", ["t1", "t2"]) == {"t1"}
     assert store.held_tasks("job", []) == set()
+
+
+def test_pipelined_lease_scripts_need_no_loading_and_no_script_exists(redis_url: str) -> None:
+    client = redis.Redis.from_url(redis_url, decode_responses=True)
+    jobs = RedisJobStore(client, ttl_s=60)
+    jobs.create_job(spec(), ["a", "b", "c"])
+    client.script_flush()  # as after a restart: no script is loaded
+    before = client.info("commandstats").get("cmdstat_script|exists", {}).get("calls", 0)
+    lease = task_lease("job", "t1")
+    jobs.take_task_lease(lease, 5, SIGNATURE)
+    assert jobs.renew_leases([lease], 5) == set()
+    assert jobs.held_tasks("job", ["t1"]) == {"t1"}
+    after = client.info("commandstats").get("cmdstat_script|exists", {}).get("calls", 0)
+    assert after == before  # each pipeline was one round trip

@@ -44,6 +44,8 @@ def test_a_worker_started_later_paces_with_what_the_others_measured(redis_url: s
     one = SharedPacing(redis.Redis.from_url(redis_url), key, clock=lambda: now[0])
     for prompt, done in [(2800, 64), (900, 300), (1500, 120), (400, 510)]:
         one.answered("kimi-k2.5", "default", prompt, done, 0.006 * prompt + 0.03 * done, 45.0)
+    now[0] += 1.0  # paces put again within a second go out with one's next read or write due
+    one.budget("kimi-k2.5", "default", 100, 64, 45.0)
     later = SharedPacing(redis.Redis.from_url(redis_url), key, clock=lambda: now[0])
     assert later.budget("kimi-k2.5", "default", 2800, 2048, 45.0) == one.budget(
         "kimi-k2.5", "default", 2800, 2048, 45.0
