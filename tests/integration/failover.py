@@ -80,7 +80,7 @@ def wait_report(handle: SwarmHandle, timeout_s: float) -> dict[str, Any]:
         except STORE_OUTAGES:
             report = None
         if report is not None:
-            return report
+            return report.to_dict()
         assert time.monotonic() < deadline, f"no report within {timeout_s} s"
         time.sleep(0.2)
 

@@ -29,12 +29,17 @@ stack = stack_fixture(
 CLI = [sys.executable, "-m", "swarm.cli.main"]
 
 
+def piped_env(env: dict[str, str]) -> dict[str, str]:
+    """The environment of a command whose output is piped, as a user's script runs it: no
+    COLUMNS or LINES (a test runner may have set them)."""
+    return {k: v for k, v in {**os.environ, **env}.items() if k not in ("COLUMNS", "LINES")}
+
+
 def swarm(
     args: list[str], env: dict[str, str], timeout: float = 180
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [*CLI, *args], env={**os.environ, **env}, capture_output=True, text=True,
-        timeout=timeout,
+        [*CLI, *args], env=piped_env(env), capture_output=True, text=True, timeout=timeout,
     )  # fmt: skip
 
 
@@ -201,7 +206,8 @@ def test_a_worker_without_the_key_its_gateway_needs_warns_at_start(
 def test_status_watch_on_a_terminal_draws_the_live_view(stack: Stack) -> None:
     import pty
 
-    items = [f"document {i} [[sim:latency_ms=12000]]" for i in range(4)]  # outlasts a slow start
+    # 8 s answers: the live view is drawn a few times, within the stack's 10 s node timeout
+    items = [f"document {i} [[sim:latency_ms=8000]]" for i in range(4)]
     job_id = stack.client().submit(items, "Summarise").id
     leader, follower = pty.openpty()
     watch = subprocess.Popen(

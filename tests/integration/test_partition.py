@@ -23,6 +23,7 @@ import procs
 import pytest
 from failover import client_for, settled_tally, sim_stats, start_workers, wait_report
 from faults import inputs, roomy_catalog, task_lines, wait_until
+from stack import local_catalog
 from test_takeover import SETTLED, settled_in_log
 
 from swarm.procs.process import unique_log
@@ -52,6 +53,16 @@ def cut_net() -> Iterator[netns.Partition]:
         yield part
     finally:
         part.close()
+
+
+def read_late_catalog(path: Path) -> Path:
+    """The roomy catalog with its backend declared local, so that a request past its node
+    timeout is still read (overtime) and its answer billed once the link heals: the
+    simulator answers the cut worker's requests while the link is down, and the ledger can
+    equal its count only if those answers are read. (A hosted backend closes its requests
+    at the node timeout: answers the gateway sent into a partition are billed by it but
+    never reach the ledger; docs/ha.md.)"""
+    return local_catalog(path, roomy_catalog(path).read_text("utf-8"))
 
 
 def start_sim_on(host: str, logs: Path) -> tuple[procs.Proc, str]:
@@ -84,7 +95,7 @@ def test_a_partitioned_worker_is_fenced_and_rejoins(
         **ENV,
         "SWARM_BROKER_URL": f"redis://{cut_net.host_ip}:{server.port}/0",
         "SWARM_BASE_URL": base_url,
-        "SWARM_CONFIG": str(roomy_catalog(tmp_logs / "catalog.toml")),
+        "SWARM_CONFIG": str(read_late_catalog(tmp_logs / "catalog.toml")),
     }
     workers = start_workers(env, ["w1", "w2"], THREADS, tmp_logs)
     [cut] = start_workers(env, ["w3"], THREADS, tmp_logs, prefix=cut_net.prefix)
@@ -129,6 +140,7 @@ def partitioned_job(
     # w3's runs end after the heal: fenced, they stored nothing over the new holders'
     wait_until(lambda: settled_in_log(cut.log_text(), handle.id), 90, "w3's runs ended")
     after = client.attach(handle.id).report()
+    after = None if after is None else after.to_dict()
     assert after is not None and after["nodes"] == report["nodes"]
     stats = partial(sim_stats, env["SWARM_BASE_URL"])
     counted = settled_tally(client, handle.id, stats)
