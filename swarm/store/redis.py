@@ -4,6 +4,7 @@ Keys of one job share the hash tag ``{job:<id>}`` (one slot on Redis Cluster) an
 ``ttl_s`` after their last write:
 
     swarm:{job:<id>}:spec     string  JobSpec JSON
+    swarm:{job:<id>}:rev      string  digest of the spec JSON (swarm.store.spec_cache)
     swarm:{job:<id>}:inputs   hash    node_id -> input text
     swarm:{job:<id>}:state    hash    node_id -> "<running|ok|error>|<model>"
     swarm:{job:<id>}:env      hash    node_id -> NodeEnvelope JSON
@@ -69,6 +70,7 @@ from swarm.store.script_args import (
     UnclaimArgs,
 )
 from swarm.store.scripts import Scripts
+from swarm.store.spec_cache import SpecCache, spec_revision
 
 if TYPE_CHECKING:
     from swarm.settings import Settings
@@ -104,6 +106,7 @@ class RedisJobStore(JobStore):
         self._r = client
         self._ttl_s = ttl_s
         self._scripts = Scripts(client, *STORE_SCRIPTS)
+        self._specs = SpecCache()
 
     @classmethod
     def from_url(cls, url: str, ttl_s: int) -> RedisJobStore:
@@ -147,7 +150,9 @@ class RedisJobStore(JobStore):
         for start in range(0, len(pairs), 500):
             pipe.hset(inputs, mapping=dict(pairs[start : start + 500]))
         pipe.expire(inputs, self._ttl_s)
-        pipe.set(_key(spec.job_id, "spec"), spec.model_dump_json(), ex=self._ttl_s)
+        spec_json = spec.model_dump_json()
+        pipe.set(_key(spec.job_id, "spec"), spec_json, ex=self._ttl_s)
+        pipe.set(_key(spec.job_id, "rev"), spec_revision(spec_json), ex=self._ttl_s)
         if spec.budget_usd is not None:
             budget = _key(spec.job_id, "budget")
             pipe.hset(budget, "cap_nusd", nusd_of_usd(spec.budget_usd))
@@ -158,10 +163,17 @@ class RedisJobStore(JobStore):
         self.create_job(spec, texts)  # only sets the spec, adds inputs and (re)sets the cap
 
     def spec(self, job_id: str) -> JobSpec:
+        """The process's parsed spec while the job's revision key names it (one small GET),
+        else read and parsed."""
+        found = self._r.get(_key(job_id, "rev"))
+        revision = str(found) if found is not None else None
+        cached = self._specs.get(job_id, revision)
+        if cached is not None:
+            return cached
         raw = self._r.get(_key(job_id, "spec"))
         if raw is None:
             raise JobNotFoundError(f"no job {job_id!r} (never submitted, or expired)")
-        return JobSpec.model_validate_json(raw)
+        return self._specs.put(job_id, str(raw), revision)
 
     def input_text(self, job_id: str, node_id: str) -> str:
         text = self._r.hget(_key(job_id, "inputs"), node_id)
@@ -420,14 +432,17 @@ class RedisJobStore(JobStore):
         self.spec(spec.job_id)
         job = spec.job_id
         cap = "" if spec.budget_usd is None else nusd_of_usd(spec.budget_usd)
+        spec_json = spec.model_dump_json()
         args = ReopenArgs(
             report=_key(job, "report"),
             cancel=_key(job, "cancel"),
             budget=_key(job, "budget"),
             resumes=_key(job, "resumes"),
             spec=_key(job, "spec"),
+            revision=_key(job, "rev"),
             cap_nusd=cap,
-            spec_json=spec.model_dump_json(),
+            spec_json=spec_json,
+            spec_rev=spec_revision(spec_json),
             ttl_s=self._ttl_s,
         )
         return int(self._scripts.run(args))

@@ -127,7 +127,7 @@ def test_redis_keys_share_one_hash_slot_and_expire(redis_url: str) -> None:
     store.record_call("job", billed("c1", "m", Usage(prompt_tokens=1)))
     store.save_report("job", {"status": "succeeded"})
     keys = r.keys("*")
-    assert len(keys) == 8 and all("{job:job}" in k for k in keys)
+    assert len(keys) == 9 and all("{job:job}" in k for k in keys)
     assert all(0 < r.ttl(k) <= 60 for k in keys)
 
 
@@ -147,3 +147,17 @@ def test_tool_results_first_one_wins_and_transcripts_replace(store: JobStore) ->
     done = Transcript(node_id="n0", messages=messages, ended="answered")
     store.save_transcript("job", done)
     assert store.transcript("job", "n0") == done
+
+
+def test_redis_spec_is_parsed_once_per_revision_and_updates_are_seen(redis_url: str) -> None:
+    r = redis.Redis.from_url(redis_url, decode_responses=True)
+    producer, worker = RedisJobStore(r, ttl_s=60), RedisJobStore(r, ttl_s=60)
+    producer.create_job(spec(), ["a", "b", "c"])
+    assert worker.spec("job").budget_usd is None
+    # The spec key alone changed (its revision did not): the worker keeps its parsed spec.
+    r.set("swarm:{job:job}:spec", spec(1).model_dump_json())
+    assert len(worker.spec("job").node_ids) == 3
+    producer.update_job(spec(5), ["a", "b", "c", "d", "e"])
+    assert len(worker.spec("job").node_ids) == 5
+    producer.reopen(spec(5).model_copy(update={"budget_usd": 2.0}))
+    assert worker.spec("job").budget_usd == 2.0
