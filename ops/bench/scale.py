@@ -56,6 +56,20 @@ def roomy_catalog(path: Path) -> Path:
     return path
 
 
+def cpu_s(pid: int) -> float:
+    """User + system CPU seconds of ``pid`` (0 once it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def redis_cpu_s(client: redis.Redis) -> float:
+    info = client.info("cpu")
+    return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
+
+
 def rss_mb(pid: int) -> float:
     """VmRSS of ``pid`` in MB (0 once it is gone)."""
     try:
@@ -100,6 +114,9 @@ class Row:
     summary_s: float
     workers_peak_mb: float
     workers_end_mb: float
+    workers_cpu_ms: float
+    """Both workers' CPU per node (robust to the machine's other load, unlike nodes/s)."""
+    redis_cpu_ms: float
 
     @property
     def nodes_per_s(self) -> float:
@@ -163,6 +180,8 @@ def run_row(folder: Path, count: int) -> Row:
             client.memory_purge()
             before = int(client.info("memory")["used_memory"])
             before_kinds = bytes_by_kind(url)
+            cpu_before = sum(cpu_s(w.pid) for w in ws)
+            redis_before = redis_cpu_s(client)
             sampler = Sampler([w.pid for w in ws], client)
             thread = threading.Thread(target=sampler.run, daemon=True)
             thread.start()
@@ -176,6 +195,8 @@ def run_row(folder: Path, count: int) -> Row:
             sampler.stop()
             thread.join()
             end_rss = sum(rss_mb(w.pid) for w in ws)
+            cpu = sum(cpu_s(w.pid) for w in ws) - cpu_before
+            redis_cpu = redis_cpu_s(client) - redis_before
             after = int(client.info("memory")["used_memory"])
             peak = int(client.info("memory")["used_memory_peak"])
             kinds = bytes_by_kind(url)
@@ -196,20 +217,24 @@ def run_row(folder: Path, count: int) -> Row:
         summary_s=summary_s,
         workers_peak_mb=max(sampler.peak_rss_mb, end_rss),
         workers_end_mb=end_rss,
+        workers_cpu_ms=cpu * 1000 / count,
+        redis_cpu_ms=redis_cpu * 1000 / count,
     )
 
 
 def table(rows: list[Row]) -> str:
     head = ("| inputs | submit | producer RSS | wall | nodes/s | Redis peak | bytes/node "
-            "| `status --json` | `status` | workers' RSS peak / end |")  # fmt: skip
-    lines = [head, "|" + "---|" * 10]
+            "| `status --json` | `status` | workers' RSS peak / end "
+            "| CPU ms/node workers / Redis |")  # fmt: skip
+    lines = [head, "|" + "---|" * 11]
     for r in rows:
         lines.append(
             f"| {r.inputs:,} | {r.submit_s:.1f} s | {r.producer_mb:.0f} MB | {r.wall_s:.1f} s "
             f"| {r.nodes_per_s:.0f} | {r.redis_peak_mb:.1f} MB | {r.bytes_per_node:,.0f} "
             f"| {r.report_json_bytes / 1e6:.2f} MB in {r.report_json_s:.1f} s "
             f"| {r.summary_bytes:,} B in {r.summary_s:.1f} s "
-            f"| {r.workers_peak_mb:.0f} / {r.workers_end_mb:.0f} MB |"
+            f"| {r.workers_peak_mb:.0f} / {r.workers_end_mb:.0f} MB "
+            f"| {r.workers_cpu_ms:.2f} / {r.redis_cpu_ms:.2f} |"
         )
     lines += ["", "Bytes per node by key kind (MEMORY USAGE once the report is written):", ""]
     for r in rows:
