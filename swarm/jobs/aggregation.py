@@ -37,8 +37,9 @@ REDUCE_INSTRUCTION = (
 
 
 def run_aggregation(rt: Runtime, job_id: str) -> dict[str, Any]:
-    """Aggregate (when enough nodes succeeded), store the report, and return the stored one."""
-    existing = rt.store.report(job_id)
+    """Aggregate (when enough nodes succeeded), store the report, and return the stored
+    one's summary (its nodes are read in pages: JobStore.report_nodes)."""
+    existing = rt.store.report_summary(job_id)
     if existing is not None:
         return existing
     spec = rt.store.spec(job_id)
@@ -82,7 +83,7 @@ def run_aggregation(rt: Runtime, job_id: str) -> dict[str, Any]:
         hedges=rt.store.hedges(job_id),
     )
     rt.store.save_report(job_id, report.model_dump(mode="json"))
-    return rt.store.report(job_id) or report.model_dump(mode="json")
+    return rt.store.report_summary(job_id) or report.model_dump(mode="json", exclude={"nodes"})
 
 
 def _aggregate(rt: Runtime, spec: JobSpec, ok: list[NodeEnvelope]) -> tuple[str, str | None, bool]:

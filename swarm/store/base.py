@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -12,6 +12,7 @@ from swarm.records import Frozen, JobSpec, NodeEnvelope, Usage
 from swarm.store.agents import ToolOutcome, Transcript
 from swarm.store.billing import BilledCall, BudgetState, StoredAnswer
 from swarm.store.leases import Lease
+from swarm.store.report_pages import CHUNK, page_bounds
 
 RUNNING, OK, ERROR = "running", "ok", "error"
 
@@ -295,6 +296,31 @@ class JobStore(ABC):
     ) -> tuple[bool, StoredAnswer | None]:
         """``claim`` and the answer stored under ``key``, together."""
         return self.claim(job_id, slot, owner, ttl_s), self.answer(job_id, key)
+
+    def report_summary(self, job_id: str) -> dict[str, Any] | None:
+        """The final report without its ``nodes``, once written."""
+        report = self.report(job_id)
+        return None if report is None else {k: v for k, v in report.items() if k != "nodes"}
+
+    def report_nodes(
+        self, job_id: str, offset: int = 0, limit: int | None = None, *, failed: bool = False
+    ) -> list[dict[str, Any]]:
+        """A page of the report's nodes in node order (``failed``: of those that did not
+        succeed), ``limit`` from ``offset`` (None: to the end); empty before the report."""
+        nodes = (self.report(job_id) or {}).get("nodes", [])
+        if failed:
+            nodes = [node for node in nodes if node.get("status") != "ok"]
+        start, stop = page_bounds(offset, limit, len(nodes))
+        return list(nodes[start:stop])
+
+    def iter_report_nodes(
+        self, job_id: str, *, failed: bool = False, page: int = CHUNK
+    ) -> Iterator[dict[str, Any]]:
+        """Every node of the report (``failed``: that did not succeed), read a page at a time."""
+        offset = 0
+        while nodes := self.report_nodes(job_id, offset, page, failed=failed):
+            yield from nodes
+            offset += len(nodes)
 
     def wait_report(
         self, job_id: str, timeout_s: float, poll_s: float = 0.05

@@ -10,7 +10,10 @@ Keys of one job share the hash tag ``{job:<id>}`` (one slot on Redis Cluster) an
     swarm:{job:<id>}:env      hash    node_id -> NodeEnvelope JSON
     swarm:{job:<id>}:ledger   hash    "<model>|<field>" -> integer
     swarm:{job:<id>}:cancel   string  "1" once cancelled
-    swarm:{job:<id>}:report   string  final report JSON (written once, SET NX; reopen deletes it)
+    swarm:{job:<id>}:report   string  final report's summary JSON, every field but its nodes
+                                      (written once, SET NX; reopen deletes it)
+    swarm:{job:<id>}:rnodes:<ref>   list  the report's nodes, JSON each, in node order
+    swarm:{job:<id>}:rfailed:<ref>  list  positions of its failed nodes (swarm.store.report_pages)
     swarm:{job:<id>}:billed   set     ids of billed calls already in the ledger
     swarm:{job:<id>}:answers  hash    idempotency key -> StoredAnswer JSON
     swarm:{job:<id>}:budget   hash    cap_nusd, spent_nusd, reserved_nusd, exhausted, res:<id>
@@ -35,6 +38,7 @@ from __future__ import annotations
 
 import json
 import time
+import uuid
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -57,6 +61,13 @@ from swarm.store.base import (
 )
 from swarm.store.billing import BilledCall, BudgetState, StoredAnswer
 from swarm.store.leases import TASK, Lease, parse_member
+from swarm.store.report_pages import (
+    NODES_REF,
+    chunks,
+    page_bounds,
+    public_summary,
+    split_report,
+)
 from swarm.store.script_args import (
     STORE_SCRIPTS,
     DueArgs,
@@ -245,11 +256,33 @@ class RedisJobStore(JobStore):
         return bool(self._r.exists(_key(job_id, "cancel")))
 
     def save_report(self, job_id: str, report: Mapping[str, Any]) -> bool:
+        """The nodes first, in lists of a fresh name, then the summary naming them (SET NX);
+        the lists are deleted again when another report was stored first."""
+        split = split_report(report)
+        ref = uuid.uuid4().hex[:12]
+        lists = self._node_lists(job_id, ref)
+        columns: tuple[list[Any], list[Any]] = (split.nodes, split.failed)
         pipe = self._r.pipeline(transaction=False)
-        pipe.set(_key(job_id, "report"), json.dumps(report), nx=True, ex=self._ttl_s)
+        for key, items in zip(lists, columns, strict=True):
+            for chunk in chunks(items):
+                pipe.rpush(key, *chunk)
+            pipe.expire(key, self._ttl_s)
+        pipe.execute()
+        ref_field = {NODES_REF: ref} if "nodes" in report else {}
+        summary = json.dumps({**split.summary, **ref_field})
+        pipe.set(_key(job_id, "report"), summary, nx=True, ex=self._ttl_s)
         pipe.publish(_key(job_id, "done"), "1")
         stored, _ = pipe.execute()
+        if not stored:
+            self._r.delete(*lists)
         return bool(stored)
+
+    def _node_lists(self, job_id: str, ref: str) -> tuple[str, str]:
+        return _key(job_id, f"rnodes:{ref}"), _key(job_id, f"rfailed:{ref}")
+
+    def _stored_summary(self, job_id: str) -> dict[str, Any] | None:
+        raw = self._r.get(_key(job_id, "report"))
+        return json.loads(raw) if raw else None
 
     def wait_report(
         self, job_id: str, timeout_s: float, poll_s: float = 0.05
@@ -270,8 +303,37 @@ class RedisJobStore(JobStore):
             pubsub.close()
 
     def report(self, job_id: str) -> dict[str, Any] | None:
-        raw = self._r.get(_key(job_id, "report"))
-        return json.loads(raw) if raw else None
+        """The summary with every node read back (in pages of report_pages.CHUNK)."""
+        summary = self._stored_summary(job_id)
+        if summary is None or NODES_REF not in summary:
+            return summary
+        nodes = list(self.iter_report_nodes(job_id))
+        return {**public_summary(summary), "nodes": nodes}
+
+    def report_summary(self, job_id: str) -> dict[str, Any] | None:
+        """One GET: the summary as stored."""
+        summary = self._stored_summary(job_id)
+        if summary is None:
+            return None
+        return {k: v for k, v in public_summary(summary).items() if k != "nodes"}
+
+    def report_nodes(
+        self, job_id: str, offset: int = 0, limit: int | None = None, *, failed: bool = False
+    ) -> list[dict[str, Any]]:
+        """LRANGE of the page (``failed``: of the failed positions, then those nodes)."""
+        summary = self._stored_summary(job_id)
+        if summary is None or NODES_REF not in summary:
+            return super().report_nodes(job_id, offset, limit, failed=failed)
+        nodes_key, failed_key = self._node_lists(job_id, str(summary[NODES_REF]))
+        start, stop = page_bounds(offset, limit, self._r.llen(failed_key if failed else nodes_key))
+        if stop <= start:
+            return []
+        if not failed:
+            return [json.loads(raw) for raw in self._r.lrange(nodes_key, start, stop - 1)]
+        pipe = self._r.pipeline(transaction=False)
+        for position in self._r.lrange(failed_key, start, stop - 1):
+            pipe.lindex(nodes_key, int(position))
+        return [json.loads(raw) for raw in pipe.execute() if raw]
 
     def record_call(self, job_id: str, call: BilledCall, fence: Lease | None = None) -> bool:
         key = call.answer_key if call.answer is not None and call.answer_key else ""

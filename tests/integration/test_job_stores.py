@@ -161,3 +161,38 @@ def test_redis_spec_is_parsed_once_per_revision_and_updates_are_seen(redis_url: 
     assert len(worker.spec("job").node_ids) == 5
     producer.reopen(spec(5).model_copy(update={"budget_usd": 2.0}))
     assert worker.spec("job").budget_usd == 2.0
+
+
+def report_of(statuses: str) -> dict[str, object]:
+    nodes = [
+        {"node_id": f"n{i}", "status": "ok" if s == "o" else "error", "content": f"c{i}"}
+        for i, s in enumerate(statuses)
+    ]
+    return {"job_id": "job", "status": "partial", "total": len(nodes), "nodes": nodes}
+
+
+def test_report_nodes_are_read_in_pages_and_the_summary_alone(store: JobStore) -> None:
+    store.create_job(spec(), ["a", "b", "c"])
+    assert store.report_summary("job") is None and store.report_nodes("job") == []
+    report = report_of("oxooxo")
+    assert store.save_report("job", report)
+    assert store.report("job") == report
+    assert store.report_summary("job") == {"job_id": "job", "status": "partial", "total": 6}
+    ids = lambda nodes: [n["node_id"] for n in nodes]  # noqa: E731
+    assert ids(store.report_nodes("job", 2, 3)) == ["n2", "n3", "n4"]
+    assert ids(store.report_nodes("job", 4)) == ["n4", "n5"]
+    assert store.report_nodes("job", 9, 3) == []
+    assert ids(store.report_nodes("job", failed=True)) == ["n1", "n4"]
+    assert ids(store.report_nodes("job", 1, 5, failed=True)) == ["n4"]
+    assert ids(store.iter_report_nodes("job", page=4)) == [f"n{i}" for i in range(6)]
+
+
+def test_redis_report_written_second_leaves_no_node_lists(redis_url: str) -> None:
+    r = redis.Redis.from_url(redis_url, decode_responses=True)
+    store = RedisJobStore(r, ttl_s=60)
+    store.create_job(spec(), ["a", "b", "c"])
+    assert store.save_report("job", report_of("ox"))
+    assert not store.save_report("job", report_of("xxxx"))
+    lists = sorted(k.split(":")[3] for k in r.keys("swarm:{job:job}:r*") if "report" not in k)
+    assert lists == ["rev", "rfailed", "rnodes"]
+    assert store.report("job") == report_of("ox")
