@@ -286,6 +286,10 @@ class JobStore(ABC):
             cancelled=self.cancelled(job_id),
         )
 
+    def ended_nodes(self, job_id: str) -> set[str]:
+        """Ids of the nodes that have an envelope (ok or error)."""
+        return {env.node_id for env in self.envelopes(job_id)}
+
     def mark_running_many(self, job_id: str, models: Mapping[str, str]) -> None:
         """mark_running for several nodes (node id -> model)."""
         for node_id, model in models.items():

@@ -564,6 +564,10 @@ class RedisJobStore(JobStore):
             cancelled=bool(cancelled),
         )
 
+    def ended_nodes(self, job_id: str) -> set[str]:
+        """HKEYS of the envelopes: their ids without reading their contents."""
+        return {str(node_id) for node_id in self._r.hkeys(_key(job_id, "env"))}
+
     def mark_running_many(self, job_id: str, models: Mapping[str, str]) -> None:
         if not models:
             return

@@ -196,3 +196,11 @@ def test_redis_report_written_second_leaves_no_node_lists(redis_url: str) -> Non
     lists = sorted(k.split(":")[3] for k in r.keys("swarm:{job:job}:r*") if "report" not in k)
     assert lists == ["rev", "rfailed", "rnodes"]
     assert store.report("job") == report_of("ox")
+
+
+def test_ended_nodes_are_those_with_an_envelope(store: JobStore) -> None:
+    store.create_job(spec(), ["a", "b", "c"])
+    store.mark_running("job", "n0", "m")
+    store.finish_node("job", env("n1", ok=True))
+    store.finish_node("job", env("n2", ok=False))
+    assert store.ended_nodes("job") == {"n1", "n2"}
