@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -300,6 +301,14 @@ class JobStore(ABC):
     ) -> tuple[bool, StoredAnswer | None]:
         """``claim`` and the answer stored under ``key``, together."""
         return self.claim(job_id, slot, owner, ttl_s), self.answer(job_id, key)
+
+    def save_report_parts(
+        self, job_id: str, summary: Mapping[str, Any], node_lines: Iterable[str]
+    ) -> bool:
+        """save_report of ``summary`` with ``nodes`` given as one JSON document each (the
+        Redis store writes them as they come, without building the whole report)."""
+        nodes = [json.loads(line) for line in node_lines]
+        return self.save_report(job_id, {**summary, "nodes": nodes})
 
     def report_summary(self, job_id: str) -> dict[str, Any] | None:
         """The final report without its ``nodes``, once written."""

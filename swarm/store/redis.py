@@ -39,7 +39,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import redis
@@ -64,6 +64,7 @@ from swarm.store.leases import TASK, Lease, parse_member
 from swarm.store.report_pages import (
     NODES_REF,
     chunks,
+    failed_positions,
     page_bounds,
     public_summary,
     split_report,
@@ -256,24 +257,39 @@ class RedisJobStore(JobStore):
         return bool(self._r.exists(_key(job_id, "cancel")))
 
     def save_report(self, job_id: str, report: Mapping[str, Any]) -> bool:
-        """The nodes first, in lists of a fresh name, then the summary naming them (SET NX);
-        the lists are deleted again when another report was stored first."""
+        if "nodes" not in report:
+            return self._save_summary(job_id, dict(report), ())
         split = split_report(report)
+        return self.save_report_parts(job_id, split.summary, split.nodes)
+
+    def save_report_parts(
+        self, job_id: str, summary: Mapping[str, Any], node_lines: Iterable[str]
+    ) -> bool:
+        """The nodes first, in lists of a fresh name (report_pages.CHUNK per command), then
+        the summary naming them (SET NX); the lists are deleted again when another report
+        was stored first."""
         ref = uuid.uuid4().hex[:12]
-        lists = self._node_lists(job_id, ref)
-        columns: tuple[list[Any], list[Any]] = (split.nodes, split.failed)
+        nodes_key, failed_key = lists = self._node_lists(job_id, ref)
         pipe = self._r.pipeline(transaction=False)
-        for key, items in zip(lists, columns, strict=True):
-            for chunk in chunks(items):
-                pipe.rpush(key, *chunk)
-            pipe.expire(key, self._ttl_s)
+        position = 0
+        for chunk in chunks(node_lines):
+            failed = failed_positions(chunk, position)
+            pipe.rpush(nodes_key, *chunk)
+            if failed:
+                pipe.rpush(failed_key, *failed)
+            pipe.execute()
+            position += len(chunk)
+        pipe.expire(nodes_key, self._ttl_s)
+        pipe.expire(failed_key, self._ttl_s)
         pipe.execute()
-        ref_field = {NODES_REF: ref} if "nodes" in report else {}
-        summary = json.dumps({**split.summary, **ref_field})
-        pipe.set(_key(job_id, "report"), summary, nx=True, ex=self._ttl_s)
+        return self._save_summary(job_id, {**summary, NODES_REF: ref}, lists)
+
+    def _save_summary(self, job_id: str, summary: dict[str, Any], lists: Sequence[str]) -> bool:
+        pipe = self._r.pipeline(transaction=False)
+        pipe.set(_key(job_id, "report"), json.dumps(summary), nx=True, ex=self._ttl_s)
         pipe.publish(_key(job_id, "done"), "1")
         stored, _ = pipe.execute()
-        if not stored:
+        if not stored and lists:
             self._r.delete(*lists)
         return bool(stored)
 

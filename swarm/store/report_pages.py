@@ -12,7 +12,7 @@ resumed job) names its own.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,16 +28,17 @@ class SplitReport:
 
     summary: dict[str, Any]
     nodes: list[str]
-    failed: list[int]
-    """Positions (in ``nodes``) of the nodes that did not succeed."""
 
 
 def split_report(report: Mapping[str, Any]) -> SplitReport:
-    """The summary (without ``nodes``), each node's JSON and the failed nodes' positions."""
-    nodes = list(report.get("nodes", ()))
+    """The summary (without ``nodes``) and each node's JSON."""
     summary = {k: v for k, v in report.items() if k != "nodes"}
-    failed = [i for i, node in enumerate(nodes) if node.get("status") != "ok"]
-    return SplitReport(summary, [json.dumps(node) for node in nodes], failed)
+    return SplitReport(summary, [json.dumps(node) for node in report.get("nodes", ())])
+
+
+def failed_positions(lines: Sequence[str], first: int) -> list[int]:
+    """Positions of the nodes in ``lines`` (the first at ``first``) that did not succeed."""
+    return [first + i for i, line in enumerate(lines) if json.loads(line).get("status") != "ok"]
 
 
 def public_summary(summary: Mapping[str, Any]) -> dict[str, Any]:
@@ -45,10 +46,16 @@ def public_summary(summary: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in summary.items() if k != NODES_REF}
 
 
-def chunks(items: list[Any], size: int = CHUNK) -> Iterable[list[Any]]:
-    """``items`` in runs of ``size``."""
-    for start in range(0, len(items), size):
-        yield items[start : start + size]
+def chunks(items: Iterable[str], size: int = CHUNK) -> Iterator[list[str]]:
+    """``items`` in runs of ``size`` (consumed as they come)."""
+    run: list[str] = []
+    for item in items:
+        run.append(item)
+        if len(run) == size:
+            yield run
+            run = []
+    if run:
+        yield run
 
 
 def page_bounds(offset: int, limit: int | None, length: int) -> tuple[int, int]:

@@ -3,6 +3,7 @@ Lua scripts run there)."""
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 
@@ -204,3 +205,14 @@ def test_ended_nodes_are_those_with_an_envelope(store: JobStore) -> None:
     store.finish_node("job", env("n1", ok=True))
     store.finish_node("job", env("n2", ok=False))
     assert store.ended_nodes("job") == {"n1", "n2"}
+
+
+def test_report_saved_in_parts_reads_like_a_whole_one(store: JobStore) -> None:
+    store.create_job(spec(), ["a", "b", "c"])
+    report = report_of("oxo" * 900)  # more nodes than one write of report_pages.CHUNK
+    summary = {k: v for k, v in report.items() if k != "nodes"}
+    lines = (json.dumps(node) for node in report["nodes"])  # type: ignore[attr-defined]
+    assert store.save_report_parts("job", summary, lines)
+    assert store.report("job") == report
+    failed = store.report_nodes("job", 800, 2, failed=True)
+    assert [n["node_id"] for n in failed] == ["n2401", "n2404"]
