@@ -114,6 +114,7 @@ class Row:
     summary_s: float
     workers_peak_mb: float
     workers_end_mb: float
+    workers_each_mb: tuple[float, ...]
     workers_cpu_ms: float
     """Both workers' CPU per node (robust to the machine's other load, unlike nodes/s)."""
     redis_cpu_ms: float
@@ -194,7 +195,8 @@ def run_row(folder: Path, count: int) -> Row:
             wall = time.perf_counter() - started
             sampler.stop()
             thread.join()
-            end_rss = sum(rss_mb(w.pid) for w in ws)
+            each_rss = tuple(rss_mb(w.pid) for w in ws)
+            end_rss = sum(each_rss)
             cpu = sum(cpu_s(w.pid) for w in ws) - cpu_before
             redis_cpu = redis_cpu_s(client) - redis_before
             after = int(client.info("memory")["used_memory"])
@@ -217,6 +219,7 @@ def run_row(folder: Path, count: int) -> Row:
         summary_s=summary_s,
         workers_peak_mb=max(sampler.peak_rss_mb, end_rss),
         workers_end_mb=end_rss,
+        workers_each_mb=each_rss,
         workers_cpu_ms=cpu * 1000 / count,
         redis_cpu_ms=redis_cpu * 1000 / count,
     )
@@ -234,6 +237,7 @@ def table(rows: list[Row]) -> str:
             f"| {r.report_json_bytes / 1e6:.2f} MB in {r.report_json_s:.1f} s "
             f"| {r.summary_bytes:,} B in {r.summary_s:.1f} s "
             f"| {r.workers_peak_mb:.0f} / {r.workers_end_mb:.0f} MB "
+            f"({' + '.join(f'{mb:.0f}' for mb in r.workers_each_mb)}) "
             f"| {r.workers_cpu_ms:.2f} / {r.redis_cpu_ms:.2f} |"
         )
     lines += ["", "Bytes per node by key kind (MEMORY USAGE once the report is written):", ""]
