@@ -107,11 +107,12 @@ class JobStore(ABC):
     """Everything about a job that producers, workers and `swarm status` share."""
 
     @abstractmethod
-    def create_job(self, spec: JobSpec, texts: Sequence[str]) -> None:
-        """Store a new job's spec and its inputs (aligned with spec.node_ids)."""
+    def create_job(self, spec: JobSpec, texts: Iterable[str]) -> None:
+        """Store a new job's spec and its inputs (aligned with spec.node_ids; consumed as
+        they come, a chunk at a time)."""
 
     @abstractmethod
-    def update_job(self, spec: JobSpec, texts: Sequence[str]) -> None:
+    def update_job(self, spec: JobSpec, texts: Iterable[str]) -> None:
         """Replace a job's spec and add its nodes' inputs, keeping its ledger and budget
         (the planner turns a job's documents into planned nodes this way)."""
 

@@ -36,6 +36,7 @@ The billing keys are written by the Lua scripts in ``swarm/store/lua/`` (see scr
 
 from __future__ import annotations
 
+import itertools
 import json
 import time
 import uuid
@@ -62,6 +63,7 @@ from swarm.store.base import (
 from swarm.store.billing import BilledCall, BudgetState, StoredAnswer
 from swarm.store.leases import TASK, Lease, parse_member
 from swarm.store.report_pages import (
+    CHUNK,
     NODES_REF,
     chunks,
     failed_positions,
@@ -155,12 +157,15 @@ class RedisJobStore(JobStore):
         except redis.RedisError as exc:
             raise BrokerUnavailableError(f"cannot reach Redis: {exc}") from None
 
-    def create_job(self, spec: JobSpec, texts: Sequence[str]) -> None:
+    def create_job(self, spec: JobSpec, texts: Iterable[str]) -> None:
+        """The inputs a chunk at a time as ``texts`` yields them (one HSET and round trip
+        per report_pages.CHUNK), then the spec, its revision and the budget's cap."""
         pipe = self._r.pipeline(transaction=False)
         inputs = _key(spec.job_id, "inputs")
-        pairs = list(zip(spec.node_ids, texts, strict=True))
-        for start in range(0, len(pairs), 500):
-            pipe.hset(inputs, mapping=dict(pairs[start : start + 500]))
+        pairs = zip(spec.node_ids, texts, strict=True)
+        while chunk := list(itertools.islice(pairs, CHUNK)):
+            pipe.hset(inputs, mapping=dict(chunk))
+            pipe.execute()
         pipe.expire(inputs, self._ttl_s)
         spec_json = spec.model_dump_json()
         pipe.set(_key(spec.job_id, "spec"), spec_json, ex=self._ttl_s)
@@ -171,7 +176,7 @@ class RedisJobStore(JobStore):
             pipe.expire(budget, self._ttl_s)
         pipe.execute()
 
-    def update_job(self, spec: JobSpec, texts: Sequence[str]) -> None:
+    def update_job(self, spec: JobSpec, texts: Iterable[str]) -> None:
         self.create_job(spec, texts)  # only sets the spec, adds inputs and (re)sets the cap
 
     def spec(self, job_id: str) -> JobSpec:

@@ -216,3 +216,12 @@ def test_report_saved_in_parts_reads_like_a_whole_one(store: JobStore) -> None:
     assert store.report("job") == report
     failed = store.report_nodes("job", 800, 2, failed=True)
     assert [n["node_id"] for n in failed] == ["n2401", "n2404"]
+
+
+def test_inputs_are_stored_from_a_stream_longer_than_one_write(store: JobStore) -> None:
+    texts = (f"text {i}" for i in range(2500))
+    store.create_job(spec(2500), texts)
+    assert store.input_text("job", "n0") == "text 0"
+    assert store.input_text("job", "n2499") == "text 2499"
+    with pytest.raises(ValueError):  # more texts than nodes: refused, as before
+        store.create_job(spec(2).model_copy(update={"job_id": "other"}), ["a", "b", "c"])
