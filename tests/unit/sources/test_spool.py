@@ -5,8 +5,9 @@ from __future__ import annotations
 import io
 
 import pytest
+from doubles import job_spec
 
-from swarm.records import InputItem, JobSpec
+from swarm.records import InputItem
 from swarm.sources.spool import SpooledLines, StreamedInputs
 from swarm.store import MemoryJobStore
 
@@ -37,15 +38,6 @@ def test_streamed_inputs_keep_the_order_of_files_and_stdin() -> None:
 def test_a_store_takes_the_inputs_as_they_are_read() -> None:
     store = MemoryJobStore()
     items = StreamedInputs([SpooledLines(io.StringIO("a\nb\nc\n"))])
-    spec = JobSpec(
-        job_id="job",
-        instruction="i",
-        aggregate_instruction="a",
-        model="m",
-        aggregate_model="m",
-        node_ids=("n0", "n1", "n2"),
-        input_refs=tuple(item.ref for item in items),
-        submitted_at=0.0,
-    )
+    spec = job_spec(3, job_id="job")
     store.create_job(spec, (item.text for item in items))
-    assert [store.input_text("job", f"n{i}") for i in range(3)] == ["a", "b", "c"]
+    assert [store.input_text("job", f"n{i:02d}") for i in range(3)] == ["a", "b", "c"]
