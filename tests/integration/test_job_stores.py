@@ -225,3 +225,21 @@ def test_inputs_are_stored_from_a_stream_longer_than_one_write(store: JobStore) 
     assert store.input_text("job", "n2499") == "text 2499"
     with pytest.raises(ValueError):  # more texts than nodes: refused, as before
         store.create_job(spec(2).model_copy(update={"job_id": "other"}), ["a", "b", "c"])
+
+
+def test_redis_threads_starting_a_job_at_once_share_one_parsed_spec(redis_url: str) -> None:
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    r = redis.Redis.from_url(redis_url, decode_responses=True)
+    RedisJobStore(r, ttl_s=60).create_job(spec(5000), [f"t{i}" for i in range(5000)])
+    worker = RedisJobStore(r, ttl_s=60)
+    start = threading.Barrier(16)
+
+    def read(_: int) -> JobSpec:
+        start.wait()
+        return worker.spec("job")
+
+    with ThreadPoolExecutor(16) as pool:
+        specs = list(pool.map(read, range(16)))
+    assert len({id(s) for s in specs}) == 1
