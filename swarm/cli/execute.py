@@ -6,7 +6,7 @@ it loads Celery and the OpenAI client. A job that ends failed, cancelled or over
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from typing import Any
 
@@ -28,7 +28,7 @@ Submit = Callable[[SwarmClient], SwarmHandle]
 
 
 def submitter(
-    items: list[InputItem],
+    items: Sequence[InputItem],
     instruction: str,
     aggregate: str,
     model: str | None,

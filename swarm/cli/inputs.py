@@ -13,6 +13,7 @@ import jsonschema
 from swarm.errors import EmptyInputError, InputError
 from swarm.records import InputItem
 from swarm.sources.files import read_file
+from swarm.sources.spool import SpooledLines, StreamedInputs
 
 
 def read_inputs(
@@ -20,33 +21,30 @@ def read_inputs(
     stdin: TextIO | None = None,
     skip_empty: bool = False,
     warn: Callable[[str], None] = print,
-) -> list[InputItem]:
-    """One InputItem per file; ``-`` adds one per non-empty stdin line. An empty file
+) -> StreamedInputs:
+    """One InputItem per file; ``-`` adds one per non-empty stdin line, spooled to a
+    temporary file and read back as the submit goes (swarm.sources.spool). An empty file
     refuses the job, or with ``skip_empty`` is skipped with one ``warn`` line."""
     if not args:
         raise InputError("no inputs: give one or more files, or - to read lines from stdin")
-    items: list[InputItem] = []
+    segments: list[list[InputItem] | SpooledLines] = []
+    files: list[InputItem] = []
     for arg in args:
         if arg == "-":
-            items.extend(_stdin_items(stdin or sys.stdin))
+            segments += [files, SpooledLines(stdin or sys.stdin)]
+            files = []
             continue
         try:
-            items.append(read_file(Path(arg)))
+            files.append(read_file(Path(arg)))
         except EmptyInputError as exc:
             if not skip_empty:
                 raise InputError(f"{exc} (--skip-empty skips empty files)") from None
             warn(f"swarm: skipped {exc}")
+    items = StreamedInputs([*segments, files])
     if not items:
+        items.close()
         raise InputError("no inputs: nothing but empty input")
     return items
-
-
-def _stdin_items(stream: TextIO) -> list[InputItem]:
-    return [
-        InputItem(ref=f"stdin:{n}", text=line.rstrip("\n"))
-        for n, line in enumerate(stream, start=1)
-        if line.strip()
-    ]
 
 
 def read_schema(path: Path) -> dict[str, Any]:

@@ -167,13 +167,32 @@ def demo(n_inputs: int, as_json: bool) -> None:
     "without JOB_ID): admitted, waiting, 429s, rate factor, in flight.",
 )
 @click.option("--node", "node_id", default=None, help="Print this node's transcript (agents).")
+@click.option("--nodes", "list_nodes", is_flag=True, help="A page of the finished job's nodes.")
+@click.option("--failed", is_flag=True, help="With --nodes: only the nodes that did not succeed.")
+@click.option("--offset", type=click.IntRange(min=0), default=0, help="With --nodes: skip N.")
+@click.option("--limit", type=click.IntRange(min=1), default=None, help="With --nodes: N nodes.")
+@click.option("--page", type=click.IntRange(min=1), default=None, help="With --nodes: page N.")
+@click.option("--jsonl", is_flag=True, help="With --nodes: one node per line (all of them).")
+@click.option("--summary", "summary_only", is_flag=True, help="The report without its nodes.")
 @one_line_errors
 def status(
-    job_id: str | None, as_json: bool, watch: bool, models: bool, node_id: str | None
+    job_id: str | None,
+    as_json: bool,
+    watch: bool,
+    models: bool,
+    node_id: str | None,
+    list_nodes: bool,
+    failed: bool,
+    offset: int,
+    limit: int | None,
+    page: int | None,
+    jsonl: bool,
+    summary_only: bool,
 ) -> None:
-    """Progress of a job, or its final report; with --watch, the live view of the job until
-    it ends, then its report. Without JOB_ID (or with --models), the shared per-model
-    admission counters; with --node, one agent node's transcript."""
+    """Progress of a job, or its final report (the summary for a large job); with --watch,
+    the live view of the job until it ends, then its report. Without JOB_ID (or with
+    --models), the shared per-model admission counters; with --node, one agent node's
+    transcript; with --nodes, a page of its nodes (--jsonl: all, one per line)."""
     from swarm.settings import load_settings
 
     settings = load_settings()
@@ -185,9 +204,13 @@ def status(
         show_models(settings, as_json)
         if job_id is None:
             return
+    from swarm.cli.nodes_view import NodePage
     from swarm.cli.status_view import show_job
 
-    show_job(settings, job_id, node_id, as_json, watch=watch)
+    wants_nodes = list_nodes or failed or jsonl
+    listed = NodePage(offset, limit, page, failed) if wants_nodes else None
+    show_job(settings, job_id, node_id, as_json, watch=watch, nodes=listed, jsonl=jsonl,
+             summary_only=summary_only)  # fmt: skip
 
 
 @main.command(short_help="Run again the sub-agents of an ended job that did not succeed.")

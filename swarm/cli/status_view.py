@@ -1,7 +1,11 @@
 """`swarm status JOB`: a job's final report, or where it stands while it runs (one line, or
 with ``--watch`` the live view until the report); with ``--node``, one agent node's
-transcript. It reads the job store only (no Celery app, no gateway client), except that
-``--watch`` loads Celery to ask the workers for their queues when the job waits for one."""
+transcript; with ``--nodes``, a page of its nodes (swarm.cli.nodes_view). It reads the job
+store only (no Celery app, no gateway client), except that ``--watch`` loads Celery to ask
+the workers for their queues when the job waits for one.
+
+A job of more than nodes_view.SMALL_JOB nodes prints its summary (every field but its
+nodes; ``--json`` still prints the whole report unless ``--summary``)."""
 
 from __future__ import annotations
 
@@ -11,9 +15,11 @@ import click
 
 from swarm.batch.status import status_json, status_lines
 from swarm.catalog import Catalog, load_catalog
-from swarm.cli.render import finish, print_json, render_for
+from swarm.cli.nodes_view import SMALL_JOB, NodePage, show_nodes
+from swarm.cli.render import finish, print_json, print_report, render_for
 from swarm.cli.snapshot import JobSnapshot, plain_line, take_snapshot
 from swarm.cli.transcript_view import print_transcript
+from swarm.errors import JobNotFinishedError
 from swarm.jobs.report import with_late_billing
 from swarm.settings import Settings
 from swarm.store import RedisJobStore
@@ -24,11 +30,19 @@ if TYPE_CHECKING:
 
 
 def show_job(
-    settings: Settings, job_id: str, node_id: str | None, as_json: bool, watch: bool = False
+    settings: Settings,
+    job_id: str,
+    node_id: str | None,
+    as_json: bool,
+    watch: bool = False,
+    *,
+    nodes: NodePage | None = None,
+    jsonl: bool = False,
+    summary_only: bool = False,
 ) -> None:
-    """Print the job's report (exit 1 unless it completed), its progress, or a node's
-    transcript; with ``watch``, follow it to its report first. JobNotFoundError when the
-    store does not know the job."""
+    """Print the job's report (exit 1 unless it completed), its progress, a node's
+    transcript, or a page of its nodes; with ``watch``, follow it to its report first.
+    JobNotFoundError when the store does not know the job."""
     catalog = load_catalog(settings.config)  # a bad catalog is one line here as everywhere
     store = RedisJobStore.from_settings(settings)
     spec = store.spec(job_id)
@@ -39,7 +53,19 @@ def show_job(
         watched = _watch(settings, catalog, store, job_id)
         finish(watched, as_json, render_for(watched))
         return
-    report = store.report(job_id)
+    summary = store.report_summary(job_id)
+    if nodes is not None:
+        if summary is None:
+            raise JobNotFinishedError(f"job {job_id} is running; its nodes are listed once it ends")
+        show_nodes(store, job_id, nodes, "jsonl" if jsonl else "json" if as_json else "table")
+        return
+    if summary is not None and (summary_only or (not as_json and summary["total"] > SMALL_JOB)):
+        summary = with_late_billing(summary, store.ledger(job_id), catalog)
+        if not as_json:
+            click.echo(f"{summary['total']} nodes: swarm status {job_id} --nodes", err=True)
+        finish(summary, as_json, print_report)
+        return
+    report = store.report(job_id) if summary is not None else None
     if report is not None:
         report = with_late_billing(report, store.ledger(job_id), catalog)
         finish(report, as_json, render_for(report))

@@ -42,6 +42,7 @@ from swarm.jobs.taskrepr import NO_KWARGS, aggregate_argsrepr
 from swarm.jobs.watchdog import send_watch
 from swarm.records import InputItem, JobSpec, NodeTask
 from swarm.settings import Settings, load_settings
+from swarm.sources.spool import StreamedInputs
 from swarm.store import JobStore, RedisJobStore, gateways
 from swarm.store.batches import batch_store
 from swarm.tokens import estimate_tokens
@@ -244,7 +245,7 @@ class SwarmClient(AbstractContextManager["SwarmClient"]):
             deadline_at=None if deadline_s is None else time.time() + check_deadline(deadline_s),
         )
         try:
-            self.store.create_job(spec, [item.text for item in items])
+            self.store.create_job(spec, (item.text for item in items))
             self.fan_out(spec, [len(i.text) for i in items])
         except (redis.RedisError, kombu.exceptions.OperationalError) as exc:
             raise BrokerUnavailableError(f"cannot reach the broker: {exc}") from None
@@ -395,9 +396,13 @@ def agent_bound(
     return {"steps": settings.agent_max_steps, "step_growth_tokens": turn + outputs}
 
 
-def _items(inputs: Sequence[InputItem | str]) -> list[InputItem]:
+def _items(inputs: Sequence[InputItem | str]) -> Sequence[InputItem]:
+    """The inputs as InputItems; StreamedInputs (swarm.sources.spool) as they are, read
+    again on each pass instead of held in memory."""
     if not inputs:
         raise InputError("no inputs: a swarm needs at least one")
+    if isinstance(inputs, StreamedInputs):
+        return inputs
     return [
         item if isinstance(item, InputItem) else InputItem(ref=f"input:{i}", text=item)
         for i, item in enumerate(inputs)

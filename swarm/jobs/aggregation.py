@@ -37,8 +37,9 @@ REDUCE_INSTRUCTION = (
 
 
 def run_aggregation(rt: Runtime, job_id: str) -> dict[str, Any]:
-    """Aggregate (when enough nodes succeeded), store the report, and return the stored one."""
-    existing = rt.store.report(job_id)
+    """Aggregate (when enough nodes succeeded), store the report, and return the stored
+    one's summary (its nodes are read in pages: JobStore.report_nodes)."""
+    existing = rt.store.report_summary(job_id)
     if existing is not None:
         return existing
     spec = rt.store.spec(job_id)
@@ -82,8 +83,10 @@ def run_aggregation(rt: Runtime, job_id: str) -> dict[str, Any]:
         rate_limited=rt.store.rate_limited(job_id),
         hedges=rt.store.hedges(job_id),
     )
-    rt.store.save_report(job_id, report.model_dump(mode="json"))
-    return rt.store.report(job_id) or report.model_dump(mode="json")
+    summary = report.model_dump(mode="json", exclude={"nodes"})
+    # Each node's JSON is made as the store writes it: never the whole report at once.
+    rt.store.save_report_parts(job_id, summary, (env.model_dump_json() for env in nodes))
+    return rt.store.report_summary(job_id) or summary
 
 
 def _aggregate(rt: Runtime, spec: JobSpec, ok: list[NodeEnvelope]) -> tuple[str, str | None, bool]:

@@ -228,7 +228,7 @@ def check_job(store: JobStore, settings: Settings, job_id: str, seen: Seen | Non
         stall, probe = stall_s(settings), probe_every_s(settings)
         missing: tuple[str, ...] = ()
         if needs_missing(seen, current, now=now, stall_after_s=stall, probe_after_s=probe):
-            ended = {env.node_id for env in store.envelopes(job_id)}
+            ended = store.ended_nodes(job_id)
             missing = tuple(n for n in store.spec(job_id).node_ids if n not in ended)
     except JobNotFoundError:  # expired: nothing left to watch
         return Check(Action.DONE, seen or Seen("", time.time()))

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -12,6 +13,7 @@ from swarm.records import Frozen, JobSpec, NodeEnvelope, Usage
 from swarm.store.agents import ToolOutcome, Transcript
 from swarm.store.billing import BilledCall, BudgetState, StoredAnswer
 from swarm.store.leases import Lease
+from swarm.store.report_pages import CHUNK, page_bounds
 
 RUNNING, OK, ERROR = "running", "ok", "error"
 
@@ -141,11 +143,12 @@ class JobStore(ABC):
     """Everything about a job that producers, workers and `swarm status` share."""
 
     @abstractmethod
-    def create_job(self, spec: JobSpec, texts: Sequence[str]) -> None:
-        """Store a new job's spec and its inputs (aligned with spec.node_ids)."""
+    def create_job(self, spec: JobSpec, texts: Iterable[str]) -> None:
+        """Store a new job's spec and its inputs (aligned with spec.node_ids; consumed as
+        they come, a chunk at a time)."""
 
     @abstractmethod
-    def update_job(self, spec: JobSpec, texts: Sequence[str]) -> None:
+    def update_job(self, spec: JobSpec, texts: Iterable[str]) -> None:
         """Replace a job's spec and add its nodes' inputs, keeping its ledger and budget
         (the planner turns a job's documents into planned nodes this way)."""
 
@@ -330,6 +333,10 @@ class JobStore(ABC):
             cancelled=self.cancelled(job_id),
         )
 
+    def ended_nodes(self, job_id: str) -> set[str]:
+        """Ids of the nodes that have an envelope (ok or error)."""
+        return {env.node_id for env in self.envelopes(job_id)}
+
     def mark_running_many(self, job_id: str, models: Mapping[str, str]) -> None:
         """mark_running for several nodes (node id -> model)."""
         for node_id, model in models.items():
@@ -340,6 +347,39 @@ class JobStore(ABC):
     ) -> tuple[bool, StoredAnswer | None]:
         """``claim`` and the answer stored under ``key``, together."""
         return self.claim(job_id, slot, owner, ttl_s), self.answer(job_id, key)
+
+    def save_report_parts(
+        self, job_id: str, summary: Mapping[str, Any], node_lines: Iterable[str]
+    ) -> bool:
+        """save_report of ``summary`` with ``nodes`` given as one JSON document each (the
+        Redis store writes them as they come, without building the whole report)."""
+        nodes = [json.loads(line) for line in node_lines]
+        return self.save_report(job_id, {**summary, "nodes": nodes})
+
+    def report_summary(self, job_id: str) -> dict[str, Any] | None:
+        """The final report without its ``nodes``, once written."""
+        report = self.report(job_id)
+        return None if report is None else {k: v for k, v in report.items() if k != "nodes"}
+
+    def report_nodes(
+        self, job_id: str, offset: int = 0, limit: int | None = None, *, failed: bool = False
+    ) -> list[dict[str, Any]]:
+        """A page of the report's nodes in node order (``failed``: of those that did not
+        succeed), ``limit`` from ``offset`` (None: to the end); empty before the report."""
+        nodes = (self.report(job_id) or {}).get("nodes", [])
+        if failed:
+            nodes = [node for node in nodes if node.get("status") != "ok"]
+        start, stop = page_bounds(offset, limit, len(nodes))
+        return list(nodes[start:stop])
+
+    def iter_report_nodes(
+        self, job_id: str, *, failed: bool = False, page: int = CHUNK
+    ) -> Iterator[dict[str, Any]]:
+        """Every node of the report (``failed``: that did not succeed), read a page at a time."""
+        offset = 0
+        while nodes := self.report_nodes(job_id, offset, page, failed=failed):
+            yield from nodes
+            offset += len(nodes)
 
     def wait_report(
         self, job_id: str, timeout_s: float, poll_s: float = 0.05

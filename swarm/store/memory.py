@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -68,14 +68,14 @@ class MemoryJobStore(JobStore):
         except KeyError:
             raise JobNotFoundError(f"no job {job_id!r}") from None
 
-    def create_job(self, spec: JobSpec, texts: Sequence[str]) -> None:
+    def create_job(self, spec: JobSpec, texts: Iterable[str]) -> None:
         with self._lock:
             job = _Job(spec, dict(zip(spec.node_ids, texts, strict=True)))
             if spec.budget_usd is not None:
                 job.budget = BudgetState(cap_nusd=nusd_of_usd(spec.budget_usd))
             self._jobs[spec.job_id] = job
 
-    def update_job(self, spec: JobSpec, texts: Sequence[str]) -> None:
+    def update_job(self, spec: JobSpec, texts: Iterable[str]) -> None:
         with self._lock:
             job = self._job(spec.job_id)
             job.spec = spec

@@ -4,12 +4,16 @@ Keys of one job share the hash tag ``{job:<id>}`` (one slot on Redis Cluster) an
 ``ttl_s`` after their last write:
 
     swarm:{job:<id>}:spec     string  JobSpec JSON
+    swarm:{job:<id>}:rev      string  digest of the spec JSON (swarm.store.spec_cache)
     swarm:{job:<id>}:inputs   hash    node_id -> input text
     swarm:{job:<id>}:state    hash    node_id -> "<running|ok|error>|<model>"
     swarm:{job:<id>}:env      hash    node_id -> NodeEnvelope JSON
     swarm:{job:<id>}:ledger   hash    "<model>|<field>" -> integer
     swarm:{job:<id>}:cancel   string  "1" once cancelled
-    swarm:{job:<id>}:report   string  final report JSON (written once, SET NX; reopen deletes it)
+    swarm:{job:<id>}:report   string  final report's summary JSON, every field but its nodes
+                                      (written once, SET NX; reopen deletes it)
+    swarm:{job:<id>}:rnodes:<ref>   list  the report's nodes, JSON each, in node order
+    swarm:{job:<id>}:rfailed:<ref>  list  positions of its failed nodes (swarm.store.report_pages)
     swarm:{job:<id>}:billed   set     ids of billed calls already in the ledger
     swarm:{job:<id>}:answers  hash    idempotency key -> StoredAnswer JSON
     swarm:{job:<id>}:budget   hash    cap_nusd, spent_nusd, reserved_nusd, exhausted, res:<id>
@@ -37,9 +41,12 @@ The billing keys are written by the Lua scripts in ``swarm/store/lua/`` (see scr
 
 from __future__ import annotations
 
+import itertools
 import json
+import threading
 import time
-from collections.abc import Mapping, Sequence
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import redis
@@ -65,6 +72,15 @@ from swarm.store.billing import BilledCall, BudgetState, StoredAnswer
 from swarm.store.connect import SentinelOptions, redis_client
 from swarm.store.durable import Durable
 from swarm.store.leases import TASK, Lease, parse_member
+from swarm.store.report_pages import (
+    CHUNK,
+    NODES_REF,
+    chunks,
+    failed_positions,
+    page_bounds,
+    public_summary,
+    split_report,
+)
 from swarm.store.script_args import (
     STORE_SCRIPTS,
     DueArgs,
@@ -78,6 +94,7 @@ from swarm.store.script_args import (
     UnclaimArgs,
 )
 from swarm.store.scripts import Scripts
+from swarm.store.spec_cache import SpecCache, spec_revision
 
 if TYPE_CHECKING:
     from swarm.settings import Settings
@@ -121,6 +138,8 @@ class RedisJobStore(JobStore):
         self._scripts = Scripts(client, *STORE_SCRIPTS)
         self._durable = Durable(client, wait_ms, outage_s)
         """The writes that must survive a failover (swarm.store.durable; docs/ha.md)."""
+        self._specs = SpecCache()
+        self._spec_misses = threading.Lock()
 
     @classmethod
     def from_url(
@@ -178,16 +197,23 @@ class RedisJobStore(JobStore):
         except redis.RedisError as exc:
             raise BrokerUnavailableError(f"cannot reach Redis: {exc}") from None
 
-    def create_job(self, spec: JobSpec, texts: Sequence[str]) -> None:
-        """Durable (WAIT): a job lost in a failover would have its tasks find nothing."""
+    def create_job(self, spec: JobSpec, texts: Iterable[str]) -> None:
+        """The inputs a chunk at a time as ``texts`` yields them (one HSET and round trip
+        per report_pages.CHUNK), then the spec, its revision, the budget's cap and the job's
+        place in the index of jobs, durable (WAIT: a job lost in a failover would have its
+        tasks find nothing; the WAIT covers the chunks written before it)."""
+        pipe = self._r.pipeline(transaction=False)
+        inputs = _key(spec.job_id, "inputs")
+        pairs = zip(spec.node_ids, texts, strict=True)
+        while chunk := list(itertools.islice(pairs, CHUNK)):
+            pipe.hset(inputs, mapping=dict(chunk))
+            pipe.execute()
 
         def write(pipe: Any) -> None:
-            inputs = _key(spec.job_id, "inputs")
-            pairs = list(zip(spec.node_ids, texts, strict=True))
-            for start in range(0, len(pairs), 500):
-                pipe.hset(inputs, mapping=dict(pairs[start : start + 500]))
             pipe.expire(inputs, self._ttl_s)
-            pipe.set(_key(spec.job_id, "spec"), spec.model_dump_json(), ex=self._ttl_s)
+            spec_json = spec.model_dump_json()
+            pipe.set(_key(spec.job_id, "spec"), spec_json, ex=self._ttl_s)
+            pipe.set(_key(spec.job_id, "rev"), spec_revision(spec_json), ex=self._ttl_s)
             if spec.budget_usd is not None:
                 budget = _key(spec.job_id, "budget")
                 pipe.hset(budget, "cap_nusd", nusd_of_usd(spec.budget_usd))
@@ -198,14 +224,28 @@ class RedisJobStore(JobStore):
 
         self._durable.write(write)
 
-    def update_job(self, spec: JobSpec, texts: Sequence[str]) -> None:
+    def update_job(self, spec: JobSpec, texts: Iterable[str]) -> None:
         self.create_job(spec, texts)  # only sets the spec, adds inputs and (re)sets the cap
 
     def spec(self, job_id: str) -> JobSpec:
-        raw = self._r.get(_key(job_id, "spec"))
-        if raw is None:
-            raise JobNotFoundError(f"no job {job_id!r} (never submitted, or expired)")
-        return JobSpec.model_validate_json(raw)
+        """The process's parsed spec while the job's revision key names it (one small GET),
+        else read and parsed."""
+        found = self._r.get(_key(job_id, "rev"))
+        revision = str(found) if found is not None else None
+        cached = self._specs.get(job_id, revision)
+        if cached is not None:
+            return cached
+        # One thread reads and parses; the node threads that start the same job with it
+        # wait and take its copy instead of each parsing one (a 100,000-node spec parsed
+        # by 32 threads at once held a copy per thread).
+        with self._spec_misses:
+            cached = self._specs.get(job_id, revision)
+            if cached is not None:
+                return cached
+            raw = self._r.get(_key(job_id, "spec"))
+            if raw is None:
+                raise JobNotFoundError(f"no job {job_id!r} (never submitted, or expired)")
+            return self._specs.put(job_id, str(raw), revision)
 
     def input_text(self, job_id: str, node_id: str) -> str:
         text = self._r.hget(_key(job_id, "inputs"), node_id)
@@ -322,16 +362,52 @@ class RedisJobStore(JobStore):
         self._r.set(_key(job_id, "phase"), phase, ex=self._ttl_s)
 
     def save_report(self, job_id: str, report: Mapping[str, Any]) -> bool:
-        """The report (SET NX) and the done publish in one round trip; the status beside
-        it, for listing, only by the call that stored the report."""
+        """The report: its nodes in lists beside it, then its summary (SET NX) and the done
+        publish; the status beside it, for listing, only by the call that stored it."""
+        if "nodes" not in report:
+            return self._save_summary(job_id, dict(report), ())
+        split = split_report(report)
+        return self.save_report_parts(job_id, split.summary, split.nodes)
+
+    def save_report_parts(
+        self, job_id: str, summary: Mapping[str, Any], node_lines: Iterable[str]
+    ) -> bool:
+        """The nodes first, in lists of a fresh name (report_pages.CHUNK per command), then
+        the summary naming them (SET NX); the lists are deleted again when another report
+        was stored first."""
+        ref = uuid.uuid4().hex[:12]
+        nodes_key, failed_key = lists = self._node_lists(job_id, ref)
         pipe = self._r.pipeline(transaction=False)
-        pipe.set(_key(job_id, "report"), json.dumps(report), nx=True, ex=self._ttl_s)
+        position = 0
+        for chunk in chunks(node_lines):
+            failed = failed_positions(chunk, position)
+            pipe.rpush(nodes_key, *chunk)
+            if failed:
+                pipe.rpush(failed_key, *failed)
+            pipe.execute()
+            position += len(chunk)
+        pipe.expire(nodes_key, self._ttl_s)
+        pipe.expire(failed_key, self._ttl_s)
+        pipe.execute()
+        return self._save_summary(job_id, {**summary, NODES_REF: ref}, lists)
+
+    def _save_summary(self, job_id: str, summary: dict[str, Any], lists: Sequence[str]) -> bool:
+        pipe = self._r.pipeline(transaction=False)
+        pipe.set(_key(job_id, "report"), json.dumps(summary), nx=True, ex=self._ttl_s)
         pipe.publish(_key(job_id, "done"), "1")
         stored, _ = pipe.execute()
         if stored:
-            status = str(report.get("status"))
-            self._r.set(_key(job_id, "outcome"), status, ex=self._ttl_s)
+            self._r.set(_key(job_id, "outcome"), str(summary.get("status")), ex=self._ttl_s)
+        elif lists:
+            self._r.delete(*lists)
         return bool(stored)
+
+    def _node_lists(self, job_id: str, ref: str) -> tuple[str, str]:
+        return _key(job_id, f"rnodes:{ref}"), _key(job_id, f"rfailed:{ref}")
+
+    def _stored_summary(self, job_id: str) -> dict[str, Any] | None:
+        raw = self._r.get(_key(job_id, "report"))
+        return json.loads(raw) if raw else None
 
     def wait_report(
         self, job_id: str, timeout_s: float, poll_s: float = 0.05
@@ -352,8 +428,37 @@ class RedisJobStore(JobStore):
             pubsub.close()
 
     def report(self, job_id: str) -> dict[str, Any] | None:
-        raw = self._r.get(_key(job_id, "report"))
-        return json.loads(raw) if raw else None
+        """The summary with every node read back (in pages of report_pages.CHUNK)."""
+        summary = self._stored_summary(job_id)
+        if summary is None or NODES_REF not in summary:
+            return summary
+        nodes = list(self.iter_report_nodes(job_id))
+        return {**public_summary(summary), "nodes": nodes}
+
+    def report_summary(self, job_id: str) -> dict[str, Any] | None:
+        """One GET: the summary as stored."""
+        summary = self._stored_summary(job_id)
+        if summary is None:
+            return None
+        return {k: v for k, v in public_summary(summary).items() if k != "nodes"}
+
+    def report_nodes(
+        self, job_id: str, offset: int = 0, limit: int | None = None, *, failed: bool = False
+    ) -> list[dict[str, Any]]:
+        """LRANGE of the page (``failed``: of the failed positions, then those nodes)."""
+        summary = self._stored_summary(job_id)
+        if summary is None or NODES_REF not in summary:
+            return super().report_nodes(job_id, offset, limit, failed=failed)
+        nodes_key, failed_key = self._node_lists(job_id, str(summary[NODES_REF]))
+        start, stop = page_bounds(offset, limit, self._r.llen(failed_key if failed else nodes_key))
+        if stop <= start:
+            return []
+        if not failed:
+            return [json.loads(raw) for raw in self._r.lrange(nodes_key, start, stop - 1)]
+        pipe = self._r.pipeline(transaction=False)
+        for position in self._r.lrange(failed_key, start, stop - 1):
+            pipe.lindex(nodes_key, int(position))
+        return [json.loads(raw) for raw in pipe.execute() if raw]
 
     def record_call(self, job_id: str, call: BilledCall, fence: Lease | None = None) -> bool:
         key = call.answer_key if call.answer is not None and call.answer_key else ""
@@ -532,14 +637,17 @@ class RedisJobStore(JobStore):
         self.spec(spec.job_id)
         job = spec.job_id
         cap = "" if spec.budget_usd is None else nusd_of_usd(spec.budget_usd)
+        spec_json = spec.model_dump_json()
         args = ReopenArgs(
             report=_key(job, "report"),
             cancel=_key(job, "cancel"),
             budget=_key(job, "budget"),
             resumes=_key(job, "resumes"),
             spec=_key(job, "spec"),
+            revision=_key(job, "rev"),
             cap_nusd=cap,
-            spec_json=spec.model_dump_json(),
+            spec_json=spec_json,
+            spec_rev=spec_revision(spec_json),
             ttl_s=self._ttl_s,
         )
         number = int(self._scripts.run(args))
@@ -600,6 +708,10 @@ class RedisJobStore(JobStore):
             texts=dict(zip(node_ids, texts, strict=True)),
             cancelled=bool(cancelled),
         )
+
+    def ended_nodes(self, job_id: str) -> set[str]:
+        """HKEYS of the envelopes: their ids without reading their contents."""
+        return {str(node_id) for node_id in self._r.hkeys(_key(job_id, "env"))}
 
     def mark_running_many(self, job_id: str, models: Mapping[str, str]) -> None:
         if not models:

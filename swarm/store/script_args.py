@@ -91,14 +91,16 @@ class ReopenArgs(_StoreScript):
     """Reopen a finished job for resume."""
 
     SCRIPT: ClassVar[str] = "reopen"
-    KEYS: ClassVar[int] = 5
+    KEYS: ClassVar[int] = 6
     report: str
     cancel: str
     budget: str
     resumes: str
     spec: str
+    revision: str
     cap_nusd: int | str
     spec_json: str
+    spec_rev: str
     ttl_s: int
 
 

@@ -3,6 +3,7 @@ Lua scripts run there)."""
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 
@@ -131,7 +132,7 @@ def test_redis_keys_share_one_hash_slot_and_expire(redis_url: str) -> None:
     index = "swarm:{jobs}:submitted"
     assert index in keys
     jobs = [k for k in keys if k != index]
-    assert len(jobs) == 10 and all("{job:job}" in k for k in jobs)
+    assert len(jobs) == 11 and all("{job:job}" in k for k in jobs)
     assert all(0 < r.ttl(k) <= 60 for k in keys)
 
 
@@ -197,3 +198,98 @@ def test_tool_results_first_one_wins_and_transcripts_replace(store: JobStore) ->
     done = Transcript(node_id="n0", messages=messages, ended="answered")
     store.save_transcript("job", done)
     assert store.transcript("job", "n0") == done
+
+
+def test_redis_spec_is_parsed_once_per_revision_and_updates_are_seen(redis_url: str) -> None:
+    r = redis.Redis.from_url(redis_url, decode_responses=True)
+    producer, worker = RedisJobStore(r, ttl_s=60), RedisJobStore(r, ttl_s=60)
+    producer.create_job(spec(), ["a", "b", "c"])
+    assert worker.spec("job").budget_usd is None
+    # The spec key alone changed (its revision did not): the worker keeps its parsed spec.
+    r.set("swarm:{job:job}:spec", spec(1).model_dump_json())
+    assert len(worker.spec("job").node_ids) == 3
+    producer.update_job(spec(5), ["a", "b", "c", "d", "e"])
+    assert len(worker.spec("job").node_ids) == 5
+    producer.reopen(spec(5).model_copy(update={"budget_usd": 2.0}))
+    assert worker.spec("job").budget_usd == 2.0
+
+
+def report_of(statuses: str) -> dict[str, object]:
+    nodes = [
+        {"node_id": f"n{i}", "status": "ok" if s == "o" else "error", "content": f"c{i}"}
+        for i, s in enumerate(statuses)
+    ]
+    return {"job_id": "job", "status": "partial", "total": len(nodes), "nodes": nodes}
+
+
+def test_report_nodes_are_read_in_pages_and_the_summary_alone(store: JobStore) -> None:
+    store.create_job(spec(), ["a", "b", "c"])
+    assert store.report_summary("job") is None and store.report_nodes("job") == []
+    report = report_of("oxooxo")
+    assert store.save_report("job", report)
+    assert store.report("job") == report
+    assert store.report_summary("job") == {"job_id": "job", "status": "partial", "total": 6}
+    ids = lambda nodes: [n["node_id"] for n in nodes]  # noqa: E731
+    assert ids(store.report_nodes("job", 2, 3)) == ["n2", "n3", "n4"]
+    assert ids(store.report_nodes("job", 4)) == ["n4", "n5"]
+    assert store.report_nodes("job", 9, 3) == []
+    assert ids(store.report_nodes("job", failed=True)) == ["n1", "n4"]
+    assert ids(store.report_nodes("job", 1, 5, failed=True)) == ["n4"]
+    assert ids(store.iter_report_nodes("job", page=4)) == [f"n{i}" for i in range(6)]
+
+
+def test_redis_report_written_second_leaves_no_node_lists(redis_url: str) -> None:
+    r = redis.Redis.from_url(redis_url, decode_responses=True)
+    store = RedisJobStore(r, ttl_s=60)
+    store.create_job(spec(), ["a", "b", "c"])
+    assert store.save_report("job", report_of("ox"))
+    assert not store.save_report("job", report_of("xxxx"))
+    lists = sorted(k.split(":")[3] for k in r.keys("swarm:{job:job}:r*") if "report" not in k)
+    assert lists == ["rev", "rfailed", "rnodes"]
+    assert store.report("job") == report_of("ox")
+
+
+def test_ended_nodes_are_those_with_an_envelope(store: JobStore) -> None:
+    store.create_job(spec(), ["a", "b", "c"])
+    store.mark_running("job", "n0", "m")
+    store.finish_node("job", env("n1", ok=True))
+    store.finish_node("job", env("n2", ok=False))
+    assert store.ended_nodes("job") == {"n1", "n2"}
+
+
+def test_report_saved_in_parts_reads_like_a_whole_one(store: JobStore) -> None:
+    store.create_job(spec(), ["a", "b", "c"])
+    report = report_of("oxo" * 900)  # more nodes than one write of report_pages.CHUNK
+    summary = {k: v for k, v in report.items() if k != "nodes"}
+    lines = (json.dumps(node) for node in report["nodes"])  # type: ignore[attr-defined]
+    assert store.save_report_parts("job", summary, lines)
+    assert store.report("job") == report
+    failed = store.report_nodes("job", 800, 2, failed=True)
+    assert [n["node_id"] for n in failed] == ["n2401", "n2404"]
+
+
+def test_inputs_are_stored_from_a_stream_longer_than_one_write(store: JobStore) -> None:
+    texts = (f"text {i}" for i in range(2500))
+    store.create_job(spec(2500), texts)
+    assert store.input_text("job", "n0") == "text 0"
+    assert store.input_text("job", "n2499") == "text 2499"
+    with pytest.raises(ValueError):  # more texts than nodes: refused, as before
+        store.create_job(spec(2).model_copy(update={"job_id": "other"}), ["a", "b", "c"])
+
+
+def test_redis_threads_starting_a_job_at_once_share_one_parsed_spec(redis_url: str) -> None:
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    r = redis.Redis.from_url(redis_url, decode_responses=True)
+    RedisJobStore(r, ttl_s=60).create_job(spec(5000), [f"t{i}" for i in range(5000)])
+    worker = RedisJobStore(r, ttl_s=60)
+    start = threading.Barrier(16)
+
+    def read(_: int) -> JobSpec:
+        start.wait()
+        return worker.spec("job")
+
+    with ThreadPoolExecutor(16) as pool:
+        specs = list(pool.map(read, range(16)))
+    assert len({id(s) for s in specs}) == 1

@@ -151,6 +151,24 @@ def test_cli_run_status_and_no_wait_through_redis(stack: Stack, tmp_path: Path) 
     assert API_KEY not in text.stdout + text.stderr
 
 
+def test_cli_status_pages_through_nodes_and_exports_jsonl(stack: Stack) -> None:
+    handle = stack.client().submit(diffs(30, {4, 17, 25}), "Review this diff")
+    report = handle.wait(timeout=120)
+    assert report["status"] == "partial" and len(report["nodes"]) == 30
+    job = handle.id
+    summary = run_cli(["status", job, "--summary", "--json"], stack.env)
+    head = json.loads(summary.stdout)
+    assert "nodes" not in head and (head["total"], head["failed"]) == (30, 3)
+    failed = json.loads(run_cli(["status", job, "--nodes", "--failed", "--json"], stack.env).stdout)
+    assert [n["input_ref"] for n in failed] == ["pr-4.diff", "pr-17.diff", "pr-25.diff"]
+    page = run_cli(["status", job, "--nodes", "--limit", "10", "--page", "2", "--json"], stack.env)
+    assert json.loads(page.stdout) == report["nodes"][10:20]
+    lines = run_cli(["status", job, "--nodes", "--jsonl"], stack.env).stdout.splitlines()
+    assert [json.loads(line) for line in lines] == report["nodes"]
+    table = run_cli(["status", job, "--nodes", "--offset", "3", "--limit", "2"], stack.env)
+    assert table.returncode == 0 and "nodes 4-5" in table.stdout and "pr-4.diff" in table.stdout
+
+
 def test_cli_unknown_job_and_missing_key(stack: Stack) -> None:
     missing = run_cli(["status", "0" * 32], stack.env)
     assert missing.returncode == 2 and missing.stderr.startswith("swarm: no job")

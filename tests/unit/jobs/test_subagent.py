@@ -70,7 +70,7 @@ def test_aggregation_quotes_results_and_totals_match_the_ledger(make_runtime: Ma
     assert report["models"]["kimi-k2.5"]["calls"] == 4
     expected_cost = (400 * 1.50 + 80 * 0.60) / 1e6
     assert abs(report["cost_usd"] - expected_cost) < 1e-9
-    assert [n["node_id"] for n in report["nodes"]] == list(spec.node_ids)
+    assert [n["node_id"] for n in rt.store.report_nodes("j1")] == list(spec.node_ids)
     # The report is written once: a second callback returns the stored one, no new call.
     calls = len(gw.requests)
     assert run_aggregation(rt, "j1") == report and len(gw.requests) == calls
