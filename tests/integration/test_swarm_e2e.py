@@ -153,7 +153,7 @@ def test_cli_run_status_and_no_wait_through_redis(stack: Stack, tmp_path: Path) 
 
 def test_cli_status_pages_through_nodes_and_exports_jsonl(stack: Stack) -> None:
     handle = stack.client().submit(diffs(30, {4, 17, 25}), "Review this diff")
-    report = handle.wait(timeout=120)
+    report = handle.wait(timeout=120).to_dict()
     assert report["status"] == "partial" and len(report["nodes"]) == 30
     job = handle.id
     summary = run_cli(["status", job, "--summary", "--json"], stack.env)
