@@ -13,11 +13,11 @@ from typing import Any
 import click
 
 from swarm.calls.gateway import make_client
+from swarm.calls.preflight import NO_KEY, check_gateway
 from swarm.catalog import load_catalog
 from swarm.cli.estimate_line import announce_estimate
 from swarm.cli.follow import Watch, follow
 from swarm.cli.idle import celery_idle_check
-from swarm.cli.preflight import NO_KEY, check_gateway
 from swarm.cli.render import Render, finish, print_report
 from swarm.client import SwarmClient, SwarmHandle
 from swarm.errors import ConfigError

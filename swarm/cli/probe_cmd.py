@@ -85,9 +85,9 @@ def probe_command(base_url: str | None, model: str | None) -> None:
     """Measure a gateway (models, latency at 1-8 in flight, JSON mode, tool calls, context
     window) and print a catalog snippet for it. BASE_URL defaults to SWARM_BASE_URL."""
     from swarm.calls.gateway import make_client
+    from swarm.calls.preflight import check_gateway
     from swarm.calls.probe import probe
     from swarm.cli.execute import gateway
-    from swarm.cli.preflight import check_gateway
     from swarm.settings import load_settings
 
     settings = load_settings()

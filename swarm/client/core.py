@@ -23,9 +23,9 @@ from celery.canvas import Signature
 from swarm.batch.fanout import poll_signatures
 from swarm.batch.plan import check_deadline, plan_batches
 from swarm.batch.policy import batches_within
+from swarm.calls import preflight as gateway_preflight
 from swarm.calls.gateway import make_client
 from swarm.catalog import AGGREGATE_KIND, DEFAULT_KIND, Catalog, ModelSpec, load_catalog
-from swarm.cli import preflight as gateway_preflight
 from swarm.client.handle import SwarmHandle
 from swarm.cost.batch import at_batch_price
 from swarm.cost.budget import check_budget, preflight

@@ -6,12 +6,13 @@ import logging
 
 import openai
 
+from swarm.calls.gateway import NO_KEY
 from swarm.errors import GatewayUnavailableError, MissingKeyError
+
+__all__ = ["NO_KEY", "check_gateway"]
 
 log = logging.getLogger(__name__)
 
-NO_KEY = "no-key"
-"""Sent when no key is set: a local server without a key accepts it."""
 MISSING_KEY = "SWARM_API_KEY (or OPENAI_API_KEY) is missing"
 
 

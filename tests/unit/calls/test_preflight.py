@@ -7,7 +7,7 @@ import logging
 import pytest
 
 from swarm.calls.gateway import make_client
-from swarm.cli.preflight import NO_KEY, check_gateway
+from swarm.calls.preflight import NO_KEY, check_gateway
 from swarm.errors import GatewayUnavailableError, MissingKeyError
 from swarm.settings import Settings
 from swarm.sim import SimConfig, start_in_thread
@@ -36,7 +36,7 @@ def test_a_gateway_without_models_passes_when_its_completion_path_exists(
 ) -> None:
     with start_in_thread(SimConfig(no_models=True)) as sim:
         client = make_client(Settings(), sim.base_url, "k")
-        with caplog.at_level(logging.DEBUG, logger="swarm.cli.preflight"):
+        with caplog.at_level(logging.DEBUG, logger="swarm.calls.preflight"):
             check_gateway(client, sim.base_url)
         stats = sim.stats()
     assert "the completion path exists" in caplog.text and "answers 400" in caplog.text
