@@ -18,7 +18,8 @@ per call (the inputs and the aggregation) and commands per call, summed over the
 Catalogs: ``packaged`` (swarm/data/catalog.toml), ``no-default-backend`` (a copy of it
 without its ``[backends.default]`` table), ``far-limits`` and
 ``far-limits-no-default-backend`` (the same two with kimi-k2.5's limits far above the load:
-the packaged 80 requests/s cap the plain chord does not have), or a path; ``@KEY=VALUE,...``
+the packaged 80 requests/s cap the plain chord does not have), ``far-limits-local``
+(far-limits with its backend declared ``kind = "local"``: the local call path), or a path; ``@KEY=VALUE,...``
 after it sets the environment of that arm's workers (``far-limits@SWARM_ABANDONED_GRACE_S=0``:
 overtime off). Prints the tables and writes them to ops/bench/results/hosted_speed.md.
 
@@ -140,7 +141,10 @@ FAR_LIMITS = {"rpm": "60_000_000", "tpm": "1_000_000_000", "max_inflight": "100_
 
 def catalog_path(name: str, bench: Bench) -> Path:
     """The catalog named ``name`` (see the module's text) as a file."""
-    variants = ("packaged", "no-default-backend", "far-limits", "far-limits-no-default-backend")
+    variants = (
+        "packaged", "no-default-backend", "far-limits", "far-limits-no-default-backend",
+        "far-limits-local",
+    )  # fmt: skip
     if name not in variants:
         return Path(name).resolve()
     text = resources.files("swarm.data").joinpath("catalog.toml").read_text("utf-8")
@@ -148,6 +152,8 @@ def catalog_path(name: str, bench: Bench) -> Path:
         text = re.sub(r"^\[backends\.default\]\n(?:(?!\[)[^\n]*\n)*", "", text, flags=re.M)
     if name.startswith("far-limits"):
         text = far_limits(text)
+    if name.endswith("-local"):  # the same gateway declared a local server: the local path
+        text = text.replace('kind = "hosted"', 'kind = "local"')
     path = bench.folder / f"catalog-{name}.toml"
     path.write_text(text, "utf-8")
     return path
