@@ -19,7 +19,7 @@ Catalogs: ``packaged`` (swarm/data/catalog.toml), ``no-default-backend`` (a copy
 without its ``[backends.default]`` table), ``far-limits`` and
 ``far-limits-no-default-backend`` (the same two with kimi-k2.5's limits far above the load:
 the packaged 80 requests/s cap the plain chord does not have), ``far-limits-local``
-(far-limits with its backend declared ``kind = "local"``: the local call path), or a path; ``@KEY=VALUE,...``
+(far-limits with its backend declared local: the local call path), or a path; ``@KEY=VALUE,...``
 after it sets the environment of that arm's workers (``far-limits@SWARM_ABANDONED_GRACE_S=0``:
 overtime off). Prints the tables and writes them to ops/bench/results/hosted_speed.md.
 

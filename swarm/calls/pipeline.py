@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from functools import partial
 
 from swarm.backends import BackendKind
 from swarm.calls import steps
@@ -169,6 +170,7 @@ def run_call(rt: Runtime, request: CallRequest) -> CallResult:
                 max_attempts=rt.settings.max_attempts,
                 backoff_max_s=rt.settings.backoff_max_s,
                 progress=request.progress,
+                on_retry=partial(rt.store.count_retry, request.job_id, request.model.name),
             )
             return keyless_auth(result, rt.client_for(request.model.backend).api_key)
         except RetryLater as later:

@@ -61,6 +61,14 @@ def _log_retry(state: RetryCallState) -> None:
     )
 
 
+def _before_retry(state: RetryCallState, on_retry: Callable[[], None]) -> None:
+    _log_retry(state)
+    try:
+        on_retry()
+    except STORE_OUTAGES as exc:  # a count, never a reason to give the call up
+        log.debug("retry not counted: %s", exc)
+
+
 def billed_usage(exc: BaseException) -> Usage:
     """Usage an unusable 200 (no choices, no content) still carries; else zero."""
     if isinstance(exc, BadResponseError) and exc.usage:
@@ -104,9 +112,11 @@ def call_with_retries(
     backoff_max_s: float,
     sleep: Callable[[float], None] = time.sleep,
     progress: CallProgress | None = None,
+    on_retry: Callable[[], None] = lambda: None,
 ) -> CallResult:
     """Run ``attempt`` until it answers, a non-transient error occurs, or attempts run out.
 
+    ``on_retry`` is told of each retry, before its backoff (the job's retry count).
     ``progress`` is what earlier runs of the call did (a task sent back to the queue):
     their attempts count against ``max_attempts`` and their time is in the latency. A
     RetryLater passing through carries the attempts and start time on for the next run;
@@ -119,7 +129,7 @@ def call_with_retries(
         stop=stop_after_attempt(max(max_attempts - progress.attempts, 1)),
         wait=_WaitPolicy(backoff_max_s, progress.attempts),
         retry=retry_if_exception(_transient),
-        before_sleep=_log_retry,
+        before_sleep=lambda state: _before_retry(state, on_retry),
         sleep=sleep,
         reraise=True,
     )

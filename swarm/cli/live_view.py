@@ -1,5 +1,5 @@
 """The live view of a running job on a terminal (rich): its phase, a bar of nodes ended, a
-table per model (done, failed, in flight, 429s, cost so far), the cost so far against the
+table per model (done, failed, in flight, 429s, retries, cost so far), the cost so far against the
 budget, and an ETA."""
 
 from __future__ import annotations
@@ -34,9 +34,9 @@ def live_view(s: JobSnapshot) -> RenderableType:
 def _models_table(s: JobSnapshot) -> Table:
     table = Table(box=None, pad_edge=False, show_edge=False)
     table.add_column("model", no_wrap=True)
-    for head in ("done", "failed", "in flight", "429s", "cost so far"):
+    for head in ("done", "failed", "in flight", "429s", "retries", "cost so far"):
         table.add_column(head, justify="right", no_wrap=True)
-    names = sorted({*s.progress.models, *s.model_cost_usd, *s.rate_limited})
+    names = sorted({*s.progress.models, *s.model_cost_usd, *s.rate_limited, *s.retries})
     for name in names:
         m = s.progress.models.get(name)
         table.add_row(
@@ -45,6 +45,7 @@ def _models_table(s: JobSnapshot) -> Table:
             str(m.failed if m else 0),
             str(m.in_flight if m else 0),
             str(s.rate_limited.get(name, 0)),
+            str(s.retries.get(name, 0)),
             money(s.model_cost_usd.get(name, 0.0)),
         )
     return table

@@ -30,6 +30,8 @@ class JobSnapshot:
     """Cost so far per model (models of this catalog)."""
     rate_limited: dict[str, int] = field(default_factory=dict)
     """429 answers per model so far."""
+    retries: dict[str, int] = field(default_factory=dict)
+    """Retries per model so far (attempts after a failed one)."""
 
     @property
     def finished_nodes(self) -> int:
@@ -66,6 +68,10 @@ class JobSnapshot:
     def rate_limited_total(self) -> int:
         return sum(self.rate_limited.values())
 
+    @property
+    def retries_total(self) -> int:
+        return sum(self.retries.values())
+
 
 def take_snapshot(
     store: JobStore, catalog: Catalog, spec: JobSpec, now: float | None = None
@@ -87,6 +93,7 @@ def take_snapshot(
         cancelled=store.cancelled(job_id),
         model_cost_usd=costs,
         rate_limited=store.rate_limited(job_id),
+        retries=store.retries(job_id),
     )
 
 
@@ -115,12 +122,12 @@ def sub_agents(n: int) -> str:
 
 def plain_line(s: JobSnapshot) -> str:
     """The snapshot on one line, every count labelled, e.g. ``job 1a2b3c4d [0:12] sub-agents
-    running: done 37 failed 0 in flight 16 pending 68 of 121; 429s 3; cost so far $0.0123;
+    running: done 37 failed 0 in flight 16 pending 68 of 121; 429s 3 retries 5; cost so far $0.0123;
     ETA 0:30``; with several models, their counts follow (``| kimi-k2.5 done 30 ...``)."""
     parts = [
         f"job {s.job_id} [{clock(s.elapsed_s)}] {s.phase}: {counts(s.progress)} "
         f"of {s.progress.total}",
-        f"429s {s.rate_limited_total}",
+        f"429s {s.rate_limited_total} retries {s.retries_total}",
         f"cost so far {money(s.cost_usd)}"
         + (f" of budget {money(s.budget_usd)}" if s.budget_usd is not None else ""),
     ]

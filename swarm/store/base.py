@@ -306,6 +306,14 @@ class JobStore(ABC):
     def rate_limited(self, job_id: str) -> dict[str, int]:
         """429 answers per model."""
 
+    @abstractmethod
+    def count_retry(self, job_id: str, model: str) -> None:
+        """Count one retry (an attempt after a failed one) of a call of the job on ``model``."""
+
+    @abstractmethod
+    def retries(self, job_id: str) -> dict[str, int]:
+        """Retries per model."""
+
     # -- agent nodes (swarm.jobs.agent) --
     @abstractmethod
     def save_tool_result(self, job_id: str, key: str, outcome: ToolOutcome) -> ToolOutcome:

@@ -50,6 +50,7 @@ class _Job:
     resumes: int = 0
     hedges: HedgeCounts = field(default_factory=HedgeCounts)
     rate_limited: dict[str, int] = field(default_factory=dict)
+    retries: dict[str, int] = field(default_factory=dict)
     tool_results: dict[str, ToolOutcome] = field(default_factory=dict)
     transcripts: dict[str, Transcript] = field(default_factory=dict)
     phase: str | None = None
@@ -328,6 +329,15 @@ class MemoryJobStore(JobStore):
     def rate_limited(self, job_id: str) -> dict[str, int]:
         with self._lock:
             return dict(sorted(self._job(job_id).rate_limited.items()))
+
+    def count_retry(self, job_id: str, model: str) -> None:
+        with self._lock:
+            counts = self._job(job_id).retries
+            counts[model] = counts.get(model, 0) + 1
+
+    def retries(self, job_id: str) -> dict[str, int]:
+        with self._lock:
+            return dict(sorted(self._job(job_id).retries.items()))
 
     def save_tool_result(self, job_id: str, key: str, outcome: ToolOutcome) -> ToolOutcome:
         with self._lock:

@@ -679,14 +679,26 @@ class RedisJobStore(JobStore):
         return HedgeCounts(sent=int(sent or 0), won=int(won or 0))
 
     def count_rate_limited(self, job_id: str, model: str) -> None:
-        key = _key(job_id, "r429")
+        self._count(job_id, "r429", model)
+
+    def rate_limited(self, job_id: str) -> dict[str, int]:
+        return self._counts(job_id, "r429")
+
+    def count_retry(self, job_id: str, model: str) -> None:
+        self._count(job_id, "retries", model)
+
+    def retries(self, job_id: str) -> dict[str, int]:
+        return self._counts(job_id, "retries")
+
+    def _count(self, job_id: str, part: str, model: str) -> None:
+        key = _key(job_id, part)
         pipe = self._r.pipeline(transaction=False)
         pipe.hincrby(key, model, 1)
         pipe.expire(key, self._ttl_s)
         pipe.execute()
 
-    def rate_limited(self, job_id: str) -> dict[str, int]:
-        raw: dict[str, str] = self._r.hgetall(_key(job_id, "r429"))  # type: ignore[assignment]
+    def _counts(self, job_id: str, part: str) -> dict[str, int]:
+        raw: dict[str, str] = self._r.hgetall(_key(job_id, part))  # type: ignore[assignment]
         return {model: int(count) for model, count in sorted(raw.items())}
 
     def load_nodes(self, job_id: str, node_ids: Sequence[str]) -> NodeBatch:

@@ -100,3 +100,16 @@ def test_every_node_keeps_its_attempts_whatever_the_others_got() -> None:
     assert all(env.error_kind is ErrorKind.SERVER_ERROR for env in envelopes)
     assert [env.attempts for env in envelopes] == [5] * 12
     assert len(gw.requests) == 12 * 5
+
+
+def test_each_retry_is_counted_for_the_job_and_model() -> None:
+    def flaky(body: dict[str, Any], n: int) -> httpx2.Response:
+        if n <= 2:
+            return httpx2.Response(503, json={"error": {"message": "busy"}})
+        return completion("ok", prompt=10, completion_tokens=2)
+
+    rt, _ = runtime(flaky, max_attempts=5)
+    spec = new_job(rt, n=1)
+    envelope = run_node(rt, "j1", spec.node_ids[0])
+    assert envelope.status == "ok" and envelope.attempts == 3
+    assert rt.store.retries("j1") == {"kimi-k2.5": 2}  # two attempts after a failed one

@@ -77,20 +77,23 @@ def test_the_live_view_shows_phase_models_cost_and_eta() -> None:
 
     console = Console(record=True, width=100)
     snap = snapshot(done=4, in_flight=2, rate_limited={"kimi-k2.5": 3}, budget_usd=1.0,
-                    model_cost_usd={"kimi-k2.5": 0.0123})  # fmt: skip
+                    model_cost_usd={"kimi-k2.5": 0.0123}, retries={"kimi-k2.5": 7})  # fmt: skip
     console.print(live_view(snap))
     text = console.export_text()
     assert "job j1  sub-agents running  0:20" in text
     assert "4/10 sub-agents ended: done 4 failed 0 in flight 2 pending 4" in text
-    assert "429s" in text and "cost so far" in text
+    assert "429s" in text and "retries" in text and "cost so far" in text
+    (row,) = [line for line in text.splitlines() if line.startswith("kimi-k2.5")]
+    assert row.split()[1:6] == ["4", "0", "2", "3", "7"]  # done, failed, in flight, 429s, retries
     assert "cost so far $0.0123 of budget $1.0000   ETA 0:30 (sub-agents)" in text
 
 
 def test_the_plain_line_labels_every_count() -> None:
-    line = plain_line(snapshot(done=37, in_flight=16, total=121, rate_limited={"kimi-k2.5": 3}))
+    line = plain_line(snapshot(done=37, in_flight=16, total=121, rate_limited={"kimi-k2.5": 3},
+                               retries={"kimi-k2.5": 5}))  # fmt: skip
     assert line == (
         "job j1 [0:20] sub-agents running: done 37 failed 0 in flight 16 pending 68 of 121; "
-        "429s 3; cost so far $0.0123; ETA 0:46"
+        "429s 3 retries 5; cost so far $0.0123; ETA 0:46"
     )
     assert "\n" not in line and "/" not in line
     budgeted = plain_line(snapshot(done=1, budget_usd=0.5))
@@ -109,11 +112,14 @@ def test_a_snapshot_reads_counts_cost_and_429s_from_the_store() -> None:
         "j1", BilledCall(call_id="c1", model="kimi-k2.5", usage=usage, cost_nusd=1_500_000_000)
     )
     store.count_rate_limited("j1", "kimi-k2.5")
+    store.count_retry("j1", "kimi-k2.5")
+    store.count_retry("j1", "kimi-k2.5")
     snap = take_snapshot(store, load_catalog(), spec, now=spec.submitted_at + 4)
     assert (snap.progress.done, snap.progress.in_flight, snap.progress.pending) == (1, 1, 1)
     assert snap.cost_usd == pytest.approx(1.5) and snap.budget_usd == 1.0
     assert snap.model_cost_usd["kimi-k2.5"] == pytest.approx(1.5)  # $1.50 per M input
     assert snap.rate_limited == {"kimi-k2.5": 1} and snap.elapsed_s == pytest.approx(4)
+    assert snap.retries == {"kimi-k2.5": 2}
 
 
 def test_the_idle_line_names_the_queues_without_a_consumer() -> None:
