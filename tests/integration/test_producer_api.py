@@ -16,7 +16,7 @@ import redis
 
 import swarm
 from swarm import SwarmClient
-from swarm.cli import preflight
+from swarm.calls import preflight
 from swarm.client import close_default, default_client
 from swarm.errors import GatewayUnavailableError, MissingKeyError
 from swarm.sim import SimConfig, start_in_thread
