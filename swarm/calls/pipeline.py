@@ -30,6 +30,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import partial
+from typing import Any
 
 from swarm.backends import BackendKind
 from swarm.calls import steps
@@ -66,35 +67,30 @@ _COMMON: tuple[tuple[str, StepFactory], ...] = (
 )
 
 
-def gate_for(rt: Runtime, request: CallRequest) -> Gate:
-    """The admission gate of one call, reserving the request's estimated tokens."""
+def _admission_of(rt: Runtime, request: CallRequest) -> dict[str, Any]:
+    """The arguments of a call's gate: the model's limits, reserving the request's
+    estimated tokens, and the settings' waits."""
     settings = rt.settings
-    return Gate(
-        rt.admission,
-        request.model,
-        request.job_id,
-        request.tokens,
-        max_wait_s=settings.admission_max_wait_s,
-        max_countdown_s=settings.admission_max_countdown_s,
-        may_requeue=request.may_requeue,
-        reserve_s=settings.admission_reserve_s,
-    )
+    return {
+        "controller": rt.admission,
+        "spec": request.model,
+        "job_id": request.job_id,
+        "tokens": request.tokens,
+        "max_wait_s": settings.admission_max_wait_s,
+        "max_countdown_s": settings.admission_max_countdown_s,
+        "may_requeue": request.may_requeue,
+        "reserve_s": settings.admission_reserve_s,
+    }
+
+
+def gate_for(rt: Runtime, request: CallRequest) -> Gate:
+    """The admission gate of one call."""
+    return Gate(**_admission_of(rt, request))
 
 
 def holding_gate_for(rt: Runtime, request: CallRequest) -> Gate:
     """A local call's gate: ``gate_for``'s, holding the permits of abandoned requests."""
-    settings = rt.settings
-    return HoldingGate(
-        rt.admission,
-        request.model,
-        request.job_id,
-        request.tokens,
-        max_wait_s=settings.admission_max_wait_s,
-        max_countdown_s=settings.admission_max_countdown_s,
-        may_requeue=request.may_requeue,
-        reserve_s=settings.admission_reserve_s,
-        abandoned=rt.abandoned,
-    )
+    return HoldingGate(**_admission_of(rt, request), abandoned=rt.abandoned)
 
 
 _LOCAL: tuple[tuple[str, StepFactory], ...] = (
