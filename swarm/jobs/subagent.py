@@ -289,34 +289,41 @@ class _ModelRun:
     def validated(
         self, outcome: CallResult, messages: list[Message], slot: str, tally: _Tally
     ) -> CallResult:
-        """The answer if it matches the schema, else one retry told the error."""
+        """The answer if it matches the schema, else one retry told the error. When that
+        retry gets no answer (e.g. the server refuses it as too long), the first answer
+        stands, as bad output: it was billed, and shown raw it is still worth reading."""
         assert outcome.answer is not None and self.task.output_schema is not None
         try:
             validate_against(outcome.answer.content, self.task.output_schema)
             return outcome
         except BadOutputError as exc:
             problem = str(exc)
-        retry = [
-            *messages,
-            {"role": "assistant", "content": outcome.answer.content},
-            {"role": "user", "content": f"Rejected: {problem}. Answer again: JSON only."},
-        ]
+        retry = self.fix_up(messages, outcome.answer.content, problem)
         second = self.call(f"{slot}:fix", retry, self.max_tokens, json=True)
         tally.add(second)
         if second.answer is None:
-            return second
+            log.debug("node %s: the schema fix-up got no answer (%s); the first answer stands",
+                      self.node_id, second.error_kind)  # fmt: skip
+            return _bad_output(outcome, problem)
         try:
             validate_against(second.answer.content, self.task.output_schema)
             return second
         except BadOutputError as exc:
-            return CallResult(
-                second.answer,
-                second.usage,
-                second.attempts,
-                second.latency_ms,
-                ErrorKind.BAD_OUTPUT,
-                str(exc),
-            )
+            return _bad_output(second, str(exc))
+
+    def fix_up(self, messages: list[Message], answer: str, problem: str) -> list[Message]:
+        """The conversation asking for a schema fix: the rejected answer is echoed clipped
+        to what the model's (learned) window leaves beside the prompt and a full answer,
+        so the fix-up is not refused as too long where the first call fitted."""
+        rejected = f"Rejected: {problem}. Answer again: JSON only."
+        window = self.rt.windows.window(self.model.name, self.model.context_window)
+        used = estimate_messages([*(m.get("content") or "" for m in messages), rejected])
+        room = int(window / self.rt.windows.scale(self.model.name)) - used - self.max_tokens
+        return [
+            *messages,
+            {"role": "assistant", "content": clip_to_tokens(answer, max(room - 64, 64))},
+            {"role": "user", "content": rejected},
+        ]
 
     def build(
         self, outcome: CallResult, tally: _Tally, truncation: Truncation | None
@@ -374,4 +381,16 @@ def _cancelled(spec: JobSpec, node_id: str) -> NodeEnvelope:
         status="error",
         error_kind=ErrorKind.CANCELLED,
         error="job cancelled before this node called the gateway",
+    )
+
+
+def _bad_output(outcome: CallResult, problem: str) -> CallResult:
+    """``outcome``'s answer, marked as missing the schema."""
+    return CallResult(
+        outcome.answer,
+        outcome.usage,
+        outcome.attempts,
+        outcome.latency_ms,
+        ErrorKind.BAD_OUTPUT,
+        problem,
     )
