@@ -152,6 +152,22 @@ def test_the_estimate_line_gives_the_bound_and_its_parts() -> None:
     )
 
 
+def test_the_estimate_line_of_a_plan_and_of_a_resume() -> None:
+    plan = JobEstimate(
+        nodes=3, prompt_tokens=9_000, completion_tokens=8_000, subagents_nusd=30_000_000,
+        aggregation_nusd=10_000_000, planner_nusd=5_000_000,
+    )  # fmt: skip
+    text = estimate_text(plan, assumes="if the plan gives each document one sub-task")
+    assert text.startswith(
+        "estimate: up to $0.0450 for the planner ($0.0050), 3 sub-agents ($0.0300) and the "
+        "aggregation ($0.0100), if the plan gives each document one sub-task; an upper bound"
+    )
+    rerun = plan.model_copy(update={"nodes": 1, "planner_nusd": 0})
+    assert estimate_text(rerun, again=True).startswith(
+        "estimate: up to $0.0400 for 1 sub-agent run again ($0.0300) and the aggregation"
+    )
+
+
 def test_ages() -> None:
     assert [age(s) for s in (5, 75, 7200, 200000)] == ["5s", "1m", "2h", "2d"]
 
