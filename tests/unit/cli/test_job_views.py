@@ -16,11 +16,12 @@ from swarm.cli import follow as follow_module
 from swarm.cli.estimate_line import estimate_text
 from swarm.cli.follow import Watch, follow
 from swarm.cli.idle import idle_line, job_queues
-from swarm.cli.jobs_view import age
+from swarm.cli.jobs_view import age, jobs_table
 from swarm.cli.snapshot import JobSnapshot, clock, plain_line, take_snapshot
 from swarm.cost.budget import JobEstimate
 from swarm.records import NodeEnvelope, NodeTask, Usage
 from swarm.store import MemoryJobStore, ModelProgress, Progress
+from swarm.store.base import JobSummary
 from swarm.store.billing import BilledCall
 
 
@@ -252,3 +253,14 @@ def test_waiting_past_the_timeout_says_the_job_keeps_running() -> None:
     store.create_job(job_spec(1), ["a"])
     with pytest.raises(JobTimeoutError, match="keeps running: swarm status j1 --watch"):
         follow(Watch(store, load_catalog(), "j1"), timeout_s=0.3, live=False)
+
+
+def test_the_jobs_table_title_counts_in_words() -> None:
+    def job(n: int) -> JobSummary:
+        return JobSummary(
+            job_id=f"j{n}", submitted_at=0.0, status="running", total=2, done=1, failed=0,
+            in_flight=1, cost_usd=0.0,
+        )  # fmt: skip
+
+    assert jobs_table([job(1)], 10.0).title == "the job submitted last"
+    assert jobs_table([job(1), job(2)], 10.0).title == "the 2 jobs submitted last, newest first"
