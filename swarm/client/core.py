@@ -261,10 +261,12 @@ class SwarmClient(AbstractContextManager["SwarmClient"]):
         job_id: str | None = None,
         tools: str | None = None,
         deadline_s: float | None = None,
+        max_tokens: int | None = None,
     ) -> SwarmHandle:
         """A planned job: the planner splits ``query`` over the documents into
         routed sub-tasks, they fan out as one chord, and the aggregation answers the query.
-        With ``tools`` (e.g. ``docs``) every sub-task runs as an agent with that toolset.
+        With ``tools`` (e.g. ``docs``) every sub-task runs as an agent with that toolset;
+        ``max_tokens`` caps each sub-task's answer (default: its model's).
         ``deadline_s`` as for ``submit``: the planned sub-tasks on models that batch go
         through the Batch API (the planner's call is live).
         """
@@ -290,6 +292,7 @@ class SwarmClient(AbstractContextManager["SwarmClient"]):
             budget_usd=budget_usd,
             tools=tools,
             deadline_at=None if deadline_s is None else time.time() + check_deadline(deadline_s),
+            max_tokens=max_tokens,
         )
         try:
             self.store.create_job(spec, [item.text for item in items])

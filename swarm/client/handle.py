@@ -19,12 +19,26 @@ aggregation runs), or the report written."""
 
 
 class JobProgress(Progress):
-    """A job's progress as SwarmHandle.progress() gives it: the node counts, the phase,
-    and what the gateway billed so far.
+    """A job's progress as SwarmHandle.progress() gives it: units of work, the node
+    counts, the phase, and what the gateway billed so far.
 
-    ``done`` counts the nodes that succeeded: it may equal ``total`` while the aggregation
-    still runs; ``phase`` (or ``finished``) says whether the job has ended."""
+    ``total`` and ``done`` count units of work: every sub-agent node and the aggregation
+    step (``total`` = ``nodes_total + 1``); ``done`` is the nodes that succeeded, plus one
+    once the report is written, so ``done < total`` until the job has ended (and
+    ``done == total`` when it ended with every node succeeded). ``failed``, ``in_flight``,
+    ``pending`` and ``models`` count nodes. ``nodes_total`` and ``nodes_done`` are the node
+    counts alone: while ``phase`` is ``aggregating``, ``nodes_done + failed ==
+    nodes_total``."""
 
+    total: int
+    """Units of work: the job's nodes and its aggregation step."""
+    done: int
+    """Units of work ended: the nodes that succeeded, and the aggregation step once the
+    report is written."""
+    nodes_total: int
+    """Sub-agent nodes in the job."""
+    nodes_done: int
+    """Sub-agent nodes that succeeded."""
     phase: Phase
     """``nodes``, ``aggregating`` or ``done`` (see Phase)."""
     step: str | None = None
@@ -32,6 +46,11 @@ class JobProgress(Progress):
     calls``, ``final merge of 30 results on kimi-k2.5``); None before it starts."""
     cost_usd: float | None = None
     """USD billed so far, every call the ledger counted (None: the handle has no catalog)."""
+
+    @property
+    def pending(self) -> int:
+        """Nodes not started yet."""
+        return max(self.nodes_total - self.nodes_done - self.failed - self.in_flight, 0)
 
 
 def phase_of(progress: Progress) -> Phase:
@@ -55,15 +74,25 @@ class SwarmHandle:
         return f"SwarmHandle({self.id!r})"
 
     def progress(self) -> JobProgress:
-        """Nodes total, done, failed and in flight (per model too), the phase, and the cost
-        so far; JobNotFoundError for an unknown job."""
+        """Units of work total and done (the nodes and the aggregation), nodes total, done,
+        failed and in flight (per model too), the phase, and the cost so far;
+        JobNotFoundError for an unknown job."""
         counts = self._store.progress(self.id)
         cost = None
         if self._catalog is not None:
             lines = model_lines(self._catalog, self._store.ledger(self.id))
             cost = round(sum(line.cost_usd for line in lines.values()), 6)
-        fields = {name: value for name, value in counts if name != "phase"}
-        return JobProgress(**fields, phase=phase_of(counts), step=counts.phase, cost_usd=cost)
+        fields = {name: value for name, value in counts if name not in ("phase", "total", "done")}
+        return JobProgress(
+            **fields,
+            total=counts.total + 1,
+            done=counts.done + int(counts.finished),
+            nodes_total=counts.total,
+            nodes_done=counts.done,
+            phase=phase_of(counts),
+            step=counts.phase,
+            cost_usd=cost,
+        )
 
     def done(self) -> bool:
         """True once the job's report is written (whatever its status)."""
