@@ -24,8 +24,8 @@ heartbeat (the embedded mode) the claim lasts ``visibility_timeout_s``.
 
 from __future__ import annotations
 
+import os
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -51,7 +51,7 @@ class CallGuard:
 
     rt: Runtime
     request: CallRequest
-    owner: str = field(default_factory=lambda: uuid.uuid4().hex)
+    owner: str = field(default_factory=lambda: os.urandom(16).hex())
     """Who holds the claim (one id per run)."""
     reused: StoredAnswer | None = field(default=None, init=False)
     """The answer an earlier run stored; set on enter."""
@@ -171,7 +171,7 @@ class CallGuard:
                 max_tokens_sent=answer.max_tokens_sent,
             )
         billed = BilledCall(
-            call_id=uuid.uuid4().hex,
+            call_id=os.urandom(16).hex(),
             model=self.request.model.name,
             usage=usage,
             cost_nusd=cost_nusd(self.request.model, usage),

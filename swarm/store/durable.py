@@ -53,12 +53,16 @@ class Durable:
     _quiet_until: float = field(default=0.0, init=False)
     """No WAIT before this (clock): the last one found no replica."""
 
+    def waits(self) -> bool:
+        """True when the next write sends a WAIT (``wait_ms``, and a replica answered lately)."""
+        return bool(self.wait_ms) and self.clock() >= self._quiet_until
+
     def write(self, build: Callable[[Any], object]) -> list[Any]:
-        """Run the commands ``build`` adds to a pipeline, then WAIT (when ``wait_ms`` and a
-        replica answered lately); the commands' results (not WAIT's)."""
+        """Run the commands ``build`` adds to a pipeline, then WAIT (when ``waits``); the
+        commands' results (not WAIT's)."""
         pipe = self.client.pipeline(transaction=False)
         build(pipe)
-        waits = bool(self.wait_ms) and self.clock() >= self._quiet_until
+        waits = self.waits()
         if waits:
             pipe.wait(REPLICAS, self.wait_ms)
         results: list[Any] = pipe.execute()

@@ -483,11 +483,14 @@ class RedisJobStore(JobStore):
         )
         # Durable (WAIT) and tried again through an outage: a line lost in a failover is a
         # call the gateway billed that the ledger misses, and its answer lost a call made
-        # again. Idempotent by call id, so a try whose reply was lost counts once.
-        [new] = self._durable.retrying(
-            lambda: self._durable.write(lambda pipe: self._scripts.run(args, client=pipe))
-        )
-        return bool(new)
+        # again. Idempotent by call id, so a try whose reply was lost counts once. With no
+        # WAIT to send, the script goes alone (EVALSHA, not a pipeline's EVAL of its text).
+        def write() -> Any:
+            if not self._durable.waits():
+                return self._scripts.run(args)
+            return self._durable.write(lambda pipe: self._scripts.run(args, client=pipe))[0]
+
+        return bool(self._durable.retrying(write))
 
     def answer(self, job_id: str, key: str) -> StoredAnswer | None:
         raw = self._r.hget(_key(job_id, "answers"), key)
