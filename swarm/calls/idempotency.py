@@ -37,7 +37,7 @@ from swarm.cost.budget import call_bound_nusd
 from swarm.cost.pricing import cost_nusd
 from swarm.errors import LeaseLostError
 from swarm.records import Usage
-from swarm.store.billing import BilledCall, StoredAnswer
+from swarm.store.billing import BilledCall, HeldAnswer, StoredAnswer
 from swarm.store.leases import Lease, claim_lease
 
 CLAIM_POLL_S = 0.1
@@ -65,6 +65,8 @@ class CallGuard:
     _started: float = field(default_factory=time.perf_counter, init=False)
     _held_at: float = field(default=0.0, init=False)
     """When the claim's lease was last known held (time.monotonic)."""
+    held: HeldAnswer | None = field(default=None, init=False)
+    """The billed answer held for the caller to record (CallRequest.hold_answer)."""
 
     @property
     def key(self) -> str:
@@ -94,6 +96,9 @@ class CallGuard:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
+        if exc_info[0] is not None and self.held is not None:  # never lose a billed answer
+            self.rt.store.record_call(self.job_id, self.held.call, fence=self.held.claim)
+            self.held = None
         if self._lease is not None and self.rt.leases is not None:
             self.rt.leases.drop(self._lease)
         if self._reserved:
@@ -178,5 +183,14 @@ class CallGuard:
             answer_key=self.key if stored else None,
             answer=stored,
         )
+        if stored is not None and self._lease is not None and self._holds_answer():
+            self.held = HeldAnswer(billed, self._lease)  # recorded with the envelope
+            self._answered = True
+            return
         self.rt.store.record_call(self.job_id, billed, fence=self._lease)
         self._answered = self._answered or (stored is not None and self._lease is not None)
+
+    def _holds_answer(self) -> bool:
+        """True when an answer is held for the caller (CallRequest.hold_answer), not written
+        now: the first one, of an unbudgeted call."""
+        return self.request.hold_answer and not self.request.budgeted and self.held is None

@@ -168,6 +168,8 @@ def run_call(rt: Runtime, request: CallRequest) -> CallResult:
                 progress=request.progress,
                 on_retry=partial(rt.store.count_retry, request.job_id, request.model.name),
             )
+            if guard.held is not None:
+                result = replace(result, held=guard.held)
             return keyless_auth(result, rt.client_for(request.model.backend).api_key)
         except RetryLater as later:
             later.slot = request.slot  # the task carries this call's progress to its next run
