@@ -11,7 +11,10 @@ Each call of a job (a sub-agent node, the aggregation) has an idempotency key: j
    the call is not made;
 4. wraps the call so each billed response is recorded the moment it arrives, before
    anything else can fail: the ledger line, the spent budget and the answer are written by
-   one atomic store call, counted once by the response's call id;
+   one atomic store call, counted once by the response's call id. A plain node's own
+   answer under a claim lease (CallRequest.hold_answer, no budget) is held instead
+   (``held``) and written with the node's envelope in one script; an error on the way out
+   of the guard writes it at once;
 5. on exit, releases the reservation and the claim (a claim held as a lease ends with the
    stored answer, in the same round trip).
 
