@@ -12,12 +12,17 @@ from typing import Any
 
 import openai
 import pytest
+from doubles import job_spec
 
 from swarm.calls.direct import DirectRoute, DirectRoutes, proxied
+from swarm.calls.pipeline import run_call
 from swarm.calls.request import CallRequest
 from swarm.calls.retry_policy import classify, parse_retry_after
+from swarm.calls.runtime import Runtime
 from swarm.catalog import load_catalog
 from swarm.records import ErrorKind
+from swarm.settings import Settings
+from swarm.store import MemoryJobStore
 
 SPEC = load_catalog(None).model("kimi-k2.5")
 REQUEST = CallRequest.of("j", "n0", SPEC, [{"role": "user", "content": "hi"}], 64)
@@ -185,3 +190,17 @@ def test_routes_keep_one_route_per_client() -> None:
     routes = DirectRoutes()
     client = openai.OpenAI(base_url="http://127.0.0.1:1/v1", api_key="k", max_retries=0)
     assert routes.route(client) is routes.route(client)
+
+
+def test_a_hosted_call_of_a_runtime_with_routes_goes_direct(serve: Any) -> None:
+    gateway = serve(lambda body: answer("direct"))
+    client = gateway.client()
+    sdk_calls: list[int] = []
+    client.post = lambda *a, **k: sdk_calls.append(1)  # type: ignore[method-assign]
+    catalog = load_catalog(None)
+    store = MemoryJobStore()
+    rt = Runtime(Settings(), catalog, store, client, direct=DirectRoutes())
+    store.create_job(job_spec(1), ["input"])
+    result = run_call(rt, CallRequest.of("j1", "n00", SPEC, [{"role": "user", "content": "x"}], 8))
+    assert result.ok and result.answer is not None and result.answer.content == "direct"
+    assert sdk_calls == [] and len(gateway.bodies) == 1
