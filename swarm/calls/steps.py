@@ -74,8 +74,9 @@ def listening(ctx: CallContext) -> Step:
 
 def recording(ctx: CallContext) -> Step:
     """Records each billed response in the ledger (and its answer under the call's key) the
-    moment it arrives, before anything else can fail; counts each 429 for the job's report
-    whether or not admission is on."""
+    moment it arrives, before anything else can fail (a held answer, CallGuard.held: with
+    its node's envelope); counts each 429 for the job's report whether or not admission is
+    on."""
 
     def count_429(request: CallRequest) -> None:
         ctx.rt.store.count_rate_limited(request.job_id, request.model.name)
@@ -136,13 +137,17 @@ def fencing(ctx: CallContext) -> Step:
 
 
 def transport(ctx: CallContext) -> Attempt:
-    """The end of the path: the HTTP request through the openai client of the model's
-    backend (the process's client unless the backend has a base URL of its own), closed at
-    the node timeout by the HTTP client's read timeout."""
+    """The end of the path: the HTTP request to the openai client of the model's backend
+    (the process's client unless the backend has a base URL of its own), closed at the node
+    timeout by the read timeout: sent on the runtime's direct route when it has one
+    (swarm.calls.direct), else through the SDK."""
     rt = ctx.rt
 
     def http(request: CallRequest) -> Answer:
-        return send(rt.client_for(request.model.backend), request)
+        client = rt.client_for(request.model.backend)
+        if rt.direct is not None:
+            return rt.direct.send(client, request)
+        return send(client, request)
 
     return http
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from swarm.records import Frozen, JobSpec, NodeEnvelope, Usage
 from swarm.store.agents import ToolOutcome, Transcript
-from swarm.store.billing import BilledCall, BudgetState, StoredAnswer
+from swarm.store.billing import BilledCall, BudgetState, HeldAnswer, StoredAnswer
 from swarm.store.leases import Lease
 from swarm.store.report_pages import CHUNK, page_bounds
 
@@ -168,6 +168,15 @@ class JobStore(ABC):
     def finish_node(self, job_id: str, envelope: NodeEnvelope, fence: Lease | None = None) -> bool:
         """Store a node's envelope unless an ok one is stored already, or the run lost
         ``fence`` (its lease: another run took the node over); True when stored."""
+
+    def finish_billed_node(
+        self, job_id: str, envelope: NodeEnvelope, fence: Lease | None, held: HeldAnswer
+    ) -> bool:
+        """``record_call`` of the held answer under its claim, then ``finish_node``: the
+        billed call is counted whether or not the envelope is stored (RedisJobStore does
+        both in one script)."""
+        self.record_call(job_id, held.call, fence=held.claim)
+        return self.finish_node(job_id, envelope, fence)
 
     @abstractmethod
     def envelope(self, job_id: str, node_id: str) -> NodeEnvelope | None:

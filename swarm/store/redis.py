@@ -68,7 +68,7 @@ from swarm.store.base import (
     progress_from_states,
     summary_status,
 )
-from swarm.store.billing import BilledCall, BudgetState, StoredAnswer
+from swarm.store.billing import BilledCall, BudgetState, HeldAnswer, StoredAnswer
 from swarm.store.connect import SentinelOptions, redis_client
 from swarm.store.durable import Durable
 from swarm.store.leases import TASK, Lease, parse_member
@@ -85,6 +85,7 @@ from swarm.store.script_args import (
     STORE_SCRIPTS,
     DueArgs,
     FinishArgs,
+    FinishBilledArgs,
     IndexArgs,
     RecordArgs,
     ReleaseArgs,
@@ -276,6 +277,46 @@ class RedisJobStore(JobStore):
             fence_token=fence.token if fence is not None else "",
         )
         return int(self._scripts.run(args)) == 1
+
+    def finish_billed_node(
+        self, job_id: str, envelope: NodeEnvelope, fence: Lease | None, held: HeldAnswer
+    ) -> bool:
+        """One script (finish_billed.lua), durable and tried again through an outage as
+        record_call: counted once by call id, so a try whose reply was lost counts once."""
+        call, usage = held.call, held.call.usage
+        assert call.answer is not None and call.answer_key is not None
+        args = FinishBilledArgs(
+            envelopes=_key(job_id, "env"),
+            states=_key(job_id, "state"),
+            fence=_fence_key(job_id, fence),
+            billed=_key(job_id, "billed"),
+            ledger=_key(job_id, "ledger"),
+            budget=_key(job_id, "budget"),
+            answers=_key(job_id, "answers"),
+            claim=_key(job_id, held.claim.name),
+            node_id=envelope.node_id,
+            envelope=envelope.model_dump_json(),
+            state=f"{OK if envelope.ok else ERROR}|{envelope.model}",
+            ttl_s=self._ttl_s,
+            fence_token=fence.token if fence is not None else "",
+            call_id=call.call_id,
+            model=call.model,
+            prompt_tokens=usage.prompt_tokens,
+            completion_tokens=usage.completion_tokens,
+            cached_tokens=usage.cached_tokens,
+            cost_nusd=call.cost_nusd,
+            answer_key=call.answer_key,
+            answer=call.answer.model_dump_json(),
+            claim_token=held.claim.token,
+        )
+        return int(self._durable.retrying(lambda: self._durable_script(args))) == 1
+
+    def _durable_script(self, args: FinishBilledArgs | RecordArgs) -> Any:
+        """A script's result, then WAIT when one is due (a pipeline's EVAL); alone as
+        EVALSHA otherwise."""
+        if not self._durable.waits():
+            return self._scripts.run(args)
+        return self._durable.write(lambda pipe: self._scripts.run(args, client=pipe))[0]
 
     def envelope(self, job_id: str, node_id: str) -> NodeEnvelope | None:
         raw = self._r.hget(_key(job_id, "env"), node_id)
@@ -483,11 +524,9 @@ class RedisJobStore(JobStore):
         )
         # Durable (WAIT) and tried again through an outage: a line lost in a failover is a
         # call the gateway billed that the ledger misses, and its answer lost a call made
-        # again. Idempotent by call id, so a try whose reply was lost counts once.
-        [new] = self._durable.retrying(
-            lambda: self._durable.write(lambda pipe: self._scripts.run(args, client=pipe))
-        )
-        return bool(new)
+        # again. Idempotent by call id, so a try whose reply was lost counts once. With no
+        # WAIT to send, the script goes alone (EVALSHA, not a pipeline's EVAL of its text).
+        return bool(self._durable.retrying(lambda: self._durable_script(args)))
 
     def answer(self, job_id: str, key: str) -> StoredAnswer | None:
         raw = self._r.hget(_key(job_id, "answers"), key)
