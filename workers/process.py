@@ -16,7 +16,6 @@ from swarm.calls.admission.backend import BackendAdmission
 from swarm.calls.admission.limits import key_prefix
 from swarm.calls.admission.redis import RedisAdmission
 from swarm.calls.context_window import SharedWindows
-from swarm.calls.direct import DirectRoutes
 from swarm.calls.gateway import backend_clients, backend_endpoints, make_client
 from swarm.calls.hedging import HedgePolicy, Hedger, LatencySketch
 from swarm.calls.listeners import CallListener
@@ -132,7 +131,6 @@ def from_settings(settings: Settings) -> Runtime:
         admission=admission,
         hedger=_hedger(settings, catalog, store_url, settings.base_url, key),
         backend_clients=backend_clients(settings, catalog, os.environ),
-        direct=DirectRoutes(settings.verify_tls),
         windows=SharedWindows(learned, f"{key_prefix(settings.base_url, 'learned')}:windows"),
         pacing=SharedPacing(learned, f"{key_prefix(settings.base_url, 'learned')}:paces:v2"),
         overtime=Overtime.from_settings(settings),

@@ -12,8 +12,7 @@ chosen by the model's backend (``[backends.NAME] kind``). A hosted backend's cal
     hedge   a duplicate request for a slow attempt, when hedging is on (hedging)
     admit   the model's shared limits for this attempt (admission)
     fence   still the claim's holder, if a heartbeat's time went by since it was last known
-    http    the request, closed at the node timeout: one keep-alive connection per thread
-            (direct), or the openai SDK behind a proxy (gateway)
+    http    the request through the openai SDK, closed at the node timeout (gateway)
 
 A local backend's call (swarm.calls.local) is sent no hedges (the server has a few slots),
 and adds:

@@ -10,7 +10,6 @@ import openai
 
 from swarm.calls.admission.base import AdmissionController, Unlimited
 from swarm.calls.context_window import LearnedWindows
-from swarm.calls.direct import DirectRoutes
 from swarm.calls.listeners import CallListener
 from swarm.calls.local.abandoned import AbandonedPermits
 from swarm.calls.local.overtime import Overtime
@@ -44,9 +43,6 @@ class Runtime:
     backend_clients: Mapping[str, openai.OpenAI] = field(default_factory=dict)
     """Clients of the catalog's backends that have a base URL of their own; the others
     are called through ``client`` (SWARM_BASE_URL)."""
-    direct: DirectRoutes | None = None
-    """Hosted calls' requests sent without the SDK's per-request work (swarm.calls.direct),
-    in a worker; None: through the SDK clients."""
 
     windows: LearnedWindows = field(default_factory=LearnedWindows)
     """Context windows the gateway stated in context-length errors, per model."""

@@ -137,17 +137,13 @@ def fencing(ctx: CallContext) -> Step:
 
 
 def transport(ctx: CallContext) -> Attempt:
-    """The end of the path: the HTTP request to the openai client of the model's backend
-    (the process's client unless the backend has a base URL of its own), closed at the node
-    timeout by the read timeout: sent on the runtime's direct route when it has one
-    (swarm.calls.direct), else through the SDK."""
+    """The end of the path: the HTTP request through the openai client of the model's
+    backend (the process's client unless the backend has a base URL of its own), closed at
+    the node timeout by the HTTP client's read timeout."""
     rt = ctx.rt
 
     def http(request: CallRequest) -> Answer:
-        client = rt.client_for(request.model.backend)
-        if rt.direct is not None:
-            return rt.direct.send(client, request)
-        return send(client, request)
+        return send(rt.client_for(request.model.backend), request)
 
     return http
 
