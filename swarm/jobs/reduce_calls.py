@@ -2,8 +2,9 @@
 aggregation call.
 
 The first level reads the successful nodes as it packs them (they stream from the job
-store) and holds at most ``REDUCE_PARALLELISM`` groups beside the one it fills; the levels
-after it reduce the level before's results, one short summary per group.
+store): a group is turned into its prompt as soon as it is full, and at most
+``REDUCE_PARALLELISM`` prompts wait on their calls; the levels after it reduce the level
+before's results, one short summary per group.
 """
 
 from __future__ import annotations
@@ -96,17 +97,24 @@ def _reduce_level(
     groups: Iterator[list[NodeEnvelope]],
 ) -> list[NodeEnvelope]:
     """One reduce call per group, ``REDUCE_PARALLELISM`` at once; a group is read from
-    ``groups`` when a call slot frees, so no more groups than that are held."""
+    ``groups`` when a call slot frees and held only as its prompt while its call runs."""
     reduced: list[NodeEnvelope] = []
     pending: deque[Future[NodeEnvelope]] = deque()
     with ThreadPoolExecutor(max_workers=REDUCE_PARALLELISM) as pool:
         for index, group in enumerate(groups):
             if len(pending) >= REDUCE_PARALLELISM:
                 reduced.append(pending.popleft().result())
-            args = (rt, spec, model, f"{slot}:{index}", window, group)
+            messages = aggregate_messages(REDUCE_INSTRUCTION, group, window, model.max_tokens)
+            args = (rt, spec, model, f"{slot}:{index}", messages, _refs(group))
             pending.append(pool.submit(_reduce, *args))
         reduced.extend(job.result() for job in pending)
     return reduced
+
+
+def _refs(group: Sequence[NodeEnvelope]) -> str:
+    """The input refs a reduced result stands for (the first and last of a long list)."""
+    refs = ", ".join(env.input_ref for env in group)
+    return refs if len(refs) <= 200 else f"{group[0].input_ref} .. {group[-1].input_ref}"
 
 
 def _results_budget(spec: JobSpec, model: ModelSpec, window: int) -> int:
@@ -119,16 +127,14 @@ def _reduce(
     spec: JobSpec,
     model: ModelSpec,
     slot: str,
-    window: int,
-    group: list[NodeEnvelope],
+    messages: list[Message],
+    refs: str,
 ) -> NodeEnvelope:
-    messages = aggregate_messages(REDUCE_INSTRUCTION, group, window, model.max_tokens)
     outcome = closing_call(rt, spec, model, slot, messages)
     level, index = slot.rsplit(":", 2)[-2:]
-    refs = ", ".join(env.input_ref for env in group)
     return NodeEnvelope(
         node_id=f"r{level}.{index}",
-        input_ref=refs if len(refs) <= 200 else f"{group[0].input_ref} .. {group[-1].input_ref}",
+        input_ref=refs,
         model=model.name,
         status="ok" if outcome.answer else "error",
         content=outcome.answer.content if outcome.answer else "",
