@@ -13,7 +13,7 @@ from swarm.records import Frozen, JobSpec, NodeEnvelope, Usage
 from swarm.store.agents import ToolOutcome, Transcript
 from swarm.store.billing import BilledCall, BudgetState, StoredAnswer
 from swarm.store.leases import Lease
-from swarm.store.report_pages import CHUNK, page_bounds
+from swarm.store.report_pages import CHUNK, page_of
 
 RUNNING, OK, ERROR = "running", "ok", "error"
 
@@ -388,10 +388,7 @@ class JobStore(ABC):
         """A page of the report's nodes in node order (``failed``: of those that did not
         succeed), ``limit`` from ``offset`` (None: to the end); empty before the report."""
         nodes = (self.report(job_id) or {}).get("nodes", [])
-        if failed:
-            nodes = [node for node in nodes if node.get("status") != "ok"]
-        start, stop = page_bounds(offset, limit, len(nodes))
-        return list(nodes[start:stop])
+        return [dict(node) for node in page_of(nodes, offset, limit, failed)]
 
     def iter_report_nodes(
         self, job_id: str, *, failed: bool = False, page: int = CHUNK

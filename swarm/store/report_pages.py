@@ -94,6 +94,17 @@ def chunks(items: Iterable[str], size: int = CHUNK) -> Iterator[list[str]]:
         yield run
 
 
+def page_of(
+    nodes: Sequence[Mapping[str, Any]], offset: int, limit: int | None, failed: bool
+) -> list[Mapping[str, Any]]:
+    """The page of ``nodes`` (``failed``: of those that did not succeed) that ``limit``
+    from ``offset`` takes (None: to the end)."""
+    if failed:
+        nodes = [node for node in nodes if node.get("status") != "ok"]
+    start, stop = page_bounds(offset, limit, len(nodes))
+    return list(nodes[start:stop])
+
+
 def page_bounds(offset: int, limit: int | None, length: int) -> tuple[int, int]:
     """[start, stop) of a page of ``limit`` items from ``offset`` (None: to the end)."""
     start = min(max(offset, 0), length)
