@@ -155,10 +155,14 @@ class SwarmClient(AbstractContextManager["SwarmClient"]):
             return None
         return gateways.mismatch(base_url, gateways.worker_gateways(redis_client))
 
+    def _handle(self, job_id: str) -> SwarmHandle:
+        """The handle of ``job_id``, its report read in pages of SWARM_REPORT_PAGE_NODES."""
+        return SwarmHandle(job_id, self.store, self.catalog, self.settings.report_page_nodes)
+
     def attach(self, job_id: str) -> SwarmHandle:
         """A handle on an existing job; JobNotFoundError when unknown."""
         self.store.spec(job_id)
-        return SwarmHandle(job_id, self.store, self.catalog)
+        return self._handle(job_id)
 
     def submit(
         self,
@@ -249,7 +253,7 @@ class SwarmClient(AbstractContextManager["SwarmClient"]):
             self.fan_out(spec, [len(i.text) for i in items])
         except (redis.RedisError, kombu.exceptions.OperationalError) as exc:
             raise BrokerUnavailableError(f"cannot reach the broker: {exc}") from None
-        return SwarmHandle(spec.job_id, self.store, self.catalog)
+        return self._handle(spec.job_id)
 
     def plan(
         self,
@@ -305,7 +309,7 @@ class SwarmClient(AbstractContextManager["SwarmClient"]):
             ).apply_async()
         except (redis.RedisError, kombu.exceptions.OperationalError) as exc:
             raise BrokerUnavailableError(f"cannot reach the broker: {exc}") from None
-        return SwarmHandle(spec.job_id, self.store, self.catalog)
+        return self._handle(spec.job_id)
 
     def _route(self, model: str | None, kind: str) -> tuple[ModelSpec, ModelSpec]:
         """The sub-agents' model (named, or routed by kind) and the aggregation's."""
@@ -333,7 +337,7 @@ class SwarmClient(AbstractContextManager["SwarmClient"]):
             self.fan_out(spec, only=todo, suffix=f"-r{number}")
         except (redis.RedisError, kombu.exceptions.OperationalError) as exc:
             raise BrokerUnavailableError(f"cannot reach the broker: {exc}") from None
-        return SwarmHandle(job_id, self.store, self.catalog)
+        return self._handle(job_id)
 
     def fan_out(
         self,

@@ -6,6 +6,7 @@ import time
 from typing import Any, Literal
 
 from swarm.catalog import Catalog
+from swarm.client.paged_nodes import PagedNodes
 from swarm.errors import JobTimeoutError
 from swarm.jobs.report import Report, model_lines, with_late_billing
 from swarm.store import JobStore, Progress
@@ -65,10 +66,14 @@ def phase_of(progress: Progress) -> Phase:
 class SwarmHandle:
     """A submitted job, by id; cheap to create, safe to hold in any process."""
 
-    def __init__(self, job_id: str, store: JobStore, catalog: Catalog | None = None) -> None:
+    def __init__(
+        self, job_id: str, store: JobStore, catalog: Catalog | None = None, page: int = 1000
+    ) -> None:
         self.id = job_id
         self._store = store
         self._catalog = catalog
+        self._page = page
+        """A report of more nodes than this reads them in pages as they are used."""
 
     def __repr__(self) -> str:
         return f"SwarmHandle({self.id!r})"
@@ -100,8 +105,21 @@ class SwarmHandle:
 
     def report(self) -> Report | None:
         """The final report, or None while the job runs. Its billing includes calls the
-        ledger recorded after it was written (``late_calls``; needs the catalog)."""
-        return _typed(self._settled(self._store.report(self.id)))
+        ledger recorded after it was written (``late_calls``; needs the catalog). Its
+        ``nodes`` are read from the store a page at a time as they are used when the job has
+        more than a page of them (``SWARM_REPORT_PAGE_NODES``)."""
+        summary = self._settled(self._store.report_summary(self.id))
+        return None if summary is None else self._typed(summary)
+
+    def _typed(self, summary: dict[str, Any]) -> Report:
+        total = int(summary.get("total", 0))
+        if total > self._page:
+            nodes: list[dict[str, Any]] | PagedNodes = PagedNodes(
+                self._store, self.id, total, self._page
+            )
+        else:
+            nodes = self._store.report_nodes(self.id)
+        return Report.from_dict({**summary, "nodes": nodes})
 
     def _settled(self, report: dict[str, Any] | None) -> dict[str, Any] | None:
         if report is None or self._catalog is None:
@@ -117,9 +135,10 @@ class SwarmHandle:
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             left_s = WAIT_CHUNK_S if deadline is None else deadline - time.monotonic()
-            report = self._settled(self._store.wait_report(self.id, max(left_s, 0.0), poll_s))
+            waited = self._store.wait_report(self.id, max(left_s, 0.0), poll_s, summary=True)
+            report = self._settled(waited)
             if report is not None:
-                return Report.from_dict(report)
+                return self._typed(report)
             if deadline is not None and time.monotonic() >= deadline:
                 raise JobTimeoutError(f"job {self.id} has no report after {timeout:.0f} s")
 
@@ -127,7 +146,3 @@ class SwarmHandle:
         """Stop the job: nodes that have not called the gateway end as cancelled without
         calling it; calls in flight finish and are billed; the report says cancelled."""
         self._store.cancel(self.id)
-
-
-def _typed(report: dict[str, Any] | None) -> Report | None:
-    return None if report is None else Report.from_dict(report)

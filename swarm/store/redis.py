@@ -76,10 +76,12 @@ from swarm.store.report_pages import (
     CHUNK,
     NODES_REF,
     chunks,
-    failed_positions,
     page_bounds,
     public_summary,
+    report_entries,
+    resolve,
     split_report,
+    stored_ids,
 )
 from swarm.store.script_args import (
     STORE_SCRIPTS,
@@ -411,24 +413,30 @@ class RedisJobStore(JobStore):
         return self.save_report_parts(job_id, split.summary, split.nodes)
 
     def save_report_parts(
-        self, job_id: str, summary: Mapping[str, Any], node_lines: Iterable[str]
+        self,
+        job_id: str,
+        summary: Mapping[str, Any],
+        node_lines: Iterable[str],
+        *,
+        ok_stored: bool = False,
     ) -> bool:
         """The nodes first, in lists of a fresh name (report_pages.CHUNK per command), then
         the summary naming them (SET NX); the lists are deleted again when another report
-        was stored first."""
+        was stored first. ``ok_stored``: an ok node's entry names its envelope instead of
+        copying it (report_pages.STORED), and the envelopes live as long as the lists."""
         ref = uuid.uuid4().hex[:12]
         nodes_key, failed_key = lists = self._node_lists(job_id, ref)
         pipe = self._r.pipeline(transaction=False)
         position = 0
         for chunk in chunks(node_lines):
-            failed = failed_positions(chunk, position)
-            pipe.rpush(nodes_key, *chunk)
+            entries, failed = report_entries(chunk, position, ok_stored)
+            pipe.rpush(nodes_key, *entries)
             if failed:
                 pipe.rpush(failed_key, *failed)
             pipe.execute()
             position += len(chunk)
-        pipe.expire(nodes_key, self._ttl_s)
-        pipe.expire(failed_key, self._ttl_s)
+        for key in (nodes_key, failed_key, *([_key(job_id, "env")] if ok_stored else [])):
+            pipe.expire(key, self._ttl_s)
         pipe.execute()
         return self._save_summary(job_id, {**summary, NODES_REF: ref}, lists)
 
@@ -451,15 +459,16 @@ class RedisJobStore(JobStore):
         return json.loads(raw) if raw else None
 
     def wait_report(
-        self, job_id: str, timeout_s: float, poll_s: float = 0.05
+        self, job_id: str, timeout_s: float, poll_s: float = 0.05, *, summary: bool = False
     ) -> dict[str, Any] | None:
         """Subscribed to the job's ``done`` channel, so the report is read as soon as it is
         written instead of at the next poll."""
+        read = self.report_summary if summary else self.report
         pubsub = self._r.pubsub(ignore_subscribe_messages=True)  # type: ignore[no-untyped-call]
         try:
             pubsub.subscribe(_key(job_id, "done"))
             deadline = time.monotonic() + timeout_s
-            while (report := self.report(job_id)) is None:
+            while (report := read(job_id)) is None:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     return None
@@ -495,11 +504,17 @@ class RedisJobStore(JobStore):
         if stop <= start:
             return []
         if not failed:
-            return [json.loads(raw) for raw in self._r.lrange(nodes_key, start, stop - 1)]
+            return self._resolved(job_id, self._r.lrange(nodes_key, start, stop - 1))  # type: ignore[arg-type]
         pipe = self._r.pipeline(transaction=False)
         for position in self._r.lrange(failed_key, start, stop - 1):
             pipe.lindex(nodes_key, int(position))
-        return [json.loads(raw) for raw in pipe.execute() if raw]
+        return self._resolved(job_id, [str(raw) for raw in pipe.execute() if raw])
+
+    def _resolved(self, job_id: str, entries: list[str]) -> list[dict[str, Any]]:
+        """The nodes of a node list's entries, the named envelopes read in one HMGET."""
+        ids = stored_ids(entries)
+        found: list[str | None] = self._r.hmget(_key(job_id, "env"), ids) if ids else []  # type: ignore[assignment]
+        return resolve(entries, dict(zip(ids, found, strict=True)))
 
     def record_call(self, job_id: str, call: BilledCall, fence: Lease | None = None) -> bool:
         key = call.answer_key if call.answer is not None and call.answer_key else ""
@@ -759,6 +774,17 @@ class RedisJobStore(JobStore):
             texts=dict(zip(node_ids, texts, strict=True)),
             cancelled=bool(cancelled),
         )
+
+    def envelopes_of(self, job_id: str, node_ids: Sequence[str]) -> dict[str, NodeEnvelope]:
+        """One HMGET."""
+        if not node_ids:
+            return {}
+        raw = self._r.hmget(_key(job_id, "env"), list(node_ids))
+        return {
+            n: NodeEnvelope.model_validate_json(found)
+            for n, found in zip(node_ids, raw, strict=True)
+            if found
+        }
 
     def ended_nodes(self, job_id: str) -> set[str]:
         """HKEYS of the envelopes: their ids without reading their contents."""
