@@ -35,6 +35,7 @@ from typing import Any
 from swarm.backends import BackendKind
 from swarm.calls import steps
 from swarm.calls.admission.gate import Gate
+from swarm.calls.admission.shares import Tenant
 from swarm.calls.gateway import NO_KEY
 from swarm.calls.idempotency import CallGuard
 from swarm.calls.local import steps as local
@@ -76,6 +77,7 @@ def _admission_of(rt: Runtime, request: CallRequest) -> dict[str, Any]:
         "spec": request.model,
         "job_id": request.job_id,
         "tokens": request.tokens,
+        "tenant": Tenant(request.tenant, rt.catalog.tenant_weight(request.tenant)),
         "max_wait_s": settings.admission_max_wait_s,
         "max_countdown_s": settings.admission_max_countdown_s,
         "may_requeue": request.may_requeue,

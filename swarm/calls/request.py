@@ -15,7 +15,7 @@ from functools import cached_property
 from typing import Any
 
 from swarm.catalog import ModelSpec
-from swarm.records import ErrorKind, ToolCall, Usage
+from swarm.records import DEFAULT_TENANT, ErrorKind, ToolCall, Usage
 from swarm.tokens import estimate_messages
 
 Message = dict[str, Any]
@@ -78,6 +78,8 @@ class CallRequest:
     """What earlier runs of this call did (a task admission sent back to the queue)."""
     tools: tuple[dict[str, Any], ...] = ()
     """Tool definitions offered to the model (OpenAI ``tools``); empty: a plain call."""
+    tenant: str = DEFAULT_TENANT
+    """Tenant of the job (admission shares each model's tokens between tenants)."""
 
     @classmethod
     def of(cls, job_id: str, slot: str, model: ModelSpec, messages: Sequence[Message],

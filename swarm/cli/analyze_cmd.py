@@ -61,22 +61,27 @@ def analyze_command(
     strict: bool,
     timeout_s: float | None,
     deadline_s: float | None,
+    tenant: str,
 ) -> None:
     """Answer QUERY over DOCUMENTS (txt, md; pdf with pypdf installed): a planner splits the
     question into routed sub-tasks, then a synthesis answers it. Its cost is bounded while
     it runs (--budget-usd caps it), not up front: the plan decides the calls."""
     from swarm.cli.execute import execute
     from swarm.cost.budget import check_budget
+    from swarm.records import check_tenant
     from swarm.settings import load_settings
     from swarm.sources.documents import read_documents
 
     check_budget(budget_usd)
     check_timeout(timeout_s)
+    check_tenant(tenant)
     items = read_documents(list(documents))
 
     def submit(client: SwarmClient) -> SwarmHandle:
         tools = "docs" if agent else None
-        return client.plan(items, query, budget_usd=budget_usd, tools=tools, deadline_s=deadline_s)
+        return client.plan(
+            items, query, budget_usd=budget_usd, tools=tools, deadline_s=deadline_s, tenant=tenant
+        )
 
     execute(
         load_settings(),

@@ -148,7 +148,8 @@ def _call(
     rt: Runtime, spec: JobSpec, model: ModelSpec, slot: str, messages: list[Message]
 ) -> CallResult:
     request = CallRequest.of(spec.job_id, slot, model, messages, model.max_tokens,
-                             budgeted=spec.budget_usd is not None, closing=True)  # fmt: skip
+                             budgeted=spec.budget_usd is not None, closing=True,
+                             tenant=spec.tenant)  # fmt: skip
     return run_call(rt, request)
 
 

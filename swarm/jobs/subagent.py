@@ -172,6 +172,7 @@ class _ModelRun:
             hedge_cap=hedger.policy.job_cap(self.spec) if hedger else 0,
             progress=self.progress.get(slot, CallProgress()),
             tools=tools,
+            tenant=self.spec.tenant,
         )
         return run_call(self.rt, request)
 
@@ -283,6 +284,7 @@ class _ModelRun:
             budgeted=self.spec.budget_usd is not None,
             may_requeue=self.may_requeue,
             progress=self.progress.get(slot, CallProgress()),
+            tenant=self.spec.tenant,
         )
         return run_call(self.rt, request)
 
