@@ -78,6 +78,7 @@ def _admission_of(rt: Runtime, request: CallRequest) -> dict[str, Any]:
         "job_id": request.job_id,
         "tokens": request.tokens,
         "tenant": Tenant(request.tenant, rt.catalog.tenant_weight(request.tenant)),
+        "charge": request.prompt_tokens,
         "max_wait_s": settings.admission_max_wait_s,
         "max_countdown_s": settings.admission_max_countdown_s,
         "may_requeue": request.may_requeue,

@@ -260,6 +260,17 @@ def test_a_refund_takes_back_the_tenants_charge(h: Harness) -> None:
     assert row.tokens == pytest.approx(10, rel=1e-3)
 
 
+def test_the_tenant_is_charged_the_prompt_then_the_reported_usage(h: Harness) -> None:
+    ctl, model = h.controller(), spec()
+    permit = ctl.acquire(model, "ja", 2100, tenant=A, charge=100).permit  # + 2,000 budget
+    assert permit is not None and (permit.charged, permit.tokens_reserved) == (100, 2100)
+    (row,) = ctl.counters(model).tenants
+    assert row.tokens == pytest.approx(100, rel=1e-3)  # the answer's length is not known yet
+    ctl.finish(model, permit, Outcome(used_tokens=340))
+    (row,) = ctl.counters(model).tenants
+    assert row.tokens == pytest.approx(340, rel=1e-3)
+
+
 def test_nobody_waiting_a_tenant_takes_every_slot(h: Harness) -> None:
     ctl, model = h.controller(), spec(max_inflight=3)
     first = ctl.acquire(model, "jb", 10_000, tenant=B).permit

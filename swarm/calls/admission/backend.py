@@ -108,19 +108,20 @@ class BackendAdmission(AdmissionController):
         lease_id: str | None = None,
         reserve_s: float = 0.0,
         tenant: Tenant = DEFAULT,
+        charge: int | None = None,
     ) -> Decision:
         """The backend's permit first, then the model's; a model refusal gives the
         backend's back."""
         backend = self.catalog.backend_of(spec)
         if not backend.has_limits:
-            return self.inner.acquire(spec, job_id, tokens, lease_id, reserve_s, tenant)
+            return self.inner.acquire(spec, job_id, tokens, lease_id, reserve_s, tenant, charge)
         lease_id = lease_id or uuid.uuid4().hex
         bspec = self.backend_spec(backend)
-        first = self.inner.acquire(bspec, job_id, tokens, lease_id, reserve_s, tenant)
+        first = self.inner.acquire(bspec, job_id, tokens, lease_id, reserve_s, tenant, charge)
         if first.permit is None:
             return first
         try:
-            second = self.inner.acquire(spec, job_id, tokens, lease_id, reserve_s, tenant)
+            second = self.inner.acquire(spec, job_id, tokens, lease_id, reserve_s, tenant, charge)
             if second.permit is None:
                 self.inner.finish(bspec, first.permit, UNSENT)
                 return second

@@ -51,10 +51,12 @@ class Permit:
     job_id: str
     """Job the call belongs to (fair share and per-job 429 counts)."""
     tokens_reserved: int
-    """Tokens charged to the TPM limit and to the tenant at acquire (prompt estimate +
-    completion estimate)."""
+    """Tokens charged to the TPM limit at acquire (prompt estimate + completion estimate)."""
     tenant: str = DEFAULT_TENANT
-    """Tenant the call is for (its recent token use is corrected at finish)."""
+    """Tenant the call is for."""
+    charged: int = 0
+    """Tokens charged to the tenant's recent use at acquire (the prompt estimate); finish
+    corrects them by the reported usage."""
     at_limit: bool = False
     """Admitted at a configured limit: the call filled a window limit, or waited for its
     slot of a rate limit (booked, or refused and asked again). A 429 on it is evidence
@@ -151,9 +153,11 @@ class AdmissionController(ABC):
         lease_id: str | None = None,
         reserve_s: float = 0.0,
         tenant: Tenant = DEFAULT,
+        charge: int | None = None,
     ) -> Decision:
         """Try to admit one call of ``job_id`` (of ``tenant``) on ``spec`` reserving
-        ``tokens``; never blocks.
+        ``tokens``; never blocks. ``charge`` (default ``tokens``) is what the tenant's recent
+        use is charged now: the part of the call known before it runs (its prompt).
 
         Pass the same ``lease_id`` on every try of one call (it counts as one waiter). With
         ``reserve_s``, a call that only the rate limits hold back for at most that long is
@@ -191,9 +195,11 @@ class Unlimited(AdmissionController):
         lease_id: str | None = None,
         reserve_s: float = 0.0,
         tenant: Tenant = DEFAULT,
+        charge: int | None = None,
     ) -> Decision:
         """Always a permit."""
-        return Decision(Permit(spec.name, lease_id or "unlimited", job_id, tokens, tenant.name))
+        lease_id = lease_id or "unlimited"
+        return Decision(Permit(spec.name, lease_id, job_id, tokens, tenant.name, tokens))
 
     def finish(self, spec: ModelSpec, permit: Permit, outcome: Outcome) -> Verdict:
         """Nothing to release."""

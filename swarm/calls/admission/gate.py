@@ -112,6 +112,7 @@ class Gate:
         may_requeue: bool,
         reserve_s: float = 0.0,
         tenant: Tenant = DEFAULT,
+        charge: int | None = None,
         sleep: Callable[[float], None] = time.sleep,
         rand: Callable[[], float] = random.random,
     ) -> None:
@@ -124,6 +125,7 @@ class Gate:
         self.may_requeue = may_requeue
         self.reserve_s = min(reserve_s, max_wait_s)
         self.tenant = tenant
+        self.charge = charge
         self.sleep = sleep
         self.rand = rand
 
@@ -141,8 +143,9 @@ class Gate:
             if self._stop_waiting():
                 return None
             decision = self.controller.acquire(
-                self.spec, self.job_id, self.tokens, lease_id, self.reserve_s, self.tenant
-            )
+                self.spec, self.job_id, self.tokens, lease_id, self.reserve_s, self.tenant,
+                self.charge,
+            )  # fmt: skip
             if (permit := decision.permit) is not None:
                 if decision.start_in_s <= 0 or self._still_open(permit, decision):
                     # a call that waited for a rate limit's slot comes at that limit's rate
@@ -200,7 +203,7 @@ class Gate:
         """A permit if the model admits a call right now, else None (never waits; a hedge
         asks once and is not sent when the model is at its limits)."""
         return self.controller.acquire(
-            self.spec, self.job_id, self.tokens, tenant=self.tenant
+            self.spec, self.job_id, self.tokens, tenant=self.tenant, charge=self.charge
         ).permit
 
     def call(self, attempt: Callable[[], Answer]) -> Answer:

@@ -145,6 +145,7 @@ class MemoryAdmission(AdmissionController):
         lease_id: str | None = None,
         reserve_s: float = 0.0,
         tenant: Tenant = DEFAULT,
+        charge: int | None = None,
     ) -> Decision:
         """Admit now or for a booked slot, or refuse with the wait (the longest of the
         limits that refuse)."""
@@ -172,10 +173,11 @@ class MemoryAdmission(AdmissionController):
             if self._log(spec, st, now, now + start_ms):
                 st.logged[lease_id] = now + start_ms
             st.leases[lease_id] = (now + start_ms + self.policy.lease_s * 1000, key)
+            charge = tokens if charge is None else charge
             use = st.tenant_use.get(tenant.name, Use())
-            st.tenant_use[tenant.name] = charged(use, now, self._window_ms, tokens, tenant.weight)
+            st.tenant_use[tenant.name] = charged(use, now, self._window_ms, charge, tenant.weight)
             st.admitted += 1
-            permit = Permit(spec.name, lease_id, job_id, tokens, tenant.name,
+            permit = Permit(spec.name, lease_id, job_id, tokens, tenant.name, charge,
                             at_limit=at_limit or start_ms > 0)  # fmt: skip
             return Decision(permit, start_in_s=start_ms / 1000.0)
 
@@ -278,7 +280,7 @@ class MemoryAdmission(AdmissionController):
                 tpm = next(lim for lim in model_limits(spec, self.policy) if lim.name == "tpm")
                 t_ms = interval_ms(tpm, st.factor, self.policy.window_slack_s * 1000)
                 st.tats["tpm"] = refund_tat(st.tats.get("tpm", 0.0), now, delta, t_ms)
-                self._correct_use(st, lease, delta, now)
+                self._correct_use(st, lease, outcome.used_tokens - permit.charged, now)
             if outcome.sent:
                 self._count_recent(st, outcome, now)
             if outcome.rate_limited:
@@ -290,7 +292,7 @@ class MemoryAdmission(AdmissionController):
     def _correct_use(
         self, st: _ModelState, lease: tuple[float, str], delta: int, now: float
     ) -> None:
-        """Correct the tenant's recent use by the call's ``delta`` (reported - reserved)."""
+        """Correct the tenant's recent use by the call's ``delta`` (reported - charged)."""
         if delta == 0:
             return
         tenant = tenant_of(lease[1])

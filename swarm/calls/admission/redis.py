@@ -92,11 +92,13 @@ class RedisAdmission(AdmissionController):
         lease_id: str | None = None,
         reserve_s: float = 0.0,
         tenant: Tenant = DEFAULT,
+        charge: int | None = None,
     ) -> Decision:
         """One round trip: admitted with a lease (now or for a booked slot), or refused
         with the exact wait."""
         policy = self.policy
         lease_id = lease_id or uuid.uuid4().hex
+        charge = tokens if charge is None else charge
         state, leases, owners, jobs, waiters, wjobs, log, tenants = self._keys(
             spec.name, "state", "leases", "owners", "jobs", "waiters", "wjobs", "log", "tenants"
         )
@@ -122,6 +124,7 @@ class RedisAdmission(AdmissionController):
             max_poll_ms=policy.max_poll_s * 1000,
             tenant=tenant.name,
             weight=tenant.weight,
+            charge=charge,
             tenant_window_ms=policy.tenant_window_s * 1000,
             limits=script_limits(model_limits(spec, policy)),
         )
@@ -129,7 +132,9 @@ class RedisAdmission(AdmissionController):
         if int(admitted):
             start_in_s = float(wait_ms) / 1000.0
             at_limit = _text(reason) in ("at_limit", "reserved")
-            permit = Permit(spec.name, lease_id, job_id, tokens, tenant.name, at_limit=at_limit)
+            permit = Permit(
+                spec.name, lease_id, job_id, tokens, tenant.name, charge, at_limit=at_limit
+            )
             with self._lock:
                 self._held[(leases, lease_id)] = None
             return Decision(permit, start_in_s=start_in_s)
@@ -138,7 +143,9 @@ class RedisAdmission(AdmissionController):
     def finish(self, spec: ModelSpec, permit: Permit, outcome: Outcome) -> Verdict:
         """Release, reconcile or refund, and apply 429 feedback, in one round trip."""
         policy = self.policy
-        delta = 0 if outcome.used_tokens is None else outcome.used_tokens - permit.tokens_reserved
+        used = outcome.used_tokens
+        delta = 0 if used is None else used - permit.tokens_reserved
+        tenant_delta = 0 if used is None else used - permit.charged
         pause_s = outcome.retry_after_s or policy.default_pause_s
         limits = model_limits(spec, policy)
         tpm = next(lim for lim in limits if lim.name == "tpm")
@@ -156,6 +163,7 @@ class RedisAdmission(AdmissionController):
             lease_id=permit.lease_id,
             job_id=permit.job_id,
             token_delta=delta,
+            tenant_delta=tenant_delta,
             tpm=tpm.limit,
             tpm_burst=tpm.burst,
             slack_ms=policy.window_slack_s * 1000,

@@ -44,6 +44,7 @@ class AcquireArgs(_AdmissionScript):
     max_poll_ms: float
     tenant: str
     weight: float
+    charge: int
     tenant_window_ms: float
     limits: tuple[Limit, ...]
 
@@ -79,6 +80,7 @@ class FinishArgs(_AdmissionScript):
     dense_min: float
     dense_share: float
     lease_ms: int
+    tenant_delta: int
     tenant_window_ms: float
     request_limits: tuple[Limit, ...]
     """The rate limits a call costs 1 of (rpm, rps): a permit given back unused frees its slot."""

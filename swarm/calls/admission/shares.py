@@ -1,9 +1,11 @@
 """Fair shares of a model's tokens between tenants: the rule both controllers apply (the
 Lua scripts do the same sums; the contract tests hold the two together).
 
-Each model keeps, per tenant, its recent token use: the tokens a call reserves are charged
-when it is admitted and corrected by the reported usage when it finishes (a failed call
-refunds them), and the sum decays with a time constant of ``tenant_window_s``
+Each model keeps, per tenant, its recent token use: a call's prompt estimate is charged
+when it is admitted (the part of its cost known before it runs; its answer's length is not,
+and charging the completion budget would weigh a tenant's calls in flight far above their
+cost) and corrected by the reported usage when it finishes (a failed call refunds it), and
+the sum decays with a time constant of ``tenant_window_s``
 (AdmissionPolicy). A tenant's *normalized use* is that sum over its weight (the catalog's
 ``[tenants]`` table, 1 when not listed). While another tenant waits for the model, a tenant
 whose normalized use is above the lowest among the waiting tenants is refused

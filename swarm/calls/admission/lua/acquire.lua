@@ -34,8 +34,9 @@
 -- ARGV[11] max_poll_ms
 -- ARGV[12] tenant
 -- ARGV[13] weight: the tenant's
--- ARGV[14] tenant_window_ms: time constant of the recent token use
--- ARGV[15..] limits: one group of 5 per rate limit: name, limit, window ms, burst,
+-- ARGV[14] charge: tokens charged to the tenant's recent use when admitted (the prompt's)
+-- ARGV[15] tenant_window_ms: time constant of the recent token use
+-- ARGV[16..] limits: one group of 5 per rate limit: name, limit, window ms, burst,
 --       windowed 0/1 (the limit named "tpm" costs tokens, others 1)
 -- Returns {admitted 0/1, wait ms (string), reason, inflight, factor (string)}; admitted
 -- with a wait > 0 (reason "reserved") means: call after that wait; admitted now with
@@ -44,7 +45,7 @@
 
 local state, leases, owners, jobs, waiters, waiting_jobs, log, tenants =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
-local tenant, weight, window_ms = ARGV[12], tonumber(ARGV[13]), tonumber(ARGV[14])
+local tenant, weight, window_ms = ARGV[12], tonumber(ARGV[13]), tonumber(ARGV[15])
 local lease_id, job, tokens = ARGV[1], tenant .. '\t' .. ARGV[2], tonumber(ARGV[3])
 local lease_ms, max_inflight = tonumber(ARGV[4]), tonumber(ARGV[5])
 local slack_ms, poll_ms = tonumber(ARGV[6]), tonumber(ARGV[7])
@@ -179,7 +180,7 @@ end
 
 -- GCRA per rate limit, on the factor-scaled rate; window limits count the log.
 local new_tats = {}
-for i = 15, #ARGV, 5 do
+for i = 16, #ARGV, 5 do
   local name, limit = ARGV[i], tonumber(ARGV[i + 1])
   local window_ms, burst = tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3])
   if ARGV[i + 4] == '1' then
@@ -235,7 +236,7 @@ redis.call('HSET', owners, lease_id, job)
 redis.call('HINCRBY', jobs, job, 1)
 if my_use == nil then my_use = recent_use(tenant) end
 redis.call('HSET', tenants, tenant,
-  string.format('%.3f %.3f %s', my_use + tokens, now, ARGV[13]))
+  string.format('%.3f %.3f %s', my_use + tonumber(ARGV[14]), now, ARGV[13]))
 redis.call('ZREM', waiters, lease_id)
 redis.call('HINCRBY', state, 'admitted', 1)
 if start_ms > 0 then

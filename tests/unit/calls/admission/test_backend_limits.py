@@ -129,10 +129,11 @@ class Flaky(MemoryAdmission):
         super().__init__(AdmissionPolicy())
         self.down: set[str] = set()
 
-    def acquire(self, spec, job_id, tokens, lease_id=None, reserve_s=0.0, tenant=DEFAULT):  # type: ignore[no-untyped-def]
+    def acquire(self, spec, job_id, tokens, lease_id=None, reserve_s=0.0, tenant=DEFAULT,
+                charge=None):  # type: ignore[no-untyped-def]  # fmt: skip
         if spec.name == "a" and "acquire" in self.down:
             raise redis.exceptions.ConnectionError("failover under way")
-        return super().acquire(spec, job_id, tokens, lease_id, reserve_s, tenant)
+        return super().acquire(spec, job_id, tokens, lease_id, reserve_s, tenant, charge)
 
     def finish(self, spec, permit, outcome):  # type: ignore[no-untyped-def]
         if spec.name == "a" and "finish" in self.down:
