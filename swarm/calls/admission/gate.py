@@ -41,6 +41,10 @@ MAX_JITTER_S = 0.2
 """Waiters add up to this much (or half their wait) at random, so they do not wake together."""
 COUNT_REFUSALS = frozenset({Refusal.INFLIGHT, Refusal.FAIR_SHARE, Refusal.TENANT_SHARE})
 """Refusals by permits out (a held permit going back can end them)."""
+YIELDING_REFUSALS = frozenset({Refusal.TENANT_SHARE})
+"""Refusals that send a task that may requeue back to the queue at once, whatever the wait:
+its tenant had its share while another waits, whose tasks may need this worker thread to
+ask at all."""
 
 
 def wait_or_requeue(
@@ -162,7 +166,7 @@ class Gate:
         delay = wait_or_requeue(
             decision.retry_after_s,
             str(decision.reason),
-            self.max_wait_s,
+            0.0 if decision.reason in YIELDING_REFUSALS else self.max_wait_s,
             self.max_countdown_s,
             self.may_requeue and stay is None,
         )
