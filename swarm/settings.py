@@ -87,6 +87,10 @@ class Settings(BaseSettings):
     """Upper bound of one backoff sleep (Retry-After may still ask for more)."""
     min_success_ratio: float = Field(default=0.5, ge=0, le=1)
     """Share of nodes that must succeed for the aggregation to run."""
+    report_page_nodes: int = Field(default=1000, ge=1)
+    """Nodes the aggregation reads from the job store at a time (to count them, to merge
+    them, to write the report's node list), and that a report's ``nodes`` read at a time
+    in the Python client: what a process holds of a job's nodes at once."""
     result_expires_s: int = Field(default=7 * 86400, gt=0)
     """How long job data, results and chord state live in Redis."""
     estimate_notice_usd: float = Field(default=1.0, ge=0)

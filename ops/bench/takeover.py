@@ -168,7 +168,7 @@ def kill(bench: Bench) -> dict[str, Any]:
     victim, client, n = workers[2], bench.client(), bench.args.inputs
     bench.reset_stats()
     handle = client.submit(inputs(n, "kill"), "Summarise this document")
-    wait_until(lambda: handle.progress().done >= 0.4 * n, 600, "40% done")
+    wait_until(lambda: handle.progress().nodes_done >= 0.4 * n, 600, "40% done")
     victim.kill()
     killed_at = time.monotonic()
     held = held_nodes(client, victim.log_text(), handle.id)

@@ -11,7 +11,10 @@ Each call of a job (a sub-agent node, the aggregation) has an idempotency key: j
    the call is not made;
 4. wraps the call so each billed response is recorded the moment it arrives, before
    anything else can fail: the ledger line, the spent budget and the answer are written by
-   one atomic store call, counted once by the response's call id;
+   one atomic store call, counted once by the response's call id. A plain node's own
+   answer under a claim lease (CallRequest.hold_answer, no budget) is held instead
+   (``held``) and written with the node's envelope in one script; an error on the way out
+   of the guard writes it at once;
 5. on exit, releases the reservation and the claim (a claim held as a lease ends with the
    stored answer, in the same round trip).
 
@@ -24,8 +27,8 @@ heartbeat (the embedded mode) the claim lasts ``visibility_timeout_s``.
 
 from __future__ import annotations
 
+import os
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -37,7 +40,7 @@ from swarm.cost.budget import call_bound_nusd
 from swarm.cost.pricing import cost_nusd
 from swarm.errors import LeaseLostError
 from swarm.records import Usage
-from swarm.store.billing import BilledCall, StoredAnswer
+from swarm.store.billing import BilledCall, HeldAnswer, StoredAnswer
 from swarm.store.leases import Lease, claim_lease
 
 CLAIM_POLL_S = 0.1
@@ -51,7 +54,7 @@ class CallGuard:
 
     rt: Runtime
     request: CallRequest
-    owner: str = field(default_factory=lambda: uuid.uuid4().hex)
+    owner: str = field(default_factory=lambda: os.urandom(16).hex())
     """Who holds the claim (one id per run)."""
     reused: StoredAnswer | None = field(default=None, init=False)
     """The answer an earlier run stored; set on enter."""
@@ -65,6 +68,8 @@ class CallGuard:
     _started: float = field(default_factory=time.perf_counter, init=False)
     _held_at: float = field(default=0.0, init=False)
     """When the claim's lease was last known held (time.monotonic)."""
+    held: HeldAnswer | None = field(default=None, init=False)
+    """The billed answer held for the caller to record (CallRequest.hold_answer)."""
 
     @property
     def key(self) -> str:
@@ -94,6 +99,9 @@ class CallGuard:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
+        if exc_info[0] is not None and self.held is not None:  # never lose a billed answer
+            self.rt.store.record_call(self.job_id, self.held.call, fence=self.held.claim)
+            self.held = None
         if self._lease is not None and self.rt.leases is not None:
             self.rt.leases.drop(self._lease)
         if self._reserved:
@@ -171,12 +179,21 @@ class CallGuard:
                 max_tokens_sent=answer.max_tokens_sent,
             )
         billed = BilledCall(
-            call_id=uuid.uuid4().hex,
+            call_id=os.urandom(16).hex(),
             model=self.request.model.name,
             usage=usage,
             cost_nusd=cost_nusd(self.request.model, usage),
             answer_key=self.key if stored else None,
             answer=stored,
         )
+        if stored is not None and self._lease is not None and self._holds_answer():
+            self.held = HeldAnswer(billed, self._lease)  # recorded with the envelope
+            self._answered = True
+            return
         self.rt.store.record_call(self.job_id, billed, fence=self._lease)
         self._answered = self._answered or (stored is not None and self._lease is not None)
+
+    def _holds_answer(self) -> bool:
+        """True when an answer is held for the caller (CallRequest.hold_answer), not written
+        now: the first one, of an unbudgeted call."""
+        return self.request.hold_answer and not self.request.budgeted and self.held is None

@@ -7,11 +7,12 @@ chosen by the model's backend (``[backends.NAME] kind``). A hosted backend's cal
     guard   claim the slot; reuse a stored answer, or reserve the budget (idempotency)
     retry   attempts until an answer, a final error, or no attempts left (retries)
     listen  tell the listener of each attempt (metrics); never changes the outcome
-    record  ledger line and stored answer the moment a billed response arrives
+    record  ledger line and stored answer as a billed response arrives (a plain node's own
+            answer: held, and written with its envelope in one script)
     hedge   a duplicate request for a slow attempt, when hedging is on (hedging)
     admit   the model's shared limits for this attempt (admission)
     fence   still the claim's holder, if a heartbeat's time went by since it was last known
-    http    the request, closed at the node timeout (gateway)
+    http    the request through the openai SDK, closed at the node timeout (gateway)
 
 A local backend's call (swarm.calls.local) is sent no hedges (the server has a few slots),
 and adds:
@@ -171,6 +172,8 @@ def run_call(rt: Runtime, request: CallRequest) -> CallResult:
                 progress=request.progress,
                 on_retry=partial(rt.store.count_retry, request.job_id, request.model.name),
             )
+            if guard.held is not None:
+                result = replace(result, held=guard.held)
             return keyless_auth(result, rt.client_for(request.model.backend).api_key)
         except RetryLater as later:
             later.slot = request.slot  # the task carries this call's progress to its next run

@@ -16,6 +16,7 @@ from typing import Any
 
 from swarm.catalog import ModelSpec
 from swarm.records import DEFAULT_TENANT, ErrorKind, ToolCall, Usage
+from swarm.store.billing import HeldAnswer
 from swarm.tokens import estimate_messages
 
 Message = dict[str, Any]
@@ -80,6 +81,11 @@ class CallRequest:
     """Tool definitions offered to the model (OpenAI ``tools``); empty: a plain call."""
     tenant: str = DEFAULT_TENANT
     """Tenant of the job (admission shares each model's tokens between tenants)."""
+    hold_answer: bool = False
+    """A node's own plain call, whose envelope is stored right after it: a billed answer is
+    held under the call's claim and recorded with the envelope in one write
+    (CallResult.held) instead of on arrival; not with a budget (its spend would be
+    counted after its reservation goes back)."""
 
     @classmethod
     def of(cls, job_id: str, slot: str, model: ModelSpec, messages: Sequence[Message],
@@ -178,6 +184,9 @@ class CallResult:
     """Usage of each billed attempt, in order."""
     reused: bool = False
     """True when the answer is one an earlier run stored (no gateway call now)."""
+    held: HeldAnswer | None = None
+    """The billed answer not recorded yet (CallRequest.hold_answer): the caller records it
+    with the node's envelope (JobStore.finish_billed_node)."""
 
     @property
     def ok(self) -> bool:

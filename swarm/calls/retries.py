@@ -23,6 +23,7 @@ from swarm.calls.retry_policy import (
 )
 from swarm.errors import LeaseLostError, RetryLater
 from swarm.records import ErrorKind, Usage
+from swarm.store.durable import first_then
 from swarm.store.outages import STORE_OUTAGES
 
 log = logging.getLogger(__name__)
@@ -125,19 +126,22 @@ def call_with_retries(
     progress = progress or CallProgress()
     started_at = progress.started_at or time.time()
     counted = _Counted(attempt, progress.attempts, max_attempts)
-    retrying = Retrying(
-        stop=stop_after_attempt(max(max_attempts - progress.attempts, 1)),
-        wait=_WaitPolicy(backoff_max_s, progress.attempts),
-        retry=retry_if_exception(_transient),
-        before_sleep=lambda state: _before_retry(state, on_retry),
-        sleep=sleep,
-        reraise=True,
-    )
+
+    def loop() -> Retrying:
+        return Retrying(
+            stop=stop_after_attempt(max(max_attempts - progress.attempts, 1)),
+            wait=_WaitPolicy(backoff_max_s, progress.attempts),
+            retry=retry_if_exception(_transient),
+            before_sleep=lambda state: _before_retry(state, on_retry),
+            sleep=sleep,
+            reraise=True,
+        )
+
     answer: Answer | None = None
     kind: ErrorKind | None = None
     error: str | None = None
     try:
-        answer = retrying(counted)
+        answer = first_then(counted, loop)  # the loop is built only after a failed attempt
     except RetryLater as later:
         later.attempts, later.started_at = counted.attempts, started_at
         raise

@@ -74,8 +74,9 @@ def listening(ctx: CallContext) -> Step:
 
 def recording(ctx: CallContext) -> Step:
     """Records each billed response in the ledger (and its answer under the call's key) the
-    moment it arrives, before anything else can fail; counts each 429 for the job's report
-    whether or not admission is on."""
+    moment it arrives, before anything else can fail (a held answer, CallGuard.held: with
+    its node's envelope); counts each 429 for the job's report whether or not admission is
+    on."""
 
     def count_429(request: CallRequest) -> None:
         ctx.rt.store.count_rate_limited(request.job_id, request.model.name)

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from swarm.cli.decorators import check_timeout, job_options, one_line_errors
+from swarm.cli.decorators import MAX_TOKENS, check_timeout, job_options, one_line_errors
 from swarm.cli.duration import DEADLINE_HELP, Duration
 
 if TYPE_CHECKING:
@@ -49,6 +49,7 @@ def _print_markdown(report: dict[str, Any], console: Console) -> None:
 )
 @click.option("--deadline", "deadline_s", type=Duration(), default=None, help=DEADLINE_HELP)
 @job_options
+@MAX_TOKENS
 @one_line_errors
 def analyze_command(
     documents: tuple[str, ...],
@@ -62,10 +63,13 @@ def analyze_command(
     timeout_s: float | None,
     deadline_s: float | None,
     tenant: str,
+    max_tokens: int | None,
 ) -> None:
     """Answer QUERY over DOCUMENTS (txt, md; pdf with pypdf installed): a planner splits the
-    question into routed sub-tasks, then a synthesis answers it. Its cost is bounded while
-    it runs (--budget-usd caps it), not up front: the plan decides the calls."""
+    question into routed sub-tasks, then a synthesis answers it. The plan decides the
+    calls: the estimate line assumes one sub-task per document, and --budget-usd caps the
+    cost while the job runs (it is not refused up front)."""
+    from swarm.cli.estimate_line import announce_plan
     from swarm.cli.execute import execute
     from swarm.cost.budget import check_budget
     from swarm.records import check_tenant
@@ -79,8 +83,15 @@ def analyze_command(
 
     def submit(client: SwarmClient) -> SwarmHandle:
         tools = "docs" if agent else None
+        announce_plan(client, items, query, max_tokens=max_tokens, tools=tools, always=as_json)
         return client.plan(
-            items, query, budget_usd=budget_usd, tools=tools, deadline_s=deadline_s, tenant=tenant
+            items,
+            query,
+            budget_usd=budget_usd,
+            tools=tools,
+            deadline_s=deadline_s,
+            max_tokens=max_tokens,
+            tenant=tenant,
         )
 
     execute(

@@ -57,8 +57,8 @@ SIMULATE = click.option(
     "--simulate", is_flag=True, help="Embedded mode: use the built-in simulator."
 )
 BUDGET = click.option(
-    "--budget-usd", type=float, help="Cap on the job's cost in USD; refused up front if the "
-    "estimate passes it (unless --force).",
+    "--budget-usd", type=float, help="Cap on the job's cost in USD: calls that would pass it "
+    "are not made (a command with --force also refuses a job whose estimate passes it).",
 )  # fmt: skip
 STRICT = click.option(
     "--strict", is_flag=True, help="Refuse when the workers call another gateway than this."
@@ -82,7 +82,8 @@ JOB_OPTIONS = (JSON, NO_WAIT, SIMULATE, BUDGET, STRICT, TIMEOUT, TENANT)
 """The options of every job-submitting command (run, review, analyze)."""
 LIMIT_OPTIONS = (MAX_TOKENS, FORCE)
 """The options of the commands whose sub-agents' answers are capped and priced up front
-(run, review)."""
+(run, review; analyze takes MAX_TOKENS alone: its plan decides the calls, so its budget is
+not checked up front)."""
 RESUME_OPTIONS = (JSON, NO_WAIT, STRICT, TIMEOUT)
 """The options of `resume` that the job commands share (it takes a new --budget-usd of its
 own: the default keeps the job's)."""

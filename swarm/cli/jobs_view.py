@@ -25,7 +25,8 @@ def age(seconds: float) -> str:
 
 
 def jobs_table(jobs: list[JobSummary], now: float) -> Table:
-    table = Table(title=f"the {len(jobs)} jobs submitted last, newest first", box=None)
+    many = f"the {len(jobs)} jobs submitted last, newest first"
+    table = Table(title="the job submitted last" if len(jobs) == 1 else many, box=None)
     table.add_column("job", no_wrap=True)
     table.add_column("status", no_wrap=True)
     for head in ("done/total", "failed", "in flight", "cost so far", "age"):

@@ -233,6 +233,7 @@ def resume(
     timeout_s: float | None,
 ) -> None:
     """Run again the nodes of an ended job that did not succeed, then aggregate again."""
+    from swarm.cli.estimate_line import announce_rerun
     from swarm.cli.execute import broker_client, broker_watch
     from swarm.cli.follow import follow
     from swarm.cli.render import finish
@@ -243,6 +244,7 @@ def resume(
     if settings.embedded:
         raise ConfigError("`swarm resume` needs SWARM_BROKER_URL (the job store is in Redis)")
     client = broker_client(settings, strict)
+    announce_rerun(client, job_id, always=as_json)
     handle = client.resume(job_id, budget_usd=budget_usd)
     if no_wait:
         click.echo(handle.id)

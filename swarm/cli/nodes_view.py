@@ -13,10 +13,9 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
-from rich.console import Console
 from rich.table import Table
 
-from swarm.cli.render import print_json
+from swarm.cli.render import print_json, stdout_console
 from swarm.store.base import JobStore
 
 PAGE_SIZE = 50
@@ -53,7 +52,7 @@ def show_nodes(store: JobStore, job_id: str, page: NodePage, fmt: str) -> None:
     if fmt == "json":
         print_json(nodes)
     else:
-        Console().print(_table(job_id, nodes, offset))
+        stdout_console().print(_table(job_id, nodes, offset))
 
 
 def _write_jsonl(

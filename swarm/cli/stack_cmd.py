@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -104,7 +106,7 @@ def up_command(
     )
     _show([(p, True) for p in state.processes], as_json)
     if not as_json:
-        _hints(state.processes)
+        _hints(state.processes, env_file or compose_file.parent / ".env")
 
 
 @stack_group.command(name="down")
@@ -132,8 +134,9 @@ def status_command(run_dir: Path, as_json: bool) -> None:
 
 
 def _show(rows: list[tuple[ProcessState, bool]], as_json: bool) -> None:
-    from rich.console import Console
     from rich.table import Table
+
+    from swarm.cli.render import stdout_console
 
     if as_json:
         data = [{**p.model_dump(mode="json"), "running": running} for p, running in rows]
@@ -148,15 +151,20 @@ def _show(rows: list[tuple[ProcessState, bool]], as_json: bool) -> None:
             str(proc.port or ""),
             str(proc.metrics_port or ""),
         )
-    console = Console()
+    console = stdout_console()
     console.print(table)
     if rows:
         console.print(f"logs: {Path(rows[0][0].log).parent}/<process>.log", soft_wrap=True)
 
 
-def _hints(processes: tuple[ProcessState, ...]) -> None:
+def _hints(processes: tuple[ProcessState, ...], env_file: Path) -> None:
+    """The lines a user pastes to use the stack from this shell: the variables of
+    ``env_file`` first when the shell has no REDIS_PASSWORD (the URL names it, unexpanded:
+    it is never printed)."""
     port = {p.service: p.port for p in processes if p.port}
     if "redis" in port:
+        if "REDIS_PASSWORD" not in os.environ:
+            click.echo(f"set -a && . {shlex.quote(str(env_file))} && set +a   # REDIS_PASSWORD")
         click.echo(f"export SWARM_BROKER_URL=redis://:$REDIS_PASSWORD@127.0.0.1:{port['redis']}/0")
     if "sim" in port:
         click.echo(f"export SWARM_BASE_URL=http://127.0.0.1:{port['sim']}/v1")

@@ -155,10 +155,14 @@ class SwarmClient(AbstractContextManager["SwarmClient"]):
             return None
         return gateways.mismatch(base_url, gateways.worker_gateways(redis_client))
 
+    def _handle(self, job_id: str) -> SwarmHandle:
+        """The handle of ``job_id``, its report read in pages of SWARM_REPORT_PAGE_NODES."""
+        return SwarmHandle(job_id, self.store, self.catalog, self.settings.report_page_nodes)
+
     def attach(self, job_id: str) -> SwarmHandle:
         """A handle on an existing job; JobNotFoundError when unknown."""
         self.store.spec(job_id)
-        return SwarmHandle(job_id, self.store, self.catalog)
+        return self._handle(job_id)
 
     def submit(
         self,
@@ -255,7 +259,7 @@ class SwarmClient(AbstractContextManager["SwarmClient"]):
             self.fan_out(spec, [len(i.text) for i in items])
         except (redis.RedisError, kombu.exceptions.OperationalError) as exc:
             raise BrokerUnavailableError(f"cannot reach the broker: {exc}") from None
-        return SwarmHandle(spec.job_id, self.store, self.catalog)
+        return self._handle(spec.job_id)
 
     def plan(
         self,
@@ -268,10 +272,12 @@ class SwarmClient(AbstractContextManager["SwarmClient"]):
         tools: str | None = None,
         deadline_s: float | None = None,
         tenant: str = DEFAULT_TENANT,
+        max_tokens: int | None = None,
     ) -> SwarmHandle:
         """A planned job: the planner splits ``query`` over the documents into
         routed sub-tasks, they fan out as one chord, and the aggregation answers the query.
-        With ``tools`` (e.g. ``docs``) every sub-task runs as an agent with that toolset.
+        With ``tools`` (e.g. ``docs``) every sub-task runs as an agent with that toolset;
+        ``max_tokens`` caps each sub-task's answer (default: its model's).
         ``deadline_s`` as for ``submit``: the planned sub-tasks on models that batch go
         through the Batch API (the planner's call is live). ``tenant`` as for ``submit``.
         """
@@ -299,6 +305,7 @@ class SwarmClient(AbstractContextManager["SwarmClient"]):
             tools=tools,
             deadline_at=None if deadline_s is None else time.time() + check_deadline(deadline_s),
             tenant=tenant,
+            max_tokens=max_tokens,
         )
         try:
             self.store.create_job(spec, [item.text for item in items])
@@ -311,7 +318,7 @@ class SwarmClient(AbstractContextManager["SwarmClient"]):
             ).apply_async()
         except (redis.RedisError, kombu.exceptions.OperationalError) as exc:
             raise BrokerUnavailableError(f"cannot reach the broker: {exc}") from None
-        return SwarmHandle(spec.job_id, self.store, self.catalog)
+        return self._handle(spec.job_id)
 
     def _route(self, model: str | None, kind: str) -> tuple[ModelSpec, ModelSpec]:
         """The sub-agents' model (named, or routed by kind) and the aggregation's."""
@@ -339,7 +346,7 @@ class SwarmClient(AbstractContextManager["SwarmClient"]):
             self.fan_out(spec, only=todo, suffix=f"-r{number}")
         except (redis.RedisError, kombu.exceptions.OperationalError) as exc:
             raise BrokerUnavailableError(f"cannot reach the broker: {exc}") from None
-        return SwarmHandle(job_id, self.store, self.catalog)
+        return self._handle(job_id)
 
     def fan_out(
         self,

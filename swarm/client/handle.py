@@ -6,6 +6,7 @@ import time
 from typing import Any, Literal
 
 from swarm.catalog import Catalog
+from swarm.client.paged_nodes import PagedNodes
 from swarm.errors import JobTimeoutError
 from swarm.jobs.report import Report, model_lines, with_late_billing
 from swarm.store import JobStore, Progress
@@ -19,12 +20,26 @@ aggregation runs), or the report written."""
 
 
 class JobProgress(Progress):
-    """A job's progress as SwarmHandle.progress() gives it: the node counts, the phase,
-    and what the gateway billed so far.
+    """A job's progress as SwarmHandle.progress() gives it: units of work, the node
+    counts, the phase, and what the gateway billed so far.
 
-    ``done`` counts the nodes that succeeded: it may equal ``total`` while the aggregation
-    still runs; ``phase`` (or ``finished``) says whether the job has ended."""
+    ``total`` and ``done`` count units of work: every sub-agent node and the aggregation
+    step (``total`` = ``nodes_total + 1``); ``done`` is the nodes that succeeded, plus one
+    once the report is written, so ``done < total`` until the job has ended (and
+    ``done == total`` when it ended with every node succeeded). ``failed``, ``in_flight``,
+    ``pending`` and ``models`` count nodes. ``nodes_total`` and ``nodes_done`` are the node
+    counts alone: while ``phase`` is ``aggregating``, ``nodes_done + failed ==
+    nodes_total``."""
 
+    total: int
+    """Units of work: the job's nodes and its aggregation step."""
+    done: int
+    """Units of work ended: the nodes that succeeded, and the aggregation step once the
+    report is written."""
+    nodes_total: int
+    """Sub-agent nodes in the job."""
+    nodes_done: int
+    """Sub-agent nodes that succeeded."""
     phase: Phase
     """``nodes``, ``aggregating`` or ``done`` (see Phase)."""
     step: str | None = None
@@ -32,6 +47,11 @@ class JobProgress(Progress):
     calls``, ``final merge of 30 results on kimi-k2.5``); None before it starts."""
     cost_usd: float | None = None
     """USD billed so far, every call the ledger counted (None: the handle has no catalog)."""
+
+    @property
+    def pending(self) -> int:
+        """Nodes not started yet."""
+        return max(self.nodes_total - self.nodes_done - self.failed - self.in_flight, 0)
 
 
 def phase_of(progress: Progress) -> Phase:
@@ -46,24 +66,38 @@ def phase_of(progress: Progress) -> Phase:
 class SwarmHandle:
     """A submitted job, by id; cheap to create, safe to hold in any process."""
 
-    def __init__(self, job_id: str, store: JobStore, catalog: Catalog | None = None) -> None:
+    def __init__(
+        self, job_id: str, store: JobStore, catalog: Catalog | None = None, page: int = 1000
+    ) -> None:
         self.id = job_id
         self._store = store
         self._catalog = catalog
+        self._page = page
+        """A report of more nodes than this reads them in pages as they are used."""
 
     def __repr__(self) -> str:
         return f"SwarmHandle({self.id!r})"
 
     def progress(self) -> JobProgress:
-        """Nodes total, done, failed and in flight (per model too), the phase, and the cost
-        so far; JobNotFoundError for an unknown job."""
+        """Units of work total and done (the nodes and the aggregation), nodes total, done,
+        failed and in flight (per model too), the phase, and the cost so far;
+        JobNotFoundError for an unknown job."""
         counts = self._store.progress(self.id)
         cost = None
         if self._catalog is not None:
             lines = model_lines(self._catalog, self._store.ledger(self.id))
             cost = round(sum(line.cost_usd for line in lines.values()), 6)
-        fields = {name: value for name, value in counts if name != "phase"}
-        return JobProgress(**fields, phase=phase_of(counts), step=counts.phase, cost_usd=cost)
+        fields = {name: value for name, value in counts if name not in ("phase", "total", "done")}
+        return JobProgress(
+            **fields,
+            total=counts.total + 1,
+            done=counts.done + int(counts.finished),
+            nodes_total=counts.total,
+            nodes_done=counts.done,
+            phase=phase_of(counts),
+            step=counts.phase,
+            cost_usd=cost,
+        )
 
     def done(self) -> bool:
         """True once the job's report is written (whatever its status)."""
@@ -71,8 +105,21 @@ class SwarmHandle:
 
     def report(self) -> Report | None:
         """The final report, or None while the job runs. Its billing includes calls the
-        ledger recorded after it was written (``late_calls``; needs the catalog)."""
-        return _typed(self._settled(self._store.report(self.id)))
+        ledger recorded after it was written (``late_calls``; needs the catalog). Its
+        ``nodes`` are read from the store a page at a time as they are used when the job has
+        more than a page of them (``SWARM_REPORT_PAGE_NODES``)."""
+        summary = self._settled(self._store.report_summary(self.id))
+        return None if summary is None else self._typed(summary)
+
+    def _typed(self, summary: dict[str, Any]) -> Report:
+        total = int(summary.get("total", 0))
+        if total > self._page:
+            nodes: list[dict[str, Any]] | PagedNodes = PagedNodes(
+                self._store, self.id, total, self._page
+            )
+        else:
+            nodes = self._store.report_nodes(self.id)
+        return Report.from_dict({**summary, "nodes": nodes})
 
     def _settled(self, report: dict[str, Any] | None) -> dict[str, Any] | None:
         if report is None or self._catalog is None:
@@ -88,9 +135,10 @@ class SwarmHandle:
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             left_s = WAIT_CHUNK_S if deadline is None else deadline - time.monotonic()
-            report = self._settled(self._store.wait_report(self.id, max(left_s, 0.0), poll_s))
+            waited = self._store.wait_report(self.id, max(left_s, 0.0), poll_s, summary=True)
+            report = self._settled(waited)
             if report is not None:
-                return Report.from_dict(report)
+                return self._typed(report)
             if deadline is not None and time.monotonic() >= deadline:
                 raise JobTimeoutError(f"job {self.id} has no report after {timeout:.0f} s")
 
@@ -98,7 +146,3 @@ class SwarmHandle:
         """Stop the job: nodes that have not called the gateway end as cancelled without
         calling it; calls in flight finish and are billed; the report says cancelled."""
         self._store.cancel(self.id)
-
-
-def _typed(report: dict[str, Any] | None) -> Report | None:
-    return None if report is None else Report.from_dict(report)

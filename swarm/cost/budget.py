@@ -33,11 +33,13 @@ class JobEstimate(Frozen):
     """Bound of the sub-agents' cost, nano-USD."""
     aggregation_nusd: int
     """Bound of the aggregation's cost, nano-USD."""
+    planner_nusd: int = 0
+    """Bound of a planned job's planner calls, nano-USD (0: the job has no planner)."""
 
     @property
     def total_usd(self) -> float:
         """The whole job's bound in USD."""
-        return usd_of_nusd(self.subagents_nusd + self.aggregation_nusd)
+        return usd_of_nusd(self.subagents_nusd + self.aggregation_nusd + self.planner_nusd)
 
 
 def check_budget(budget_usd: float | None) -> None:

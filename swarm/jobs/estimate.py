@@ -1,13 +1,16 @@
-"""A job's cost bound before it runs: one call per input, then the aggregation."""
+"""A job's cost bound before it runs: one call per input, then the aggregation; the same
+for a planned job (the planner's calls, then a plan of one sub-task per document) and for
+a resumed job (the nodes it runs again, then the aggregation over every node)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
-from swarm.catalog import ModelSpec
+from swarm.catalog import AGGREGATE_KIND, Catalog, ModelSpec
 from swarm.cost.budget import JobEstimate, call_bound_nusd, prompt_estimate
+from swarm.jobs.plan_schema import plannable_kinds, planner_messages
 from swarm.jobs.prompts import AGGREGATOR_ROLE, subagent_messages
-from swarm.records import InputItem
+from swarm.records import InputItem, JobSpec
 from swarm.tokens import estimate_tokens
 
 RESULT_TAG_TOKENS = 24
@@ -31,17 +34,9 @@ def estimate_job(
     most ``step_growth_tokens`` (the model's turn and the tool results it got).
     """
     node_max = max_tokens or model.max_tokens
-    firsts = [
-        prompt_estimate(m["content"] for m in subagent_messages(instruction, item.ref, item.text))
-        for item in items
-    ]
+    firsts = [_node_prompt(instruction, item.ref, item.text) for item in items]
     prompts = [p + k * step_growth_tokens for p in firsts for k in range(steps)]
-    agg_prompt = min(
-        estimate_tokens(AGGREGATOR_ROLE)
-        + estimate_tokens(aggregate_instruction)
-        + len(items) * (node_max + RESULT_TAG_TOKENS),
-        aggregate_model.context_window - aggregate_model.max_tokens,
-    )
+    agg_prompt = _aggregation_prompt(aggregate_instruction, aggregate_model, len(items), node_max)
     return JobEstimate(
         nodes=len(items),
         prompt_tokens=sum(prompts) + agg_prompt,
@@ -49,3 +44,88 @@ def estimate_job(
         subagents_nusd=sum(call_bound_nusd(model, p, node_max) for p in prompts),
         aggregation_nusd=call_bound_nusd(aggregate_model, agg_prompt, aggregate_model.max_tokens),
     )
+
+
+def estimate_plan(
+    items: Sequence[InputItem],
+    query: str,
+    aggregate_instruction: str,
+    catalog: Catalog,
+    planner: ModelSpec,
+    attempts: int,
+    max_tokens: int | None = None,
+    *,
+    steps: int = 1,
+    step_growth_tokens: int = 0,
+) -> JobEstimate:
+    """Bound of a planned job whose plan gives each document one sub-task: ``attempts``
+    planner calls, each document on the priciest model a plan may route it to (``steps``
+    calls for an agent, as in estimate_job), then the aggregation. The plan decides the
+    calls: one with more sub-tasks costs more."""
+    kinds = plannable_kinds(catalog)
+    models = list({catalog.route(kind).name: catalog.route(kind) for kind in kinds}.values())
+    plan_prompt = prompt_estimate(m["content"] for m in planner_messages(query, items, kinds))
+    node_max = max(max_tokens or m.max_tokens for m in models)
+    firsts = [_node_prompt(query, item.ref, item.text) for item in items]
+    prompts = [p + k * step_growth_tokens for p in firsts for k in range(steps)]
+    nodes = [
+        max(call_bound_nusd(m, p, max_tokens or m.max_tokens) for m in models) for p in prompts
+    ]
+    aggregate = catalog.route(AGGREGATE_KIND)
+    agg_prompt = _aggregation_prompt(aggregate_instruction, aggregate, len(items), node_max)
+    return JobEstimate(
+        nodes=len(items),
+        prompt_tokens=attempts * plan_prompt + sum(prompts) + agg_prompt,
+        completion_tokens=attempts * planner.max_tokens
+        + len(prompts) * node_max
+        + aggregate.max_tokens,
+        subagents_nusd=sum(nodes),
+        aggregation_nusd=call_bound_nusd(aggregate, agg_prompt, aggregate.max_tokens),
+        planner_nusd=attempts * call_bound_nusd(planner, plan_prompt, planner.max_tokens),
+    )
+
+
+def estimate_rerun(
+    spec: JobSpec,
+    texts: Mapping[str, str],
+    catalog: Catalog,
+    *,
+    steps: int = 1,
+    step_growth_tokens: int = 0,
+) -> JobEstimate:
+    """Bound of a resume: the nodes in ``texts`` (node id -> input text) run again, each
+    on its own task's model, then the aggregation over every node of the job."""
+    refs = dict(zip(spec.node_ids, spec.input_refs, strict=True))
+    calls = []
+    for node_id, text in texts.items():
+        task = spec.task(node_id)
+        model = catalog.model(task.model)
+        first = _node_prompt(task.instruction, refs[node_id], text)
+        node_max = spec.max_tokens or model.max_tokens
+        calls += [(model, first + k * step_growth_tokens, node_max) for k in range(steps)]
+    aggregate = catalog.model(spec.aggregate_model)
+    result_max = spec.max_tokens or max([c[0].max_tokens for c in calls], default=0)
+    agg_prompt = _aggregation_prompt(
+        spec.aggregate_instruction, aggregate, len(spec.node_ids), result_max
+    )
+    return JobEstimate(
+        nodes=len(texts),
+        prompt_tokens=sum(c[1] for c in calls) + agg_prompt,
+        completion_tokens=sum(c[2] for c in calls) + aggregate.max_tokens,
+        subagents_nusd=sum(call_bound_nusd(*call) for call in calls),
+        aggregation_nusd=call_bound_nusd(aggregate, agg_prompt, aggregate.max_tokens),
+    )
+
+
+def _node_prompt(instruction: str, ref: str, text: str) -> int:
+    return prompt_estimate(m["content"] for m in subagent_messages(instruction, ref, text))
+
+
+def _aggregation_prompt(
+    instruction: str, model: ModelSpec, results: int, result_max_tokens: int
+) -> int:
+    """The aggregation's prompt bound: its role and instruction, every result at its cap,
+    at most what the aggregation model's window leaves for the prompt."""
+    quoted = results * (result_max_tokens + RESULT_TAG_TOKENS)
+    fixed = estimate_tokens(AGGREGATOR_ROLE) + estimate_tokens(instruction)
+    return min(fixed + quoted, model.context_window - model.max_tokens)

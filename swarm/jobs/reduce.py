@@ -12,14 +12,10 @@ from collections.abc import Sequence
 def pack(sizes: Sequence[int], budget: int) -> list[list[int]]:
     """Indices of ``sizes`` grouped so each group's total is at most ``budget``."""
     groups: list[list[int]] = []
-    total = 0
-    for index, size in enumerate(sizes):
-        if groups and total + size <= budget:
-            groups[-1].append(index)
-            total += size
-        else:
-            groups.append([index])
-            total = size
+    start = 0
+    for length in group_lengths(sizes, budget):
+        groups.append(list(range(start, start + length)))
+        start += length
     return groups
 
 
@@ -37,3 +33,18 @@ def levels_after(groups: int, item_tokens: int, budget: int, cap: int) -> int:
         count = len(pack([item_tokens] * count, budget))
         levels += 1
     return levels
+
+
+def group_lengths(sizes: Sequence[int], budget: int) -> list[int]:
+    """How many items each group of ``pack(sizes, budget)`` takes (its groups are runs of
+    consecutive items, so the lengths say where each one starts)."""
+    lengths: list[int] = []
+    total = 0
+    for size in sizes:
+        if lengths and total + size <= budget:
+            lengths[-1] += 1
+            total += size
+        else:
+            lengths.append(1)
+            total = size
+    return lengths

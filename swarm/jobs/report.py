@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, Literal, overload
 
@@ -12,7 +11,8 @@ from pydantic_core import core_schema
 from swarm.catalog import Catalog, ModelSpec
 from swarm.cost.batch import batch_cost_usd, split_ledger_name
 from swarm.cost.pricing import cost_usd
-from swarm.records import ErrorKind, Frozen, JobSpec, NodeEnvelope, Usage
+from swarm.jobs.tally import NodeCounts, complete_page, tally
+from swarm.records import Frozen, JobSpec, NodeEnvelope, Usage
 from swarm.store.base import HedgeCounts, LedgerLine
 
 JobStatus = Literal["succeeded", "partial", "failed", "budget_exceeded", "cancelled"]
@@ -65,14 +65,14 @@ class NodeList(Sequence[NodeEnvelope]):
     ) -> core_schema.CoreSchema:
         return core_schema.no_info_plain_validator_function(
             cls.of,
-            serialization=core_schema.plain_serializer_function_ser_schema(cls.dump),
+            serialization=core_schema.plain_serializer_function_ser_schema(_dump_nodes),
             json_schema_input_schema=handler.generate_schema(list[NodeEnvelope]),
         )
 
     def _node(self, index: int) -> NodeEnvelope:
         item = self._items[index]
         if not isinstance(item, NodeEnvelope):
-            item = self._items[index] = NodeEnvelope.model_validate(_known(NodeEnvelope, item))
+            item = self._items[index] = node_record(item)
         return item
 
     @overload
@@ -81,14 +81,14 @@ class NodeList(Sequence[NodeEnvelope]):
     def __getitem__(self, index: slice) -> list[NodeEnvelope]: ...
     def __getitem__(self, index: int | slice) -> NodeEnvelope | list[NodeEnvelope]:
         if isinstance(index, slice):
-            return [self._node(i) for i in range(len(self._items))[index]]
+            return [self._node(i) for i in range(len(self))[index]]
         return self._node(index)
 
     def __len__(self) -> int:
         return len(self._items)
 
     def __iter__(self) -> Iterator[NodeEnvelope]:
-        return (self._node(i) for i in range(len(self._items)))
+        return (self._node(i) for i in range(len(self)))
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, NodeList | list | tuple):
@@ -106,6 +106,11 @@ class NodeList(Sequence[NodeEnvelope]):
             item.model_dump(mode="json") if isinstance(item, NodeEnvelope) else dict(item)
             for item in self._items
         ]
+
+
+def _dump_nodes(nodes: NodeList) -> list[dict[str, Any]]:
+    """The serializer of a report's nodes (a subclass's own ``dump``)."""
+    return nodes.dump()
 
 
 class Report(Frozen):
@@ -163,6 +168,11 @@ class Report(Frozen):
         return self.model_dump(mode="json")
 
 
+def node_record(data: Mapping[str, Any]) -> NodeEnvelope:
+    """A stored node's record (fields this version does not know are left out)."""
+    return NodeEnvelope.model_validate(_known(NodeEnvelope, data))
+
+
 def _known(record: type[Frozen], data: Mapping[str, Any]) -> dict[str, Any]:
     """``data`` without the keys that are not fields of ``record``."""
     fields = record.model_fields
@@ -197,18 +207,7 @@ def enough_succeeded(total: int, succeeded: int, min_ratio: float) -> bool:
 def complete_nodes(spec: JobSpec, stored: Sequence[NodeEnvelope]) -> list[NodeEnvelope]:
     """One envelope per node in input order; a node with none stored becomes an error."""
     by_id = {env.node_id: env for env in stored}
-    return [
-        by_id.get(node_id)
-        or NodeEnvelope(
-            node_id=node_id,
-            input_ref=ref,
-            model=spec.model,
-            status="error",
-            error_kind=ErrorKind.CANCELLED,
-            error="node did not run",
-        )
-        for node_id, ref in zip(spec.node_ids, spec.input_refs, strict=True)
-    ]
+    return complete_page(spec, zip(spec.node_ids, spec.input_refs, strict=True), by_id)
 
 
 def model_lines(
@@ -270,15 +269,18 @@ def with_tool_validity(
 ) -> dict[str, ModelLine]:
     """Each model's line with its nodes' tool calls and the share that were valid (the
     seeds' "tool-call accuracy")."""
-    calls: Counter[str] = Counter()
-    invalid: Counter[str] = Counter()
-    for env in nodes:
-        calls[env.model] += env.tool_calls
-        invalid[env.model] += env.tool_calls_invalid
+    counts = tally(nodes).counts()
+    return with_tool_counts(lines, counts.tool_calls, counts.tool_calls_invalid)
+
+
+def with_tool_counts(
+    lines: dict[str, ModelLine], calls: Mapping[str, int], invalid: Mapping[str, int]
+) -> dict[str, ModelLine]:
+    """Each model's line with its tool calls and the share of them that were valid."""
     out = dict(lines)
     for name, count in calls.items():
         if count and name in out:
-            validity = round(1 - invalid[name] / count, 4)
+            validity = round(1 - invalid.get(name, 0) / count, 4)
             update = {"tool_calls": count, "tool_call_validity": validity}
             out[name] = out[name].model_copy(update=update)
     return out
@@ -296,17 +298,21 @@ def build_report(
     error: str | None = None,
     rate_limited: Mapping[str, int] | None = None,
     hedges: HedgeCounts | None = None,
+    counts: NodeCounts | None = None,
 ) -> Report:
     """Assemble the report; usage and cost come from the ledger (every billed call), 429s
-    per model from ``rate_limited``."""
-    models = with_tool_validity(model_lines(catalog, ledger, rate_limited), nodes)
-    failed = [env for env in nodes if not env.ok]
+    per model from ``rate_limited``. ``counts``: the nodes' counts when ``nodes`` is not the
+    job's node list (the aggregation counts them as it reads them in pages and gives no
+    nodes: it stores them apart from the summary)."""
+    counts = tally(nodes).counts() if counts is None else counts
+    lines = model_lines(catalog, ledger, rate_limited)
+    models = with_tool_counts(lines, counts.tool_calls, counts.tool_calls_invalid)
     return Report(
         job_id=spec.job_id,
         status=status,
-        total=len(nodes),
-        succeeded=len(nodes) - len(failed),
-        failed=len(failed),
+        total=counts.total,
+        succeeded=counts.succeeded,
+        failed=counts.failed,
         final=final,
         wall_s=round(wall_s, 3),
         usage=sum((line.usage for line in ledger.values()), Usage()),
@@ -314,10 +320,10 @@ def build_report(
         models=models,
         nodes=NodeList(nodes),
         aggregate_model=spec.aggregate_model,
-        failures_by_kind=dict(Counter(str(env.error_kind) for env in failed)),
-        inputs_truncated=sum(1 for env in nodes if env.truncation is not None),
-        truncated=sum(1 for env in nodes if env.finish_reason == "length"),
-        capped=sum(1 for env in nodes if env.max_tokens_sent is not None),
+        failures_by_kind=counts.failures_by_kind,
+        inputs_truncated=counts.inputs_truncated,
+        truncated=counts.truncated,
+        capped=counts.capped,
         error=error,
         budget_usd=spec.budget_usd,
         hedges_sent=hedges.sent if hedges else 0,

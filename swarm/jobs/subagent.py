@@ -37,6 +37,7 @@ from swarm.jobs.context_fit import (
 from swarm.jobs.prompts import subagent_messages
 from swarm.jobs.structured import BadOutputError, schema_instruction, validate_against
 from swarm.records import ErrorKind, JobSpec, NodeEnvelope, NodeTask, Truncation, Usage
+from swarm.store.billing import HeldAnswer
 from swarm.store.leases import Lease
 from swarm.tokens import estimate_messages, estimate_tokens
 
@@ -100,20 +101,40 @@ def call_node(
     job_id = spec.job_id
     task = spec.task(node_id)
     tally = _Tally()
+    try:
+        envelope = _envelope(rt, spec, node_id, text, tally, may_requeue, progress or {})
+    except BaseException:
+        if tally.held is not None:  # the answer held for the envelope: recorded now
+            rt.store.record_call(job_id, tally.held.call, fence=tally.held.claim)
+        raise
+    if via != "live" and envelope.ok and envelope.model == task.model:
+        envelope = envelope.model_copy(update={"via": via})
+    seconds = envelope.latency_ms / 1000
+    safely(rt.listener.node_finished, envelope.model, envelope.ok, envelope.attempts, seconds)
+    return _finish(rt, job_id, envelope, fence, tally.held)
+
+
+def _envelope(
+    rt: Runtime,
+    spec: JobSpec,
+    node_id: str,
+    text: str,
+    tally: _Tally,
+    may_requeue: bool,
+    progress: Mapping[str, CallProgress],
+) -> NodeEnvelope:
+    """The node's envelope on its model, then on each fallback while one is worth trying."""
+    task = spec.task(node_id)
     envelope: NodeEnvelope | None = None
     for position, name in enumerate(task.models()):
         model = rt.catalog.model(name)
-        run = _ModelRun(rt, spec, node_id, task, model, may_requeue, progress or {})
+        run = _ModelRun(rt, spec, node_id, task, model, may_requeue, progress)
         envelope = run.envelope(text, node_id if position == 0 else f"{node_id}@{name}", tally)
         if envelope.ok or envelope.error_kind not in FALLBACK_KINDS:
             break
         log.debug("node %s: %s on %s, falling back", node_id, envelope.error_kind, name)
     assert envelope is not None  # a task has at least one model
-    if via != "live" and envelope.ok and envelope.model == task.model:
-        envelope = envelope.model_copy(update={"via": via})
-    seconds = envelope.latency_ms / 1000
-    safely(rt.listener.node_finished, envelope.model, envelope.ok, envelope.attempts, seconds)
-    return _finish(rt, job_id, envelope, fence)
+    return envelope
 
 
 @dataclass
@@ -126,6 +147,8 @@ class _Tally:
     summaries: dict[str, str] = field(default_factory=dict)
     """Summaries of input middles by their hash: a fallback model that cuts the input the
     same way reuses the summary instead of paying for it again."""
+    held: HeldAnswer | None = None
+    """The node's answer, billed and held to be recorded with its envelope."""
 
     def add(self, outcome: CallResult) -> None:
         self.usage = self.usage + outcome.usage
@@ -158,6 +181,7 @@ class _ModelRun:
         *,
         json: bool,
         tools: tuple[dict[str, Any], ...] = (),
+        hold_answer: bool = False,
     ) -> CallResult:
         hedger = self.rt.hedger
         request = CallRequest.of(
@@ -173,6 +197,7 @@ class _ModelRun:
             progress=self.progress.get(slot, CallProgress()),
             tools=tools,
             tenant=self.spec.tenant,
+            hold_answer=hold_answer,
         )
         return run_call(self.rt, request)
 
@@ -183,7 +208,10 @@ class _ModelRun:
         messages = subagent_messages(instruction, self.spec.input_ref(self.node_id), fitted)
         if self.spec.tools:
             return self.acting(messages, slot, tally, truncation)
-        outcome = self.call(slot, messages, self.max_tokens, json=json)
+        # A plain node's own call: its answer is recorded with the envelope (one write).
+        outcome = self.call(slot, messages, self.max_tokens, json=json,
+                            hold_answer=slot == self.node_id and not json)  # fmt: skip
+        tally.held = outcome.held
         overflow = parse_overflow(outcome.error or "")
         if outcome.error_kind is ErrorKind.CONTEXT_OVERFLOW and overflow is not None:
             # The server stated its window: refit to it and try once more. The refused
@@ -291,34 +319,41 @@ class _ModelRun:
     def validated(
         self, outcome: CallResult, messages: list[Message], slot: str, tally: _Tally
     ) -> CallResult:
-        """The answer if it matches the schema, else one retry told the error."""
+        """The answer if it matches the schema, else one retry told the error. When that
+        retry gets no answer (e.g. the server refuses it as too long), the first answer
+        stands, as bad output: it was billed, and shown raw it is still worth reading."""
         assert outcome.answer is not None and self.task.output_schema is not None
         try:
             validate_against(outcome.answer.content, self.task.output_schema)
             return outcome
         except BadOutputError as exc:
             problem = str(exc)
-        retry = [
-            *messages,
-            {"role": "assistant", "content": outcome.answer.content},
-            {"role": "user", "content": f"Rejected: {problem}. Answer again: JSON only."},
-        ]
+        retry = self.fix_up(messages, outcome.answer.content, problem)
         second = self.call(f"{slot}:fix", retry, self.max_tokens, json=True)
         tally.add(second)
         if second.answer is None:
-            return second
+            log.debug("node %s: the schema fix-up got no answer (%s); the first answer stands",
+                      self.node_id, second.error_kind)  # fmt: skip
+            return _bad_output(outcome, problem)
         try:
             validate_against(second.answer.content, self.task.output_schema)
             return second
         except BadOutputError as exc:
-            return CallResult(
-                second.answer,
-                second.usage,
-                second.attempts,
-                second.latency_ms,
-                ErrorKind.BAD_OUTPUT,
-                str(exc),
-            )
+            return _bad_output(second, str(exc))
+
+    def fix_up(self, messages: list[Message], answer: str, problem: str) -> list[Message]:
+        """The conversation asking for a schema fix: the rejected answer is echoed clipped
+        to what the model's (learned) window leaves beside the prompt and a full answer,
+        so the fix-up is not refused as too long where the first call fitted."""
+        rejected = f"Rejected: {problem}. Answer again: JSON only."
+        window = self.rt.windows.window(self.model.name, self.model.context_window)
+        used = estimate_messages([*(m.get("content") or "" for m in messages), rejected])
+        room = int(window / self.rt.windows.scale(self.model.name)) - used - self.max_tokens
+        return [
+            *messages,
+            {"role": "assistant", "content": clip_to_tokens(answer, max(room - 64, 64))},
+            {"role": "user", "content": rejected},
+        ]
 
     def build(
         self, outcome: CallResult, tally: _Tally, truncation: Truncation | None
@@ -359,9 +394,17 @@ def cancel_node(rt: Runtime, spec: JobSpec, node_id: str) -> NodeEnvelope:
 
 
 def _finish(
-    rt: Runtime, job_id: str, envelope: NodeEnvelope, fence: Lease | None = None
+    rt: Runtime,
+    job_id: str,
+    envelope: NodeEnvelope,
+    fence: Lease | None = None,
+    held: HeldAnswer | None = None,
 ) -> NodeEnvelope:
-    if rt.store.finish_node(job_id, envelope, fence):
+    if held is not None:
+        stored = rt.store.finish_billed_node(job_id, envelope, fence, held)
+    else:
+        stored = rt.store.finish_node(job_id, envelope, fence)
+    if stored:
         return envelope
     if fence is not None:
         log.debug("node %s: lease lost, envelope left to the run that took over", envelope.node_id)
@@ -376,4 +419,16 @@ def _cancelled(spec: JobSpec, node_id: str) -> NodeEnvelope:
         status="error",
         error_kind=ErrorKind.CANCELLED,
         error="job cancelled before this node called the gateway",
+    )
+
+
+def _bad_output(outcome: CallResult, problem: str) -> CallResult:
+    """``outcome``'s answer, marked as missing the schema."""
+    return CallResult(
+        outcome.answer,
+        outcome.usage,
+        outcome.attempts,
+        outcome.latency_ms,
+        ErrorKind.BAD_OUTPUT,
+        problem,
     )

@@ -11,9 +11,9 @@ from typing import Any
 
 from swarm.records import Frozen, JobSpec, NodeEnvelope, Usage
 from swarm.store.agents import ToolOutcome, Transcript
-from swarm.store.billing import BilledCall, BudgetState, StoredAnswer
+from swarm.store.billing import BilledCall, BudgetState, HeldAnswer, StoredAnswer
 from swarm.store.leases import Lease
-from swarm.store.report_pages import CHUNK, page_bounds
+from swarm.store.report_pages import CHUNK, page_of
 
 RUNNING, OK, ERROR = "running", "ok", "error"
 
@@ -168,6 +168,15 @@ class JobStore(ABC):
     def finish_node(self, job_id: str, envelope: NodeEnvelope, fence: Lease | None = None) -> bool:
         """Store a node's envelope unless an ok one is stored already, or the run lost
         ``fence`` (its lease: another run took the node over); True when stored."""
+
+    def finish_billed_node(
+        self, job_id: str, envelope: NodeEnvelope, fence: Lease | None, held: HeldAnswer
+    ) -> bool:
+        """``record_call`` of the held answer under its claim, then ``finish_node``: the
+        billed call is counted whether or not the envelope is stored (RedisJobStore does
+        both in one script)."""
+        self.record_call(job_id, held.call, fence=held.claim)
+        return self.finish_node(job_id, envelope, fence)
 
     @abstractmethod
     def envelope(self, job_id: str, node_id: str) -> NodeEnvelope | None:
@@ -341,6 +350,12 @@ class JobStore(ABC):
             cancelled=self.cancelled(job_id),
         )
 
+    def envelopes_of(self, job_id: str, node_ids: Sequence[str]) -> dict[str, NodeEnvelope]:
+        """The stored envelopes of ``node_ids`` (node id -> envelope; none for a node that
+        has not ended)."""
+        found = {n: self.envelope(job_id, n) for n in node_ids}
+        return {n: env for n, env in found.items() if env is not None}
+
     def ended_nodes(self, job_id: str) -> set[str]:
         """Ids of the nodes that have an envelope (ok or error)."""
         return {env.node_id for env in self.envelopes(job_id)}
@@ -357,10 +372,17 @@ class JobStore(ABC):
         return self.claim(job_id, slot, owner, ttl_s), self.answer(job_id, key)
 
     def save_report_parts(
-        self, job_id: str, summary: Mapping[str, Any], node_lines: Iterable[str]
+        self,
+        job_id: str,
+        summary: Mapping[str, Any],
+        node_lines: Iterable[str],
+        *,
+        ok_stored: bool = False,
     ) -> bool:
         """save_report of ``summary`` with ``nodes`` given as one JSON document each (the
-        Redis store writes them as they come, without building the whole report)."""
+        Redis store writes them as they come, without building the whole report).
+        ``ok_stored``: the ok nodes are the job's stored envelopes (the Redis store names
+        them instead of copying them)."""
         nodes = [json.loads(line) for line in node_lines]
         return self.save_report(job_id, {**summary, "nodes": nodes})
 
@@ -375,10 +397,7 @@ class JobStore(ABC):
         """A page of the report's nodes in node order (``failed``: of those that did not
         succeed), ``limit`` from ``offset`` (None: to the end); empty before the report."""
         nodes = (self.report(job_id) or {}).get("nodes", [])
-        if failed:
-            nodes = [node for node in nodes if node.get("status") != "ok"]
-        start, stop = page_bounds(offset, limit, len(nodes))
-        return list(nodes[start:stop])
+        return [dict(node) for node in page_of(nodes, offset, limit, failed)]
 
     def iter_report_nodes(
         self, job_id: str, *, failed: bool = False, page: int = CHUNK
@@ -390,11 +409,13 @@ class JobStore(ABC):
             offset += len(nodes)
 
     def wait_report(
-        self, job_id: str, timeout_s: float, poll_s: float = 0.05
+        self, job_id: str, timeout_s: float, poll_s: float = 0.05, *, summary: bool = False
     ) -> dict[str, Any] | None:
-        """The report once written, or None after ``timeout_s`` (polls every ``poll_s``)."""
+        """The report once written (``summary``: without its nodes), or None after
+        ``timeout_s`` (polls every ``poll_s``)."""
+        read = self.report_summary if summary else self.report
         deadline = time.monotonic() + timeout_s
-        while (report := self.report(job_id)) is None:
+        while (report := read(job_id)) is None:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return None

@@ -8,9 +8,11 @@ reserved by calls in flight. Amounts are integer nano-USD (swarm.cost.pricing).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Literal
 
 from swarm.records import Frozen, ToolCall, Usage
+from swarm.store.leases import Lease
 
 
 class StoredAnswer(Frozen):
@@ -84,3 +86,14 @@ def admits(state: BudgetState, amount_nusd: int, *, closing: bool) -> bool:
     if state.exhausted and not closing:
         return False
     return state.spent_nusd + state.reserved_nusd + amount_nusd <= state.cap_nusd
+
+
+@dataclass(frozen=True)
+class HeldAnswer:
+    """A billed answer not yet in the ledger, held under its call's claim until its node's
+    envelope is stored with it (JobStore.finish_billed_node): one write instead of two."""
+
+    call: BilledCall
+    """The billed response, with its answer and key."""
+    claim: Lease
+    """The call's claim: the answer is stored only while it holds, and released with it."""

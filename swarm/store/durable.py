@@ -13,6 +13,10 @@ costs one ``wait_ms`` per few seconds instead of every write. ``wait_ms`` 0 send
 
 The same writes, being idempotent, are tried again while the store is unreachable (a
 failover under way) for ``outage_s`` before the error is the caller's.
+
+``first_then`` runs a call once and builds its tenacity loop only when that try failed:
+a ``Retrying`` makes a ``threading.local`` whose cost grows with the process's threads (a
+worker has a hundred or more), paid on every call that never retries.
 """
 
 from __future__ import annotations
@@ -49,12 +53,16 @@ class Durable:
     _quiet_until: float = field(default=0.0, init=False)
     """No WAIT before this (clock): the last one found no replica."""
 
+    def waits(self) -> bool:
+        """True when the next write sends a WAIT (``wait_ms``, and a replica answered lately)."""
+        return bool(self.wait_ms) and self.clock() >= self._quiet_until
+
     def write(self, build: Callable[[Any], object]) -> list[Any]:
-        """Run the commands ``build`` adds to a pipeline, then WAIT (when ``wait_ms`` and a
-        replica answered lately); the commands' results (not WAIT's)."""
+        """Run the commands ``build`` adds to a pipeline, then WAIT (when ``waits``); the
+        commands' results (not WAIT's)."""
         pipe = self.client.pipeline(transaction=False)
         build(pipe)
-        waits = bool(self.wait_ms) and self.clock() >= self._quiet_until
+        waits = self.waits()
         if waits:
             pipe.wait(REPLICAS, self.wait_ms)
         results: list[Any] = pipe.execute()
@@ -65,17 +73,39 @@ class Durable:
         return results
 
     def retrying(self, write: Callable[[], T]) -> T:
-        """``write()``, tried again on a store outage for up to ``outage_s``."""
+        """``write()``, tried again on a store outage for up to ``outage_s`` (from the first
+        try)."""
         if self.outage_s <= 0:
             return write()
-        retrying = Retrying(
-            retry=retry_if_exception_type(STORE_OUTAGES),
-            stop=stop_after_delay(self.outage_s),
-            wait=wait_exponential(multiplier=0.05, max=RETRY_MAX_S),
-            before_sleep=_log_retry,
-            reraise=True,
-        )
-        return retrying(write)
+        started = time.monotonic()
+
+        def loop() -> Retrying:
+            return Retrying(
+                retry=retry_if_exception_type(STORE_OUTAGES),
+                stop=stop_after_delay(max(self.outage_s - (time.monotonic() - started), 0.0)),
+                wait=wait_exponential(multiplier=0.05, max=RETRY_MAX_S),
+                before_sleep=_log_retry,
+                reraise=True,
+            )
+
+        return first_then(write, loop)
+
+
+def first_then(call: Callable[[], T], loop: Callable[[], Retrying]) -> T:
+    """``call()`` under the tenacity loop ``loop()`` builds, that loop built only when the
+    first try raised: it then starts from that try's error (replayed, not run again), so
+    it decides, waits and stops exactly as if it had run the first try itself."""
+    try:
+        return call()
+    except BaseException as exc:  # handed to the loop, which re-raises what it gives up on
+        first: list[BaseException] = [exc]
+
+    def replay() -> T:
+        if first:
+            raise first.pop()
+        return call()
+
+    return loop()(replay)
 
 
 def _log_retry(state: Any) -> None:

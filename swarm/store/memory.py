@@ -28,6 +28,7 @@ from swarm.store.base import (
 )
 from swarm.store.billing import BilledCall, BudgetState, StoredAnswer, admits
 from swarm.store.leases import CLAIM, TASK, Lease, parse_member
+from swarm.store.report_pages import page_of
 
 
 @dataclass
@@ -170,6 +171,22 @@ class MemoryJobStore(JobStore):
         with self._lock:
             report = self._job(job_id).report
             return copy.deepcopy(report) if report is not None else None
+
+    def report_summary(self, job_id: str) -> dict[str, Any] | None:
+        """The report without its nodes (none of them copied)."""
+        with self._lock:
+            report = self._job(job_id).report
+            if report is None:
+                return None
+            return copy.deepcopy({k: v for k, v in report.items() if k != "nodes"})
+
+    def report_nodes(
+        self, job_id: str, offset: int = 0, limit: int | None = None, *, failed: bool = False
+    ) -> list[dict[str, Any]]:
+        """The page's nodes, copied alone."""
+        with self._lock:
+            nodes = (self._job(job_id).report or {}).get("nodes", [])
+            return copy.deepcopy([dict(node) for node in page_of(nodes, offset, limit, failed)])
 
     def record_call(self, job_id: str, call: BilledCall, fence: Lease | None = None) -> bool:
         with self._lock:

@@ -68,7 +68,7 @@ from swarm.store.base import (
     progress_from_states,
     summary_status,
 )
-from swarm.store.billing import BilledCall, BudgetState, StoredAnswer
+from swarm.store.billing import BilledCall, BudgetState, HeldAnswer, StoredAnswer
 from swarm.store.connect import SentinelOptions, redis_client
 from swarm.store.durable import Durable
 from swarm.store.leases import TASK, Lease, parse_member
@@ -76,15 +76,18 @@ from swarm.store.report_pages import (
     CHUNK,
     NODES_REF,
     chunks,
-    failed_positions,
     page_bounds,
     public_summary,
+    report_entries,
+    resolve,
     split_report,
+    stored_ids,
 )
 from swarm.store.script_args import (
     STORE_SCRIPTS,
     DueArgs,
     FinishArgs,
+    FinishBilledArgs,
     IndexArgs,
     RecordArgs,
     ReleaseArgs,
@@ -277,6 +280,46 @@ class RedisJobStore(JobStore):
         )
         return int(self._scripts.run(args)) == 1
 
+    def finish_billed_node(
+        self, job_id: str, envelope: NodeEnvelope, fence: Lease | None, held: HeldAnswer
+    ) -> bool:
+        """One script (finish_billed.lua), durable and tried again through an outage as
+        record_call: counted once by call id, so a try whose reply was lost counts once."""
+        call, usage = held.call, held.call.usage
+        assert call.answer is not None and call.answer_key is not None
+        args = FinishBilledArgs(
+            envelopes=_key(job_id, "env"),
+            states=_key(job_id, "state"),
+            fence=_fence_key(job_id, fence),
+            billed=_key(job_id, "billed"),
+            ledger=_key(job_id, "ledger"),
+            budget=_key(job_id, "budget"),
+            answers=_key(job_id, "answers"),
+            claim=_key(job_id, held.claim.name),
+            node_id=envelope.node_id,
+            envelope=envelope.model_dump_json(),
+            state=f"{OK if envelope.ok else ERROR}|{envelope.model}",
+            ttl_s=self._ttl_s,
+            fence_token=fence.token if fence is not None else "",
+            call_id=call.call_id,
+            model=call.model,
+            prompt_tokens=usage.prompt_tokens,
+            completion_tokens=usage.completion_tokens,
+            cached_tokens=usage.cached_tokens,
+            cost_nusd=call.cost_nusd,
+            answer_key=call.answer_key,
+            answer=call.answer.model_dump_json(),
+            claim_token=held.claim.token,
+        )
+        return int(self._durable.retrying(lambda: self._durable_script(args))) == 1
+
+    def _durable_script(self, args: FinishBilledArgs | RecordArgs) -> Any:
+        """A script's result, then WAIT when one is due (a pipeline's EVAL); alone as
+        EVALSHA otherwise."""
+        if not self._durable.waits():
+            return self._scripts.run(args)
+        return self._durable.write(lambda pipe: self._scripts.run(args, client=pipe))[0]
+
     def envelope(self, job_id: str, node_id: str) -> NodeEnvelope | None:
         raw = self._r.hget(_key(job_id, "env"), node_id)
         return NodeEnvelope.model_validate_json(raw) if raw else None
@@ -370,24 +413,30 @@ class RedisJobStore(JobStore):
         return self.save_report_parts(job_id, split.summary, split.nodes)
 
     def save_report_parts(
-        self, job_id: str, summary: Mapping[str, Any], node_lines: Iterable[str]
+        self,
+        job_id: str,
+        summary: Mapping[str, Any],
+        node_lines: Iterable[str],
+        *,
+        ok_stored: bool = False,
     ) -> bool:
         """The nodes first, in lists of a fresh name (report_pages.CHUNK per command), then
         the summary naming them (SET NX); the lists are deleted again when another report
-        was stored first."""
+        was stored first. ``ok_stored``: an ok node's entry names its envelope instead of
+        copying it (report_pages.STORED), and the envelopes live as long as the lists."""
         ref = uuid.uuid4().hex[:12]
         nodes_key, failed_key = lists = self._node_lists(job_id, ref)
         pipe = self._r.pipeline(transaction=False)
         position = 0
         for chunk in chunks(node_lines):
-            failed = failed_positions(chunk, position)
-            pipe.rpush(nodes_key, *chunk)
+            entries, failed = report_entries(chunk, position, ok_stored)
+            pipe.rpush(nodes_key, *entries)
             if failed:
                 pipe.rpush(failed_key, *failed)
             pipe.execute()
             position += len(chunk)
-        pipe.expire(nodes_key, self._ttl_s)
-        pipe.expire(failed_key, self._ttl_s)
+        for key in (nodes_key, failed_key, *([_key(job_id, "env")] if ok_stored else [])):
+            pipe.expire(key, self._ttl_s)
         pipe.execute()
         return self._save_summary(job_id, {**summary, NODES_REF: ref}, lists)
 
@@ -410,15 +459,16 @@ class RedisJobStore(JobStore):
         return json.loads(raw) if raw else None
 
     def wait_report(
-        self, job_id: str, timeout_s: float, poll_s: float = 0.05
+        self, job_id: str, timeout_s: float, poll_s: float = 0.05, *, summary: bool = False
     ) -> dict[str, Any] | None:
         """Subscribed to the job's ``done`` channel, so the report is read as soon as it is
         written instead of at the next poll."""
+        read = self.report_summary if summary else self.report
         pubsub = self._r.pubsub(ignore_subscribe_messages=True)  # type: ignore[no-untyped-call]
         try:
             pubsub.subscribe(_key(job_id, "done"))
             deadline = time.monotonic() + timeout_s
-            while (report := self.report(job_id)) is None:
+            while (report := read(job_id)) is None:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     return None
@@ -454,11 +504,17 @@ class RedisJobStore(JobStore):
         if stop <= start:
             return []
         if not failed:
-            return [json.loads(raw) for raw in self._r.lrange(nodes_key, start, stop - 1)]
+            return self._resolved(job_id, self._r.lrange(nodes_key, start, stop - 1))  # type: ignore[arg-type]
         pipe = self._r.pipeline(transaction=False)
         for position in self._r.lrange(failed_key, start, stop - 1):
             pipe.lindex(nodes_key, int(position))
-        return [json.loads(raw) for raw in pipe.execute() if raw]
+        return self._resolved(job_id, [str(raw) for raw in pipe.execute() if raw])
+
+    def _resolved(self, job_id: str, entries: list[str]) -> list[dict[str, Any]]:
+        """The nodes of a node list's entries, the named envelopes read in one HMGET."""
+        ids = stored_ids(entries)
+        found: list[str | None] = self._r.hmget(_key(job_id, "env"), ids) if ids else []  # type: ignore[assignment]
+        return resolve(entries, dict(zip(ids, found, strict=True)))
 
     def record_call(self, job_id: str, call: BilledCall, fence: Lease | None = None) -> bool:
         key = call.answer_key if call.answer is not None and call.answer_key else ""
@@ -483,11 +539,9 @@ class RedisJobStore(JobStore):
         )
         # Durable (WAIT) and tried again through an outage: a line lost in a failover is a
         # call the gateway billed that the ledger misses, and its answer lost a call made
-        # again. Idempotent by call id, so a try whose reply was lost counts once.
-        [new] = self._durable.retrying(
-            lambda: self._durable.write(lambda pipe: self._scripts.run(args, client=pipe))
-        )
-        return bool(new)
+        # again. Idempotent by call id, so a try whose reply was lost counts once. With no
+        # WAIT to send, the script goes alone (EVALSHA, not a pipeline's EVAL of its text).
+        return bool(self._durable.retrying(lambda: self._durable_script(args)))
 
     def answer(self, job_id: str, key: str) -> StoredAnswer | None:
         raw = self._r.hget(_key(job_id, "answers"), key)
@@ -720,6 +774,17 @@ class RedisJobStore(JobStore):
             texts=dict(zip(node_ids, texts, strict=True)),
             cancelled=bool(cancelled),
         )
+
+    def envelopes_of(self, job_id: str, node_ids: Sequence[str]) -> dict[str, NodeEnvelope]:
+        """One HMGET."""
+        if not node_ids:
+            return {}
+        raw = self._r.hmget(_key(job_id, "env"), list(node_ids))
+        return {
+            n: NodeEnvelope.model_validate_json(found)
+            for n, found in zip(node_ids, raw, strict=True)
+            if found
+        }
 
     def ended_nodes(self, job_id: str) -> set[str]:
         """HKEYS of the envelopes: their ids without reading their contents."""

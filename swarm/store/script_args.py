@@ -31,6 +31,36 @@ class FinishArgs(_StoreScript):
 
 
 @dataclass(frozen=True)
+class FinishBilledArgs(_StoreScript):
+    """Record a node's billed answer and store its envelope, in one script."""
+
+    SCRIPT: ClassVar[str] = "finish_billed"
+    KEYS: ClassVar[int] = 8
+    envelopes: str
+    states: str
+    fence: str
+    billed: str
+    ledger: str
+    budget: str
+    answers: str
+    claim: str
+    node_id: str
+    envelope: str
+    state: str
+    ttl_s: int
+    fence_token: str
+    call_id: str
+    model: str
+    prompt_tokens: int
+    completion_tokens: int
+    cached_tokens: int
+    cost_nusd: int
+    answer_key: str
+    answer: str
+    claim_token: str
+
+
+@dataclass(frozen=True)
 class RecordArgs(_StoreScript):
     """Count one billed response once and store its answer."""
 
@@ -139,6 +169,7 @@ class DueArgs(_StoreScript):
 
 STORE_SCRIPTS: tuple[type[ScriptArgs], ...] = (
     FinishArgs,
+    FinishBilledArgs,
     RecordArgs,
     ReserveArgs,
     ReleaseArgs,

@@ -75,9 +75,8 @@ class ScriptArgs:
 
     @classmethod
     def names(cls) -> tuple[tuple[str, ...], tuple[str, ...]]:
-        """(key field names, argv field names)."""
-        names = tuple(f.name for f in dataclasses.fields(cls))
-        return names[: cls.KEYS], names[cls.KEYS :]
+        """(key field names, argv field names), read once per record class."""
+        return _names(cls)
 
     def keys(self) -> list[str]:
         """KEYS, in order; a tuple field (a variadic ``KEYS[n..]``) is flattened."""
@@ -93,6 +92,17 @@ class ScriptArgs:
             value = getattr(self, name)
             values.extend(_flat(value) if isinstance(value, tuple) else [value])
         return values
+
+
+_NAMES: dict[type[ScriptArgs], tuple[tuple[str, ...], tuple[str, ...]]] = {}
+
+
+def _names(record: type[ScriptArgs]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    found = _NAMES.get(record)
+    if found is None:
+        names = tuple(f.name for f in dataclasses.fields(record))
+        found = _NAMES[record] = names[: record.KEYS], names[record.KEYS :]
+    return found
 
 
 def _flat(values: Iterable[Any]) -> list[Any]:

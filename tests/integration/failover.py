@@ -66,7 +66,7 @@ def start_prefixed(
 def done(handle: SwarmHandle) -> int | None:
     """Nodes ended so far, or None while the store cannot be reached."""
     try:
-        return handle.progress().done
+        return handle.progress().nodes_done
     except STORE_OUTAGES:
         return None
 

@@ -10,9 +10,10 @@ from collections.abc import Iterator
 import pytest
 import redis
 
-from swarm.records import JobSpec, Usage
+from swarm.records import JobSpec, NodeEnvelope, Usage
 from swarm.store import JobStore, MemoryJobStore, RedisJobStore
-from swarm.store.billing import BilledCall, StoredAnswer
+from swarm.store.billing import BilledCall, HeldAnswer, StoredAnswer
+from swarm.store.leases import claim_lease, task_lease
 
 
 @pytest.fixture(params=["memory", "redis"])
@@ -134,3 +135,33 @@ def test_reopen_resets_report_cap_and_reservations(store: JobStore) -> None:
     assert not state.exhausted and store.spec("b1").budget_usd == 2e-6
     assert store.save_report("b1", {"status": "succeeded"})  # the new report replaces it
     assert store.reopen(spec) == 2 and store.ledger("b1")["m"].calls == 1
+
+
+def envelope_of(node_id: str, content: str) -> NodeEnvelope:
+    return NodeEnvelope(node_id=node_id, input_ref="r", model="m", status="ok", content=content)
+
+
+def test_a_held_answer_is_counted_once_with_its_envelope(store: JobStore) -> None:
+    job(store)
+    assert store.claim("b1", "n0", "run-1", 30)
+    held = HeldAnswer(call("c1", 500, key="k", text="first"), claim_lease("b1", "n0", "run-1"))
+    assert store.finish_billed_node("b1", envelope_of("n0", "first"), None, held)
+    assert not store.finish_billed_node("b1", envelope_of("n0", "first"), None, held)  # again
+    assert store.ledger("b1")["m"].calls == 1
+    assert store.budget("b1").spent_nusd == 500
+    stored = store.answer("b1", "k")
+    assert stored is not None and stored.content == "first"
+    assert store.envelope("b1", "n0") == envelope_of("n0", "first")
+    assert store.claim("b1", "n0", "run-2", 30)  # the claim ended with the answer
+
+
+def test_a_fenced_held_answer_is_still_counted_but_stores_nothing(store: JobStore) -> None:
+    job(store)
+    assert store.claim("b1", "n1", "other run", 30)  # this run's claim lapsed and was taken
+    held = HeldAnswer(call("c2", 300, key="k2"), claim_lease("b1", "n1", "this run"))
+    lost = task_lease("b1", "t1")  # and its task lease is not held either
+    assert not store.finish_billed_node("b1", envelope_of("n1", "late"), lost, held)
+    assert store.ledger("b1")["m"].calls == 1  # the gateway billed it: counted
+    assert store.answer("b1", "k2") is None
+    assert store.envelope("b1", "n1") is None
+    assert not store.claim("b1", "n1", "a third run", 30)  # the other run keeps its claim

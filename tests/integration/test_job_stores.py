@@ -89,6 +89,17 @@ def test_ok_envelope_is_final_error_can_be_replaced(store: JobStore) -> None:
     assert [e.node_id for e in store.envelopes("job")] == ["n0", "n2"]
 
 
+def test_envelopes_of_reads_the_named_nodes_that_ended(store: JobStore) -> None:
+    store.create_job(spec(4), ["a", "b", "c", "d"])
+    store.finish_node("job", env("n1", ok=True))
+    store.finish_node("job", env("n3", ok=False))
+    assert store.envelopes_of("job", ["n3", "n0", "n1"]) == {
+        "n3": env("n3", ok=False),
+        "n1": env("n1", ok=True),
+    }
+    assert store.envelopes_of("job", []) == {}
+
+
 def billed(call_id: str, model: str, usage: Usage) -> BilledCall:
     return BilledCall(call_id=call_id, model=model, usage=usage, cost_nusd=1)
 
@@ -249,6 +260,19 @@ def test_redis_report_written_second_leaves_no_node_lists(redis_url: str) -> Non
     assert store.report("job") == report_of("ox")
 
 
+def test_redis_report_names_the_ok_envelopes_instead_of_copying_them(redis_url: str) -> None:
+    r = redis.Redis.from_url(redis_url, decode_responses=True)
+    store = RedisJobStore(r, ttl_s=60)
+    store.create_job(spec(), ["a", "b", "c"])
+    store.finish_node("job", env("n0", ok=True))
+    store.finish_node("job", env("n2", ok=False))
+    lines = [env(n, ok=n == "n0").model_dump_json() for n in ("n0", "n1", "n2")]
+    assert store.save_report_parts("job", {"total": 3}, lines, ok_stored=True)
+    (nodes_key,) = r.keys("swarm:{job:job}:rnodes:*")
+    entries = r.lrange(nodes_key, 0, -1)
+    assert entries[0] == "@n0" and entries[1:] == lines[1:]
+
+
 def test_ended_nodes_are_those_with_an_envelope(store: JobStore) -> None:
     store.create_job(spec(), ["a", "b", "c"])
     store.mark_running("job", "n0", "m")
@@ -266,6 +290,23 @@ def test_report_saved_in_parts_reads_like_a_whole_one(store: JobStore) -> None:
     assert store.report("job") == report
     failed = store.report_nodes("job", 800, 2, failed=True)
     assert [n["node_id"] for n in failed] == ["n2401", "n2404"]
+
+
+def test_a_report_naming_its_stored_ok_envelopes_reads_like_a_copied_one(
+    store: JobStore,
+) -> None:
+    store.create_job(spec(4), ["a", "b", "c", "d"])
+    nodes = [env("n0", ok=True), env("n1", ok=False), env("n2", ok=True), env("n3", ok=False)]
+    for node in nodes[:3]:
+        store.finish_node("job", node)
+    summary = {"job_id": "job", "status": "partial", "total": 4}
+    lines = [node.model_dump_json() for node in nodes]
+    assert store.save_report_parts("job", summary, lines, ok_stored=True)
+    store.finish_node("job", env("n1", ok=True))  # a later run: the report keeps its copy
+    expected = [node.model_dump(mode="json") for node in nodes]
+    assert store.report("job") == {**summary, "nodes": expected}
+    assert store.report_nodes("job", 1, 2) == expected[1:3]
+    assert store.report_nodes("job", failed=True) == [expected[1], expected[3]]
 
 
 def test_inputs_are_stored_from_a_stream_longer_than_one_write(store: JobStore) -> None:

@@ -1,7 +1,8 @@
 """The operator's commands as a user runs them, against real redis-server, a `celery -A
 workers worker` and a slow `swarm sim`: Ctrl-C on a waiting `swarm run`, `swarm status
 --watch` piped, `swarm jobs`, `swarm cancel`, `swarm cost` of a running job, a job whose
-queue no worker consumes, the pre-flight estimate line, and a worker started without a key."""
+queue no worker consumes, the pre-flight estimate line (of a run and of a resume), and a
+worker started without a key."""
 
 from __future__ import annotations
 
@@ -178,6 +179,24 @@ def test_the_estimate_line_goes_to_stderr(stack: Stack, tmp_path: Path) -> None:
     assert "swarm: estimate: up to $" in always.stderr
     for job_id in (quiet.stdout.strip(), always.stdout.strip()):
         swarm(["cancel", job_id], stack.env)
+
+
+def test_resume_announces_the_nodes_it_runs_again(stack: Stack, tmp_path: Path) -> None:
+    (tmp_path / "bad").mkdir()
+    files = [*inputs(tmp_path, 1), *inputs(tmp_path / "bad", 1, "[[sim:status=400]]")]
+    first = swarm(["run", *files, "--json"], stack.env)
+    job_id = json.loads(first.stdout)["job_id"]
+    assert json.loads(first.stdout)["failed"] == 1, first.stderr
+    quiet = swarm(["resume", job_id], stack.env)
+    assert "estimate:" not in quiet.stderr, quiet.stderr  # far below $1
+    resumed = swarm(["resume", job_id, "--json", "--timeout", "100"], stack.env)
+    assert json.loads(resumed.stdout)["job_id"] == job_id, resumed.stderr
+    assert re.search(
+        r"^swarm: estimate: up to \$\d+\.\d{4} for 1 sub-agent run again \(\$\d+\.\d{4}\) and "
+        r"the aggregation",
+        resumed.stderr,
+        re.M,
+    ), resumed.stderr
 
 
 def test_a_worker_without_the_key_its_gateway_needs_warns_at_start(

@@ -78,7 +78,7 @@ def test_close_closes_every_connection_the_client_opened(env: str, observer: red
     before = connections(observer)
     with SwarmClient() as client:
         handle = client.submit(["a", "b"], "Summarise")  # broker, job store, chord state
-        assert handle.progress().total == 2
+        assert handle.progress().nodes_total == 2
         opened = opened_since(observer, before)
         assert opened
     until(lambda: not (connections(observer) & opened), "connections left open after close()")
@@ -91,14 +91,14 @@ def test_the_module_helpers_share_one_client(env: str, observer: redis.Redis) ->
         first = swarm.submit(["a"], "Summarise")
         second = swarm.submit(["b", "c"], "Summarise")
         shared = default_client()
-        assert swarm.attach(first.id).progress().total == 1
+        assert swarm.attach(first.id).progress().nodes_total == 1
         assert swarm.attach(second.id).progress().phase == "nodes"
         assert default_client() is shared
         settings = shared.settings.model_copy(update={"min_success_ratio": 1.0})
         third = swarm.submit(["d"], "Summarise", settings=settings)
         own = default_client(settings)
         assert own is not shared and own.store.spec(third.id).min_success_ratio == 1.0
-        assert swarm.attach(third.id, settings=settings).progress().total == 1
+        assert swarm.attach(third.id, settings=settings).progress().nodes_total == 1
         assert default_client(settings) is own
         opened = opened_since(observer, before)
         assert opened
@@ -118,7 +118,7 @@ def test_an_unreachable_gateway_refuses_the_job_before_anything_is_sent(
     assert jobs.dbsize() == 0 and observer.llen("llm.kimi-k2.5") == 0
     jobs.close()
     with SwarmClient(base_url=dead, api_key="sk-test", check_gateway=False) as client:
-        assert client.submit(["a"], "Summarise").progress().total == 1
+        assert client.submit(["a"], "Summarise").progress().nodes_total == 1
 
 
 def test_a_placeholder_key_is_refused_at_submit(env: str) -> None:

@@ -61,7 +61,7 @@ def test_a_redis_restart_mid_swarm_loses_nothing(
         st.reset_stats()
         client = fs.client()
         handle = client.submit(inputs(40), "Summarise this document")
-        wait_until(lambda: handle.progress().done >= 10, 60, "10 of 40 nodes done")
+        wait_until(lambda: handle.progress().nodes_done >= 10, 60, "10 of 40 nodes done")
         restarted_at = time.monotonic()
         srv.restart()
         report = handle.wait(timeout=120).to_dict()  # the producer's own connections reconnect

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -84,10 +85,33 @@ def test_analyze_plans_over_documents(tmp_path: Path) -> None:
     ]
     calls = sum(m["calls"] for m in report["models"].values())
     assert calls == 3 + 2  # planner, three sub-agents, aggregation
+    # --json: the pre-flight line is always on stderr, the planner's share first
+    assert re.search(
+        r"^swarm: estimate: up to \$\d+\.\d{4} for the planner \(\$\d+\.\d{4}\), 3 sub-agents "
+        r"\(\$\d+\.\d{4}\) and the aggregation \(\$\d+\.\d{4}\), if the plan gives each "
+        r"document one sub-task",
+        done.stderr,
+        re.M,
+    ), done.stderr
     text = swarm(["analyze", "paper0.md", "--query", "Who?", "--simulate"], tmp_path)
     assert text.returncode == 0 and "## Sources" in text.stdout and "paper0.md" in text.stdout
+    assert "estimate:" not in text.stderr  # far below SWARM_ESTIMATE_NOTICE_USD
     empty = swarm(["analyze", "paper0.md", "--query", " ", "--simulate"], tmp_path)
     assert empty.returncode == 2 and "query is empty" in empty.stderr
+
+
+def test_analyze_takes_the_options_run_and_review_share(tmp_path: Path) -> None:
+    (tmp_path / "a.md").write_text("# A\n" + "Latency fell by 30% on every run. " * 40)
+    capped = swarm(
+        ["analyze", "a.md", "--query", "What got faster?", "--simulate", "--max-tokens", "5",
+         "--timeout", "100", "--budget-usd", "5", "--json"],
+        tmp_path,
+    )  # fmt: skip
+    assert capped.returncode == 0, capped.stderr
+    nodes = json.loads(capped.stdout)["nodes"]
+    assert nodes and all(0 < n["usage"]["completion_tokens"] <= 5 for n in nodes)
+    bad = swarm(["analyze", "a.md", "--query", "Q", "--simulate", "--timeout", "0"], tmp_path)
+    assert bad.returncode == 2 and "--timeout must be a positive number" in bad.stderr
 
 
 def test_review_and_analyze_as_agents(tmp_path: Path) -> None:

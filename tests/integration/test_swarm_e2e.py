@@ -69,12 +69,13 @@ def test_hundred_inputs_all_succeed_and_usage_equals_the_gateways(stack: Stack) 
     assert all("swarm.subagent" in text for text in logs)
     assert report["cost_usd"] > 0 and report["wall_s"] > 0
     progress = handle.progress()
-    assert (progress.done, progress.failed, progress.in_flight, progress.finished) == (
+    assert (progress.nodes_done, progress.failed, progress.in_flight, progress.finished) == (
         100,
         0,
         0,
         True,
     )
+    assert (progress.done, progress.total) == (101, 101)  # the nodes and the aggregation
 
 
 def test_non_retryable_errors_end_partial_with_error_envelopes(stack: Stack) -> None:

@@ -146,7 +146,7 @@ def test_a_killed_worker_costs_seconds(broker_fs: FaultStack) -> None:
     # At 40% done, with calls of the victim's in flight (12 run at once, 40 in 4 rounds).
     wait_until(
         lambda: (
-            handle.progress().done >= 16
+            handle.progress().nodes_done >= 16
             and bool(held_nodes(broker_fs, victim.log_text(), handle.id))
         ),
         120,

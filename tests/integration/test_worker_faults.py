@@ -43,7 +43,7 @@ def test_a_killed_worker_s_calls_come_back_after_the_visibility_timeout(fs: Faul
     victim, survivors = workers[2], workers[:2]
     fs.stack.reset_stats()
     handle = fs.client().submit(inputs(100), "Summarise this document")
-    wait_until(lambda: handle.progress().done >= 40, 90, "40 of 100 nodes done")
+    wait_until(lambda: handle.progress().nodes_done >= 40, 90, "40 of 100 nodes done")
     victim.kill()  # SIGKILL: no warm shutdown, nothing acked, nothing restored
     killed_at = time.monotonic()
     log = victim.log_text()

@@ -16,11 +16,12 @@ from swarm.cli import follow as follow_module
 from swarm.cli.estimate_line import estimate_text
 from swarm.cli.follow import Watch, follow
 from swarm.cli.idle import idle_line, job_queues
-from swarm.cli.jobs_view import age
+from swarm.cli.jobs_view import age, jobs_table
 from swarm.cli.snapshot import JobSnapshot, clock, plain_line, take_snapshot
 from swarm.cost.budget import JobEstimate
 from swarm.records import NodeEnvelope, NodeTask, Usage
 from swarm.store import MemoryJobStore, ModelProgress, Progress
+from swarm.store.base import JobSummary
 from swarm.store.billing import BilledCall
 
 
@@ -152,6 +153,22 @@ def test_the_estimate_line_gives_the_bound_and_its_parts() -> None:
     )
 
 
+def test_the_estimate_line_of_a_plan_and_of_a_resume() -> None:
+    plan = JobEstimate(
+        nodes=3, prompt_tokens=9_000, completion_tokens=8_000, subagents_nusd=30_000_000,
+        aggregation_nusd=10_000_000, planner_nusd=5_000_000,
+    )  # fmt: skip
+    text = estimate_text(plan, assumes="if the plan gives each document one sub-task")
+    assert text.startswith(
+        "estimate: up to $0.0450 for the planner ($0.0050), 3 sub-agents ($0.0300) and the "
+        "aggregation ($0.0100), if the plan gives each document one sub-task; an upper bound"
+    )
+    rerun = plan.model_copy(update={"nodes": 1, "planner_nusd": 0})
+    assert estimate_text(rerun, again=True).startswith(
+        "estimate: up to $0.0400 for 1 sub-agent run again ($0.0300) and the aggregation"
+    )
+
+
 def test_ages() -> None:
     assert [age(s) for s in (5, 75, 7200, 200000)] == ["5s", "1m", "2h", "2d"]
 
@@ -236,3 +253,14 @@ def test_waiting_past_the_timeout_says_the_job_keeps_running() -> None:
     store.create_job(job_spec(1), ["a"])
     with pytest.raises(JobTimeoutError, match="keeps running: swarm status j1 --watch"):
         follow(Watch(store, load_catalog(), "j1"), timeout_s=0.3, live=False)
+
+
+def test_the_jobs_table_title_counts_in_words() -> None:
+    def job(n: int) -> JobSummary:
+        return JobSummary(
+            job_id=f"j{n}", submitted_at=0.0, status="running", total=2, done=1, failed=0,
+            in_flight=1, cost_usd=0.0,
+        )  # fmt: skip
+
+    assert jobs_table([job(1)], 10.0).title == "the job submitted last"
+    assert jobs_table([job(1), job(2)], 10.0).title == "the 2 jobs submitted last, newest first"

@@ -4,6 +4,7 @@ through the public API (blocking and asyncio)."""
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
 
@@ -11,6 +12,9 @@ import swarm
 import swarm.testing
 from swarm import AsyncSwarmClient, Report
 from workers import process
+
+HELD_AGGREGATION = "Merge the results. [[sim:latency_ms=800]]"
+"""An aggregation the simulator answers after 0.8 s: a window to see the job aggregating."""
 
 
 def test_a_job_runs_in_process_and_reports_typed(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -23,8 +27,29 @@ def test_a_job_runs_in_process_and_reports_typed(monkeypatch: pytest.MonkeyPatch
     assert (report.status, report.total, report.succeeded) == ("succeeded", 3, 3)
     assert report.final and all(node.status == "ok" and node.content for node in report.nodes)
     assert report.cost_usd > 0 and report.usage.completion_tokens > 0
-    assert (progress.phase, progress.done, progress.cost_usd) == ("done", 3, report.cost_usd)
+    assert (progress.phase, progress.nodes_done, progress.cost_usd) == ("done", 3, report.cost_usd)
+    assert progress.done == progress.total == 4  # three nodes and the aggregation
     assert handle.done()
+
+
+def test_progress_keeps_done_below_total_while_the_aggregation_runs() -> None:
+    with swarm.testing.embedded() as client:  # the marker holds the aggregation's call
+        handle = client.submit(["a", "b"], "Summarise", aggregate_instruction=HELD_AGGREGATION)
+        seen = []
+        for _ in range(3000):  # at most a minute of polling
+            if handle.done():
+                break
+            seen.append(handle.progress())
+            time.sleep(0.02)
+        report = handle.wait(timeout=60)
+        final = handle.progress()
+    aggregating = [p for p in seen if p.phase == "aggregating"]
+    assert aggregating, "the job was never seen aggregating"
+    for progress in aggregating:
+        assert (progress.nodes_done, progress.nodes_total) == (2, 2)
+        assert (progress.done, progress.total, progress.finished) == (2, 3, False)
+    assert all(p.done < p.total for p in seen)
+    assert report.status == "succeeded" and (final.done, final.total) == (3, 3)
 
 
 def test_the_simulator_is_configurable() -> None:

@@ -56,10 +56,12 @@ def test_the_phase_says_the_aggregation_runs_once_every_node_ended(store: Memory
     assert handle.progress().phase == "nodes"
     store.finish_node("j1", ok("n01"))
     progress = handle.progress()
-    assert (progress.done, progress.total, progress.phase) == (2, 2, "aggregating")
+    assert (progress.nodes_done, progress.nodes_total, progress.phase) == (2, 2, "aggregating")
+    assert (progress.done, progress.total, progress.pending) == (2, 3, 0)  # the aggregation left
     assert not progress.finished and not handle.done() and handle.report() is None
     store.save_report("j1", written_report(store))
-    assert handle.progress().phase == "done" and handle.done()
+    progress = handle.progress()
+    assert (progress.phase, progress.done, progress.total) == ("done", 3, 3) and handle.done()
 
 
 def test_progress_counts_what_the_gateway_billed_so_far(store: MemoryJobStore) -> None:

@@ -7,7 +7,7 @@ import math
 import pytest
 from click.testing import CliRunner
 
-from swarm.catalog import load_catalog
+from swarm.catalog import AGGREGATE_KIND, load_catalog
 from swarm.cli.main import main
 from swarm.cost.budget import (
     call_bound_nusd,
@@ -17,9 +17,10 @@ from swarm.cost.budget import (
 )
 from swarm.cost.pricing import cost_nusd, cost_usd, nusd_of_usd
 from swarm.errors import BudgetExceededError, InputError
-from swarm.jobs.estimate import estimate_job
+from swarm.jobs.estimate import estimate_job, estimate_plan, estimate_rerun
+from swarm.jobs.plan_schema import plannable_kinds
 from swarm.jobs.prompts import subagent_messages
-from swarm.records import InputItem, Usage
+from swarm.records import InputItem, JobSpec, Usage
 from swarm.store.billing import BudgetState, admits
 
 CATALOG = load_catalog()
@@ -74,6 +75,41 @@ def test_aggregation_prompt_bound_stays_inside_the_context_window() -> None:
     bound = estimate_job(items, "i", "a", KIMI, KIMI)
     cap = KIMI.context_window - KIMI.max_tokens
     assert bound.aggregation_nusd == call_bound_nusd(KIMI, cap, KIMI.max_tokens)
+
+
+def test_a_plan_bound_counts_every_planner_attempt_and_the_priciest_route() -> None:
+    items = [InputItem(ref=f"d{i}.md", text="z " * 300) for i in range(3)]
+    planner = CATALOG.route("plan")
+    once = estimate_plan(items, "Which?", "merge", CATALOG, planner, 1, max_tokens=64)
+    twice = estimate_plan(items, "Which?", "merge", CATALOG, planner, 2, max_tokens=64)
+    assert twice.planner_nusd == 2 * once.planner_nusd > 0
+    assert twice.total_usd > once.total_usd and twice.subagents_nusd == once.subagents_nusd
+    prompt = prompt_estimate(
+        m["content"] for m in subagent_messages("Which?", "d0.md", items[0].text)
+    )
+    routes = {CATALOG.route(kind) for kind in plannable_kinds(CATALOG)}
+    priciest = max(call_bound_nusd(model, prompt, 64) for model in routes)
+    assert once.nodes == 3 and once.subagents_nusd == 3 * priciest
+    assert once.aggregation_nusd > 0 and CATALOG.route(AGGREGATE_KIND).max_tokens > 0
+
+
+def test_a_rerun_bound_counts_the_nodes_run_again_and_the_whole_aggregation() -> None:
+    spec = JobSpec(
+        job_id="j", instruction="find bugs", aggregate_instruction="merge", model=DEEPSEEK.name,
+        aggregate_model=KIMI.name, node_ids=("n0", "n1", "n2"), input_refs=("a", "b", "c"),
+        submitted_at=0.0, max_tokens=100,
+    )  # fmt: skip
+    again = estimate_rerun(spec, {"n1": "x = 1\n" * 50}, CATALOG)
+    prompt = prompt_estimate(
+        m["content"] for m in subagent_messages("find bugs", "b", "x = 1\n" * 50)
+    )
+    assert again.nodes == 1 and again.subagents_nusd == call_bound_nusd(DEEPSEEK, prompt, 100)
+    every = estimate_job(
+        [InputItem(ref=r, text="x = 1\n" * 50) for r in "abc"], "find bugs", "merge",
+        DEEPSEEK, KIMI, max_tokens=100,
+    )  # fmt: skip
+    assert again.aggregation_nusd == every.aggregation_nusd  # it quotes all three results
+    assert estimate_rerun(spec, {}, CATALOG).subagents_nusd == 0
 
 
 @pytest.mark.parametrize(

@@ -24,6 +24,7 @@ from swarm.records import ErrorKind, JobSpec, NodeTask
 from swarm.settings import Settings
 from swarm.sim import SimConfig, start_in_thread
 from swarm.store import MemoryJobStore
+from swarm.tokens import estimate_messages
 
 SCHEMA = {
     "type": "object",
@@ -213,3 +214,38 @@ def test_report_flags_truncated_inputs_and_cut_outputs(rt: Runtime) -> None:
     assert report["truncated"] == 2  # the simulator's answers exceed 5 tokens
     nodes = rt.store.report_nodes("j")
     assert len(nodes) == 2 and all(n["finish_reason"] == "length" for n in nodes)
+
+
+def test_a_fix_up_refused_as_too_long_leaves_the_first_answer_as_bad_output(
+    make_runtime: Callable[..., tuple[Runtime, MockGateway]],
+) -> None:
+    wrong = '{"risks": [{"severity": "catastrophic"}], "summary": "x"}'
+
+    def handler(body: dict[str, Any], n: int) -> httpx2.Response:
+        if n == 1:
+            return completion(wrong)
+        message = "This model's maximum context length is 4096 tokens. However, you requested"
+        return httpx2.Response(400, json={"error": {"message": f"{message} 5025 tokens"}})
+
+    rt, gw = make_runtime(handler)
+    job(rt, ["diff"], output_schema=SCHEMA)
+    env = run_node(rt, "j", "n0")
+    assert env.status == "error" and env.error_kind is ErrorKind.BAD_OUTPUT, env.error
+    assert env.content == wrong and "risks.0.severity" in (env.error or "")
+    assert len(gw.requests) == 2
+
+
+def test_the_fix_up_echoes_the_rejected_answer_clipped_to_the_window(
+    make_runtime: Callable[..., tuple[Runtime, MockGateway]],
+) -> None:
+    long_wrong = '{"summary": "' + "words " * 2500 + '"}'  # ~3,750 estimated tokens
+    rt, gw = make_runtime(lambda body, n: completion(long_wrong))
+    rt.windows.learn("kimi-k2.5", 4096)  # a local server's window, smaller than the catalog's
+    job(rt, ["diff"], output_schema=SCHEMA)
+    run_node(rt, "j", "n0")
+    fix = gw.requests[1]
+    echoed = fix["messages"][-2]
+    assert echoed["role"] == "assistant" and long_wrong.startswith(echoed["content"])
+    assert len(echoed["content"]) < len(long_wrong)
+    prompt = estimate_messages(m["content"] for m in fix["messages"])
+    assert prompt + fix["max_tokens"] <= 4096
