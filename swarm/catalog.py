@@ -23,6 +23,7 @@ from pydantic_core import ErrorDetails
 
 from swarm.backends import DEFAULT_BACKEND, BackendSpec
 from swarm.errors import ConfigError, UnknownModelError
+from swarm.records import TenantName
 
 DEFAULT_KIND = "default"
 AGGREGATE_KIND = "aggregate"
@@ -35,6 +36,8 @@ and the kinds the packaged catalog routes. Any other kind must be declared in ``
 
 NonNegative = Annotated[float, Field(ge=0)]
 Positive = Annotated[int, Field(gt=0)]
+Weight = Annotated[float, Field(gt=0, le=1_000_000)]
+"""A tenant's weight: its share of a model's tokens against the other active tenants'."""
 ModelList = Annotated[tuple[str, ...], Field(strict=False)]
 """A TOML array of names: an array is a list, which strict mode would not take as a tuple
 (its items are still strings only)."""
@@ -100,6 +103,9 @@ class Catalog(BaseModel):
     backends: dict[str, BackendSpec] = Field(default_factory=dict)
     kinds: ModelList = ()
     """Task kinds of this catalog beyond KNOWN_KINDS (e.g. ``kinds = ["translate"]``)."""
+    tenants: dict[TenantName, Weight] = Field(default_factory=dict)
+    """Weight of each tenant (``[tenants]`` table, ``team-a = 3``); a tenant not listed
+    weighs 1."""
 
     @model_validator(mode="before")
     @classmethod
@@ -167,6 +173,10 @@ class Catalog(BaseModel):
             known = ", ".join(sorted(self.routing))
             raise UnknownModelError(f"unknown task kind {kind!r} (catalog has: {known})") from None
 
+    def tenant_weight(self, tenant: str) -> float:
+        """The weight of ``tenant`` (1 when the catalog does not list it)."""
+        return self.tenants.get(tenant, 1.0)
+
     def queues(self) -> tuple[str, ...]:
         """Every queue of the catalog, each once, in catalog order."""
         return tuple(dict.fromkeys(spec.queue for spec in self.models.values()))
@@ -233,6 +243,8 @@ def _error_line(err: ErrorDetails) -> str:
             what = f"table [{name}]" if isinstance(err.get("input"), dict) else f"field {name}"
             return f"unknown {what} at the top level{hint}"
         return f"unknown field {name} in {_table(path)}{hint}"
+    if loc[-1] == "[key]":  # a table's key (a tenant's name)
+        return f"invalid key {str(loc[-2])!r} in {_table(loc[:-2])}: {msg}"
     if isinstance(loc[-1], int):  # an item of an array: name the array
         loc = loc[:-1]
     field = str(loc[-1])

@@ -6,10 +6,29 @@ task result) and serialises with ``model_dump(mode="json")`` on the way out.
 
 from __future__ import annotations
 
+import re
 from enum import StrEnum
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
+
+from swarm.errors import InputError
+
+DEFAULT_TENANT = "default"
+"""The tenant of a job submitted without one."""
+TENANT_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
+"""A tenant name: a letter or digit, then up to 63 letters, digits, ``_``, ``.`` or ``-``."""
+TenantName = Annotated[str, Field(pattern=TENANT_PATTERN)]
+
+
+def check_tenant(name: str) -> str:
+    """``name`` when it is a valid tenant name, else InputError."""
+    if not re.match(TENANT_PATTERN, name):
+        raise InputError(
+            f"invalid tenant {name!r}: a letter or digit, then letters, digits, _ . or -"
+            " (at most 64 characters)"
+        )
+    return name
 
 
 class Frozen(BaseModel):
@@ -217,6 +236,9 @@ class JobSpec(Frozen):
     deadline_at: float | None = None
     """Unix time the job must end by: its plain nodes go through the gateway's Batch API
     while the deadline allows (swarm.batch); None: every call is live."""
+    tenant: TenantName = DEFAULT_TENANT
+    """The team the job runs for: admission shares each model's tokens between the tenants
+    by their catalog weights (swarm.calls.admission.shares)."""
     _index: dict[str, int] = PrivateAttr(default_factory=dict)
 
     def _position(self, node_id: str) -> int:

@@ -141,6 +141,9 @@ class Settings(BaseSettings):
     """Tolerated shift between admission and arrival at the gateway (rate margin)."""
     admission_max_countdown_s: float = Field(default=60.0, gt=0)
     """Longest countdown of a task sent back to the queue to wait for admission."""
+    admission_tenant_window_s: float = Field(default=60.0, gt=0)
+    """Time constant of each tenant's recent token use on a model: tenants share a busy
+    model's tokens by weight over about this long (the catalog's ``[tenants]`` table)."""
     admission_max_requeues: int = Field(default=100, ge=0)
     """Times a node may go back to the queue for admission; after that it waits in the task."""
     worker_rate_limit: str | None = None

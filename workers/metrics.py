@@ -143,19 +143,47 @@ class AdmissionCollector(Collector):
         return iter(self._families())
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
-        in_flight, waiting = self._families()
+        families = self._families()
+        in_flight, waiting, tokens, share, target = families
         try:
             for name, spec in self.catalog.models.items():
                 counters = self.admission.counters(spec)
                 in_flight.add_metric([name], counters.inflight)
                 waiting.add_metric([name], counters.waiting)
+                for row in counters.tenants:
+                    tokens.add_metric([name, row.tenant], row.tokens)
+                    share.add_metric([name, row.tenant], row.share)
+                    target.add_metric([name, row.tenant], row.target)
         except Exception:  # a scrape while Redis is away: skip these gauges this time
             log.debug("admission counters unavailable for this scrape", exc_info=True)
             return iter(())
-        return iter((in_flight, waiting))
+        return iter(families)
 
     @staticmethod
-    def _families() -> tuple[GaugeMetricFamily, GaugeMetricFamily]:
+    def _families() -> tuple[GaugeMetricFamily, ...]:
+        tenant = ["model", "tenant"]
+        return (
+            *AdmissionCollector._model_families(),
+            GaugeMetricFamily(
+                "swarm_admission_tenant_tokens",
+                "A tenant's recent tokens on a model (decaying sum, admission).",
+                labels=tenant,
+            ),
+            GaugeMetricFamily(
+                "swarm_admission_tenant_share",
+                "A tenant's share of a model's recent tokens (0..1).",
+                labels=tenant,
+            ),
+            GaugeMetricFamily(
+                "swarm_admission_tenant_target_share",
+                "The share of a model's tokens a tenant's weight gives it among the busy "
+                "tenants (0..1).",
+                labels=tenant,
+            ),
+        )
+
+    @staticmethod
+    def _model_families() -> tuple[GaugeMetricFamily, GaugeMetricFamily]:
         return (
             GaugeMetricFamily(
                 "swarm_admission_in_flight",

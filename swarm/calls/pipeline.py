@@ -36,6 +36,7 @@ from typing import Any
 from swarm.backends import BackendKind
 from swarm.calls import steps
 from swarm.calls.admission.gate import Gate
+from swarm.calls.admission.shares import Tenant
 from swarm.calls.gateway import NO_KEY
 from swarm.calls.idempotency import CallGuard
 from swarm.calls.local import steps as local
@@ -77,6 +78,8 @@ def _admission_of(rt: Runtime, request: CallRequest) -> dict[str, Any]:
         "spec": request.model,
         "job_id": request.job_id,
         "tokens": request.tokens,
+        "tenant": Tenant(request.tenant, rt.catalog.tenant_weight(request.tenant)),
+        "charge": request.prompt_tokens,
         "max_wait_s": settings.admission_max_wait_s,
         "max_countdown_s": settings.admission_max_countdown_s,
         "may_requeue": request.may_requeue,

@@ -15,7 +15,7 @@ from functools import cached_property
 from typing import Any
 
 from swarm.catalog import ModelSpec
-from swarm.records import ErrorKind, ToolCall, Usage
+from swarm.records import DEFAULT_TENANT, ErrorKind, ToolCall, Usage
 from swarm.store.billing import HeldAnswer
 from swarm.tokens import estimate_messages
 
@@ -79,6 +79,8 @@ class CallRequest:
     """What earlier runs of this call did (a task admission sent back to the queue)."""
     tools: tuple[dict[str, Any], ...] = ()
     """Tool definitions offered to the model (OpenAI ``tools``); empty: a plain call."""
+    tenant: str = DEFAULT_TENANT
+    """Tenant of the job (admission shares each model's tokens between tenants)."""
     hold_answer: bool = False
     """A node's own plain call, whose envelope is stored right after it: a billed answer is
     held under the call's claim and recorded with the envelope in one write

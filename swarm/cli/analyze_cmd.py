@@ -62,6 +62,7 @@ def analyze_command(
     strict: bool,
     timeout_s: float | None,
     deadline_s: float | None,
+    tenant: str,
     max_tokens: int | None,
 ) -> None:
     """Answer QUERY over DOCUMENTS (txt, md; pdf with pypdf installed): a planner splits the
@@ -71,11 +72,13 @@ def analyze_command(
     from swarm.cli.estimate_line import announce_plan
     from swarm.cli.execute import execute
     from swarm.cost.budget import check_budget
+    from swarm.records import check_tenant
     from swarm.settings import load_settings
     from swarm.sources.documents import read_documents
 
     check_budget(budget_usd)
     check_timeout(timeout_s)
+    check_tenant(tenant)
     items = read_documents(list(documents))
 
     def submit(client: SwarmClient) -> SwarmHandle:
@@ -88,6 +91,7 @@ def analyze_command(
             tools=tools,
             deadline_s=deadline_s,
             max_tokens=max_tokens,
+            tenant=tenant,
         )
 
     execute(

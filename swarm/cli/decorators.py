@@ -63,6 +63,14 @@ BUDGET = click.option(
 STRICT = click.option(
     "--strict", is_flag=True, help="Refuse when the workers call another gateway than this."
 )
+TENANT = click.option(
+    "--tenant",
+    envvar="SWARM_TENANT",
+    default="default",  # swarm.records.DEFAULT_TENANT (records would load pydantic at start)
+    show_default=True,
+    help="Team the job runs for: busy models share tokens between teams by the catalog's "
+    "[tenants] weights (env SWARM_TENANT).",
+)
 MAX_TOKENS = click.option(
     "--max-tokens", type=click.IntRange(min=1), help="Completion cap per sub-agent."
 )
@@ -70,7 +78,7 @@ FORCE = click.option(
     "--force", is_flag=True, help="Run even if the estimate passes --budget-usd (until spent)."
 )
 
-JOB_OPTIONS = (JSON, NO_WAIT, SIMULATE, BUDGET, STRICT, TIMEOUT)
+JOB_OPTIONS = (JSON, NO_WAIT, SIMULATE, BUDGET, STRICT, TIMEOUT, TENANT)
 """The options of every job-submitting command (run, review, analyze)."""
 LIMIT_OPTIONS = (MAX_TOKENS, FORCE)
 """The options of the commands whose sub-agents' answers are capped and priced up front
@@ -89,7 +97,7 @@ def _with(options: tuple[Callable[[Any], Any], ...], fn: Callable[P, R]) -> Call
 
 def job_options(fn: Callable[P, R]) -> Callable[P, R]:
     """``fn`` with JOB_OPTIONS (parameters as_json, no_wait, simulate, budget_usd, strict,
-    timeout_s)."""
+    timeout_s, tenant)."""
     return _with(JOB_OPTIONS, fn)
 
 

@@ -87,17 +87,20 @@ def run(
     skip_empty: bool,
     output_schema: Path | None,
     deadline_s: float | None,
+    tenant: str,
 ) -> None:
     """One sub-agent per INPUT file (- reads one input per line from stdin), then aggregate."""
     from swarm.catalog import load_catalog
     from swarm.cli.execute import execute, submitter
     from swarm.cli.inputs import read_inputs, read_schema
     from swarm.cost.budget import check_budget
+    from swarm.records import check_tenant
     from swarm.settings import load_settings
 
     settings = load_settings()
     check_budget(budget_usd)
     check_timeout(timeout_s)
+    check_tenant(tenant)
     items = read_inputs(inputs, skip_empty=skip_empty, warn=lambda line: click.echo(line, err=True))
     schema = read_schema(output_schema) if output_schema else None
     if not instruction.strip():
@@ -118,6 +121,7 @@ def run(
         tool_root=str(Path.cwd()) if tools == "repo" else None,
         output_schema=schema,
         deadline_s=deadline_s,
+        tenant=tenant,
     )
     execute(
         settings,

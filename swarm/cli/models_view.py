@@ -68,6 +68,9 @@ def print_models(counters: dict[str, dict[str, dict[str, Any]]], console: Consol
     """One row per model: admitted, waiting, 429s, pauses, rate factor, in flight, pause,
     expired; then one per backend with limits, with its in-flight limit."""
     console.print(_table("admission per model (all workers)", "model", counters["models"]))
+    if shares := tenant_rows(counters["models"]):
+        title = "token shares per tenant (recent tokens, decaying)"
+        console.print(_table(title, "model / tenant", shares, TENANT_COLUMNS))
     for name, row in counters["backends"].items():
         if row["limit"] is None:
             console.print(f"backend {name}: {row['kind']}, no limits of its own (each model's)")
@@ -80,6 +83,30 @@ def print_models(counters: dict[str, dict[str, dict[str, Any]]], console: Consol
         title = "admission per backend (all its models)"
         columns = {"kind": "kind", **COLUMNS, "limit": "in-flight limit"}
         console.print(_table(title, "backend", rows, columns))
+
+
+TENANT_COLUMNS = {
+    "weight": "weight",
+    "tokens": "recent tokens",
+    "share": "share",
+    "target": "weighted share",
+}
+"""Tenant share field -> column label."""
+
+
+def tenant_rows(models: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """``"<model> / <tenant>"`` -> its share row (tokens rounded, shares in percent), for
+    every model some tenant used lately."""
+    rows = {}
+    for name, row in models.items():
+        for share in row.get("tenants", ()):
+            rows[f"{name} / {share['tenant']}"] = {
+                "weight": f"{share['weight']:g}",
+                "tokens": f"{share['tokens']:,.0f}",
+                "share": f"{share['share']:.1%}",
+                "target": f"{share['target']:.1%}",
+            }
+    return rows
 
 
 def _table(

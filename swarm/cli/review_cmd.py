@@ -40,6 +40,7 @@ def review_command(
     timeout_s: float | None,
     max_tokens: int | None,
     force: bool,
+    tenant: str,
 ) -> None:
     """Review commits of a git repository (default: the last 10): one reviewer per commit,
     then a summary."""
@@ -47,11 +48,13 @@ def review_command(
     from swarm.cli.render import print_review
     from swarm.cost.budget import check_budget
     from swarm.jobs.review import REVIEW_AGGREGATE, REVIEW_INSTRUCTION, REVIEW_KIND, REVIEW_SCHEMA
+    from swarm.records import check_tenant
     from swarm.settings import load_settings
     from swarm.sources.git import commit_inputs
 
     check_budget(budget_usd)
     check_timeout(timeout_s)
+    check_tenant(tenant)
     if last is not None and rev_range is not None:
         raise InputError("give --last or --range, not both")
     items = commit_inputs(repo, last=last or (None if rev_range else 10), rev_range=rev_range)
@@ -69,6 +72,7 @@ def review_command(
         tools="repo" if agent else None,
         tool_root=str(repo.resolve()) if agent else None,
         deadline_s=deadline_s,
+        tenant=tenant,
     )
     execute(
         load_settings(),

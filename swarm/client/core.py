@@ -40,7 +40,7 @@ from swarm.jobs.fanout import header_signatures, nodes_per_task
 from swarm.jobs.queueing import AGGREGATE_TASK, PLAN_TASK, make_celery
 from swarm.jobs.taskrepr import NO_KWARGS, aggregate_argsrepr
 from swarm.jobs.watchdog import send_watch
-from swarm.records import InputItem, JobSpec, NodeTask
+from swarm.records import DEFAULT_TENANT, InputItem, JobSpec, NodeTask, check_tenant
 from swarm.settings import Settings, load_settings
 from swarm.sources.spool import StreamedInputs
 from swarm.store import JobStore, RedisJobStore, gateways
@@ -181,8 +181,12 @@ class SwarmClient(AbstractContextManager["SwarmClient"]):
         tools: str | None = None,
         tool_root: str | None = None,
         deadline_s: float | None = None,
+        tenant: str = DEFAULT_TENANT,
     ) -> SwarmHandle:
         """Store the job, fan out one sub-agent per input, and return its handle.
+
+        ``tenant``: the team the job runs for; each model's tokens are shared between the
+        busy tenants by the catalog's ``[tenants]`` weights (InputError for a bad name).
 
         ``deadline_s``: the job must end within this many seconds; its plain nodes on
         models that batch go through the gateway's Batch API at the batch price while the
@@ -204,6 +208,7 @@ class SwarmClient(AbstractContextManager["SwarmClient"]):
         if not instruction.strip():
             raise InputError("the instruction is empty")
         check_budget(budget_usd)
+        check_tenant(tenant)
         spec_model, aggregate = self._route(model, kind)
         self.check_gateway()
         if tools is not None:
@@ -247,6 +252,7 @@ class SwarmClient(AbstractContextManager["SwarmClient"]):
             tools=tools,
             tool_root=tool_root,
             deadline_at=None if deadline_s is None else time.time() + check_deadline(deadline_s),
+            tenant=tenant,
         )
         try:
             self.store.create_job(spec, (item.text for item in items))
@@ -265,6 +271,7 @@ class SwarmClient(AbstractContextManager["SwarmClient"]):
         job_id: str | None = None,
         tools: str | None = None,
         deadline_s: float | None = None,
+        tenant: str = DEFAULT_TENANT,
         max_tokens: int | None = None,
     ) -> SwarmHandle:
         """A planned job: the planner splits ``query`` over the documents into
@@ -272,12 +279,13 @@ class SwarmClient(AbstractContextManager["SwarmClient"]):
         With ``tools`` (e.g. ``docs``) every sub-task runs as an agent with that toolset;
         ``max_tokens`` caps each sub-task's answer (default: its model's).
         ``deadline_s`` as for ``submit``: the planned sub-tasks on models that batch go
-        through the Batch API (the planner's call is live).
+        through the Batch API (the planner's call is live). ``tenant`` as for ``submit``.
         """
         items = _items(documents)
         if not query.strip():
             raise InputError("the query is empty")
         check_budget(budget_usd)
+        check_tenant(tenant)
         if tools is not None:
             load_toolset(tools)
         planner = self.catalog.route(PLAN_KIND)
@@ -296,6 +304,7 @@ class SwarmClient(AbstractContextManager["SwarmClient"]):
             budget_usd=budget_usd,
             tools=tools,
             deadline_at=None if deadline_s is None else time.time() + check_deadline(deadline_s),
+            tenant=tenant,
             max_tokens=max_tokens,
         )
         try:

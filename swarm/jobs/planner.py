@@ -52,7 +52,7 @@ def _ask(rt: Runtime, spec: JobSpec, docs: list[InputItem]) -> tuple[Plan | None
         messages = planner_messages(spec.instruction, docs, kinds, error or None)
         request = CallRequest.of(spec.job_id, f"plan:{attempt}", model, messages,
                                  model.max_tokens, budgeted=spec.budget_usd is not None,
-                                 json_mode=True)  # fmt: skip
+                                 json_mode=True, tenant=spec.tenant)  # fmt: skip
         outcome = run_call(rt, request)
         if outcome.answer is None:
             return None, f"{outcome.error_kind}: {outcome.error}"

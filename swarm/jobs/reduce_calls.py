@@ -44,7 +44,8 @@ def closing_call(
 ) -> CallResult:
     """One call of the aggregation (a reduce or the final merge), billed to the job."""
     request = CallRequest.of(spec.job_id, slot, model, messages, model.max_tokens,
-                             budgeted=spec.budget_usd is not None, closing=True)  # fmt: skip
+                             budgeted=spec.budget_usd is not None, closing=True,
+                             tenant=spec.tenant)  # fmt: skip
     return run_call(rt, request)
 
 

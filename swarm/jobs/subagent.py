@@ -196,6 +196,7 @@ class _ModelRun:
             hedge_cap=hedger.policy.job_cap(self.spec) if hedger else 0,
             progress=self.progress.get(slot, CallProgress()),
             tools=tools,
+            tenant=self.spec.tenant,
             hold_answer=hold_answer,
         )
         return run_call(self.rt, request)
@@ -311,6 +312,7 @@ class _ModelRun:
             budgeted=self.spec.budget_usd is not None,
             may_requeue=self.may_requeue,
             progress=self.progress.get(slot, CallProgress()),
+            tenant=self.spec.tenant,
         )
         return run_call(self.rt, request)
 

@@ -26,6 +26,7 @@ from swarm.calls.admission import (
     Refusal,
 )
 from swarm.calls.admission.redis import RedisAdmission
+from swarm.calls.admission.shares import Tenant
 from swarm.catalog import ModelSpec, load_catalog
 
 pytestmark = pytest.mark.integration
@@ -214,6 +215,91 @@ def test_jobs_share_the_inflight_cap_fairly(h: Harness) -> None:
     ctl.finish(model, big[1], Outcome(used_tokens=1))
     assert acquire("small").permit is not None  # small reaches its share of 2
     assert acquire("big").reason is Refusal.INFLIGHT
+
+
+A, B = Tenant("team-a", 3.0), Tenant("team-b", 1.0)
+
+
+def test_tenants_share_tokens_by_weight_while_the_other_waits(h: Harness) -> None:
+    ctl, model = h.controller(), spec(max_inflight=2)
+
+    def acquire(job: str, tokens: int, tenant: Tenant) -> Decision:
+        h.advance(GAP_S)
+        return ctl.acquire(model, job, tokens, tenant=tenant)
+
+    held = [acquire("ja", 1000, A).permit for _ in range(2)]
+    assert acquire("jb", 100, B).reason is Refusal.INFLIGHT  # team-b waits now
+    for permit in held:
+        assert permit is not None and permit.tenant == "team-a"
+        ctl.finish(model, permit, Outcome(used_tokens=1000))
+    assert acquire("ja", 1000, A).reason is Refusal.TENANT_SHARE  # 2000 / 3 > 0
+    got_b = acquire("jb", 100, B).permit
+    assert got_b is not None and got_b.tenant == "team-b"
+    ctl.finish(model, got_b, Outcome(used_tokens=1000))  # corrected up to 1000 tokens
+    assert acquire("ja", 1000, A).permit is not None  # 2000 / 3 < 1000 / 1
+    rows = {r.tenant: r for r in ctl.counters(model).tenants}
+    assert rows["team-a"].tokens == pytest.approx(3000, rel=1e-3)
+    assert rows["team-b"].tokens == pytest.approx(1000, rel=1e-3)
+    assert (rows["team-a"].weight, rows["team-a"].share) == (3.0, pytest.approx(0.75, rel=1e-3))
+    assert rows["team-b"].target == 0.25
+
+
+def test_a_refund_takes_back_the_tenants_charge(h: Harness) -> None:
+    ctl, model = h.controller(), spec()
+    permit = ctl.acquire(model, "ja", 5000, tenant=A).permit
+    assert permit is not None
+    (row,) = ctl.counters(model).tenants
+    assert (row.tenant, row.tokens) == ("team-a", pytest.approx(5000, rel=1e-3))
+    ctl.finish(model, permit, Outcome(used_tokens=0, failed=True))
+    assert ctl.counters(model).tenants == ()  # nothing left: no row
+    h.advance(GAP_S)
+    again = ctl.acquire(model, "ja", 10, tenant=A).permit
+    assert again is not None
+    ctl.finish(model, permit, Outcome(used_tokens=0, failed=True))  # twice: no second refund
+    (row,) = ctl.counters(model).tenants
+    assert row.tokens == pytest.approx(10, rel=1e-3)
+
+
+def test_the_tenant_is_charged_the_prompt_then_the_reported_usage(h: Harness) -> None:
+    ctl, model = h.controller(), spec()
+    permit = ctl.acquire(model, "ja", 2100, tenant=A, charge=100).permit  # + 2,000 budget
+    assert permit is not None and (permit.charged, permit.tokens_reserved) == (100, 2100)
+    (row,) = ctl.counters(model).tenants
+    assert row.tokens == pytest.approx(100, rel=1e-3)  # the answer's length is not known yet
+    ctl.finish(model, permit, Outcome(used_tokens=340))
+    (row,) = ctl.counters(model).tenants
+    assert row.tokens == pytest.approx(340, rel=1e-3)
+
+
+def test_nobody_waiting_a_tenant_takes_every_slot(h: Harness) -> None:
+    ctl, model = h.controller(), spec(max_inflight=3)
+    first = ctl.acquire(model, "jb", 10_000, tenant=B).permit
+    assert first is not None
+    ctl.finish(model, first, Outcome(used_tokens=10_000))
+    for _ in range(3):  # team-a alone asks: work-conserving, whatever its use
+        h.advance(GAP_S)
+        assert ctl.acquire(model, "ja", 50_000, tenant=A).permit is not None
+
+
+def test_the_job_share_counts_only_the_jobs_of_one_tenant(h: Harness) -> None:
+    ctl, model = h.controller(), spec(max_inflight=4)
+
+    def acquire(job: str, tenant: Tenant) -> Decision:
+        h.advance(GAP_S)
+        return ctl.acquire(model, job, 10, tenant=tenant)
+
+    heavy = acquire("jb", B).permit  # team-b used far more lately: the tenant rule lets a go
+    assert heavy is not None
+    ctl.finish(model, heavy, Outcome(used_tokens=100_000))
+    held = [acquire("a1", A).permit for _ in range(4)]
+    assert all(held)
+    assert acquire("jb", B).reason is Refusal.INFLIGHT  # another tenant's job waits
+    ctl.finish(model, held[0], Outcome(used_tokens=10))  # type: ignore[arg-type]
+    assert acquire("a1", A).permit is not None  # not its job share: team-b's job is apart
+    assert acquire("a2", A).reason is Refusal.INFLIGHT  # a job of team-a now waits
+    ctl.finish(model, held[1], Outcome(used_tokens=10))  # type: ignore[arg-type]
+    assert acquire("a1", A).reason is Refusal.FAIR_SHARE  # 4 >= ceil(4 / 2)
+    assert acquire("a2", A).permit is not None
 
 
 def test_rate_waits_within_the_reserve_book_slots_in_arrival_order(h: Harness) -> None:

@@ -166,6 +166,23 @@ def test_unknown_model_and_kind_name_the_known_ones() -> None:
             + GOOD_ROUTING,
             "backend in [models.m1]: unknown backend 'gpu'",
         ),
+        (
+            GOOD_MODEL + GOOD_ROUTING + '[tenants]\nteam-a = "3"\n',
+            "team-a in [tenants]: Input should be a valid number, not the string '3'",
+        ),
+        (
+            GOOD_MODEL + GOOD_ROUTING + "[tenants]\nteam-a = 0\n",
+            "team-a in [tenants]: Input should be greater than 0, not the integer 0",
+        ),
+        (
+            GOOD_MODEL + GOOD_ROUTING + '[tenants]\n"team a" = 2\n',
+            "invalid key 'team a' in [tenants]: String should match pattern "
+            "'^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$'",
+        ),
+        (
+            "[tenant]\nteam-a = 2\n" + GOOD_MODEL + GOOD_ROUTING,
+            "unknown table [tenant] at the top level (did you mean tenants?)",
+        ),
     ],
 )
 def test_catalog_error_is_one_line_naming_field_and_table(text: str, line: str) -> None:
@@ -200,3 +217,9 @@ def test_numbers_written_as_integers_are_prices() -> None:
         GOOD_MODEL.replace("output_per_mtok_usd = 2.0", "output_per_mtok_usd = 2") + GOOD_ROUTING
     )
     assert cat.model("m1").output_per_mtok_usd == 2.0
+
+
+def test_tenants_weigh_as_listed_and_others_one() -> None:
+    cat = parse_catalog(GOOD_MODEL + GOOD_ROUTING + "[tenants]\nteam-a = 3\nteam-b = 0.5\n")
+    assert (cat.tenant_weight("team-a"), cat.tenant_weight("team-b")) == (3.0, 0.5)
+    assert cat.tenant_weight("default") == 1.0 and load_catalog().tenants == {}

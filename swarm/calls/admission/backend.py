@@ -25,6 +25,7 @@ from swarm.calls.admission.base import (
     Permit,
     Verdict,
 )
+from swarm.calls.admission.shares import DEFAULT, Tenant
 from swarm.calls.local.adaptive import AdaptiveLimits
 from swarm.catalog import Catalog, ModelSpec
 from swarm.store.outages import STORE_OUTAGES
@@ -106,19 +107,21 @@ class BackendAdmission(AdmissionController):
         tokens: int,
         lease_id: str | None = None,
         reserve_s: float = 0.0,
+        tenant: Tenant = DEFAULT,
+        charge: int | None = None,
     ) -> Decision:
         """The backend's permit first, then the model's; a model refusal gives the
         backend's back."""
         backend = self.catalog.backend_of(spec)
         if not backend.has_limits:
-            return self.inner.acquire(spec, job_id, tokens, lease_id, reserve_s)
+            return self.inner.acquire(spec, job_id, tokens, lease_id, reserve_s, tenant, charge)
         lease_id = lease_id or uuid.uuid4().hex
         bspec = self.backend_spec(backend)
-        first = self.inner.acquire(bspec, job_id, tokens, lease_id, reserve_s)
+        first = self.inner.acquire(bspec, job_id, tokens, lease_id, reserve_s, tenant, charge)
         if first.permit is None:
             return first
         try:
-            second = self.inner.acquire(spec, job_id, tokens, lease_id, reserve_s)
+            second = self.inner.acquire(spec, job_id, tokens, lease_id, reserve_s, tenant, charge)
             if second.permit is None:
                 self.inner.finish(bspec, first.permit, UNSENT)
                 return second

@@ -13,7 +13,9 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from enum import StrEnum
 
+from swarm.calls.admission.shares import DEFAULT, Tenant, TenantShare
 from swarm.catalog import ModelSpec
+from swarm.records import DEFAULT_TENANT
 
 
 class Refusal(StrEnum):
@@ -24,7 +26,10 @@ class Refusal(StrEnum):
     INFLIGHT = "inflight"
     """max_inflight permits are out."""
     FAIR_SHARE = "fair_share"
-    """This job holds its share of max_inflight while other jobs wait."""
+    """This job holds its share of max_inflight while other jobs of its tenant wait."""
+    TENANT_SHARE = "tenant_share"
+    """This tenant has had more than its weighted share of the model's recent tokens while
+    another tenant waits (swarm.calls.admission.shares)."""
     RPM = "rpm"
     RPS = "rps"
     TPM = "tpm"
@@ -47,6 +52,11 @@ class Permit:
     """Job the call belongs to (fair share and per-job 429 counts)."""
     tokens_reserved: int
     """Tokens charged to the TPM limit at acquire (prompt estimate + completion estimate)."""
+    tenant: str = DEFAULT_TENANT
+    """Tenant the call is for."""
+    charged: int = 0
+    """Tokens charged to the tenant's recent use at acquire (the prompt estimate); finish
+    corrects them by the reported usage."""
     at_limit: bool = False
     """Admitted at a configured limit: the call filled a window limit, or waited for its
     slot of a rate limit (booked, or refused and asked again). A 429 on it is evidence
@@ -127,6 +137,8 @@ class ModelCounters:
     """Seconds left of a 429 pause (0 when not paused)."""
     expired: int = 0
     """Leases that expired instead of being released (a worker died mid-call)."""
+    tenants: tuple[TenantShare, ...] = ()
+    """Each tenant's recent tokens, its share of them and the share its weight gives it."""
 
 
 class AdmissionController(ABC):
@@ -140,8 +152,12 @@ class AdmissionController(ABC):
         tokens: int,
         lease_id: str | None = None,
         reserve_s: float = 0.0,
+        tenant: Tenant = DEFAULT,
+        charge: int | None = None,
     ) -> Decision:
-        """Try to admit one call of ``job_id`` on ``spec`` reserving ``tokens``; never blocks.
+        """Try to admit one call of ``job_id`` (of ``tenant``) on ``spec`` reserving
+        ``tokens``; never blocks. ``charge`` (default ``tokens``) is what the tenant's recent
+        use is charged now: the part of the call known before it runs (its prompt).
 
         Pass the same ``lease_id`` on every try of one call (it counts as one waiter). With
         ``reserve_s``, a call that only the rate limits hold back for at most that long is
@@ -178,9 +194,12 @@ class Unlimited(AdmissionController):
         tokens: int,
         lease_id: str | None = None,
         reserve_s: float = 0.0,
+        tenant: Tenant = DEFAULT,
+        charge: int | None = None,
     ) -> Decision:
         """Always a permit."""
-        return Decision(Permit(spec.name, lease_id or "unlimited", job_id, tokens))
+        lease_id = lease_id or "unlimited"
+        return Decision(Permit(spec.name, lease_id, job_id, tokens, tenant.name, tokens))
 
     def finish(self, spec: ModelSpec, permit: Permit, outcome: Outcome) -> Verdict:
         """Nothing to release."""

@@ -26,6 +26,7 @@ from swarm.calls.admission.base import (
     Refusal,
 )
 from swarm.calls.admission.feedback import exhausted_of, pause_of
+from swarm.calls.admission.shares import DEFAULT, Tenant
 from swarm.calls.request import Answer
 from swarm.calls.retry_policy import classify
 from swarm.catalog import ModelSpec
@@ -38,8 +39,12 @@ log = logging.getLogger(__name__)
 MIN_SLEEP_S = 0.001
 MAX_JITTER_S = 0.2
 """Waiters add up to this much (or half their wait) at random, so they do not wake together."""
-COUNT_REFUSALS = frozenset({Refusal.INFLIGHT, Refusal.FAIR_SHARE})
+COUNT_REFUSALS = frozenset({Refusal.INFLIGHT, Refusal.FAIR_SHARE, Refusal.TENANT_SHARE})
 """Refusals by permits out (a held permit going back can end them)."""
+YIELDING_REFUSALS = frozenset({Refusal.TENANT_SHARE})
+"""Refusals that send a task that may requeue back to the queue at once, whatever the wait:
+its tenant had its share while another waits, whose tasks may need this worker thread to
+ask at all."""
 
 
 def wait_or_requeue(
@@ -110,6 +115,8 @@ class Gate:
         max_countdown_s: float,
         may_requeue: bool,
         reserve_s: float = 0.0,
+        tenant: Tenant = DEFAULT,
+        charge: int | None = None,
         sleep: Callable[[float], None] = time.sleep,
         rand: Callable[[], float] = random.random,
     ) -> None:
@@ -121,6 +128,8 @@ class Gate:
         self.max_countdown_s = max_countdown_s
         self.may_requeue = may_requeue
         self.reserve_s = min(reserve_s, max_wait_s)
+        self.tenant = tenant
+        self.charge = charge
         self.sleep = sleep
         self.rand = rand
 
@@ -138,8 +147,9 @@ class Gate:
             if self._stop_waiting():
                 return None
             decision = self.controller.acquire(
-                self.spec, self.job_id, self.tokens, lease_id, self.reserve_s
-            )
+                self.spec, self.job_id, self.tokens, lease_id, self.reserve_s, self.tenant,
+                self.charge,
+            )  # fmt: skip
             if (permit := decision.permit) is not None:
                 if decision.start_in_s <= 0 or self._still_open(permit, decision):
                     # a call that waited for a rate limit's slot comes at that limit's rate
@@ -156,7 +166,7 @@ class Gate:
         delay = wait_or_requeue(
             decision.retry_after_s,
             str(decision.reason),
-            self.max_wait_s,
+            0.0 if decision.reason in YIELDING_REFUSALS else self.max_wait_s,
             self.max_countdown_s,
             self.may_requeue and stay is None,
         )
@@ -196,7 +206,9 @@ class Gate:
     def try_acquire(self) -> Permit | None:
         """A permit if the model admits a call right now, else None (never waits; a hedge
         asks once and is not sent when the model is at its limits)."""
-        return self.controller.acquire(self.spec, self.job_id, self.tokens).permit
+        return self.controller.acquire(
+            self.spec, self.job_id, self.tokens, tenant=self.tenant, charge=self.charge
+        ).permit
 
     def call(self, attempt: Callable[[], Answer]) -> Answer:
         """One admitted attempt: acquire, call, then finish with its outcome."""

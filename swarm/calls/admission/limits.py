@@ -65,6 +65,8 @@ class AdmissionPolicy:
     """Bucket size of the request limits (1 = evenly spaced, no burst)."""
     token_burst_share: float = 0.05
     """Bucket size of the token limit as a share of TPM."""
+    tenant_window_s: float = 60.0
+    """Time constant of each tenant's recent token use (swarm.calls.admission.shares)."""
 
     @classmethod
     def from_settings(cls, settings: Settings, *, renewed: bool = False) -> AdmissionPolicy:
@@ -77,6 +79,7 @@ class AdmissionPolicy:
             lease_s=settings.admission_lease_s or default_s,
             window_slack_s=settings.admission_window_slack_s,
             max_countdown_s=settings.admission_max_countdown_s,
+            tenant_window_s=settings.admission_tenant_window_s,
         )
 
 

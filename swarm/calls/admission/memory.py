@@ -44,6 +44,18 @@ from swarm.calls.admission.limits import (
     window_span_ms,
     window_wait_ms,
 )
+from swarm.calls.admission.shares import (
+    DEFAULT,
+    Tenant,
+    Use,
+    charged,
+    correction,
+    job_key,
+    job_over_share,
+    shares,
+    tenant_of,
+    tenant_over_share,
+)
 from swarm.catalog import ModelSpec
 
 log = logging.getLogger(__name__)
@@ -59,9 +71,12 @@ class _ModelState:
     logged: dict[str, float] = field(default_factory=dict)
     """lease id -> its admission time in ``log``, while its lease is out."""
     leases: dict[str, tuple[float, str]] = field(default_factory=dict)
-    """lease id -> (expiry ms, job)."""
+    """lease id -> (expiry ms, job key: tenant and job, shares.job_key)."""
     waiters: dict[str, float] = field(default_factory=dict)
     waiting_jobs: dict[str, float] = field(default_factory=dict)
+    """job key -> until when it counts as waiting."""
+    tenant_use: dict[str, Use] = field(default_factory=dict)
+    """tenant -> its recent token use (shares.Use)."""
     job_429: dict[str, int] = field(default_factory=dict)
     factor: float = 1.0
     factor_at: float = 0.0
@@ -129,15 +144,18 @@ class MemoryAdmission(AdmissionController):
         tokens: int,
         lease_id: str | None = None,
         reserve_s: float = 0.0,
+        tenant: Tenant = DEFAULT,
+        charge: int | None = None,
     ) -> Decision:
         """Admit now or for a booked slot, or refuse with the wait (the longest of the
         limits that refuse)."""
         lease_id = lease_id or f"m{next(self._ids)}"
+        key = job_key(tenant.name, job_id)
         with self._lock:
             now, st = self._clock_ms(), self._state(spec.name)
             st.purge(now)
             self._recover(st, now)
-            refusals, new_tats, at_limit = self._check(spec, st, job_id, tokens, now)
+            refusals, new_tats, at_limit = self._check(spec, st, key, tenant, tokens, now)
             wait_ms, reason = max(refusals, key=lambda r: r[0], default=(0.0, None))
             start_ms = 0.0
             if all(why in RATE_REFUSALS for _, why in refusals):  # only rates: may book
@@ -148,15 +166,19 @@ class MemoryAdmission(AdmissionController):
             if reason is not None:
                 until = now + wait_ms + self.policy.poll_s * 4000 + 1000
                 st.waiters[lease_id] = until
-                st.waiting_jobs[job_id] = max(until, st.waiting_jobs.get(job_id, 0.0))
+                st.waiting_jobs[key] = max(until, st.waiting_jobs.get(key, 0.0))
                 st.refused += 1
                 return Decision(None, wait_ms / 1000.0, reason)
             st.tats.update(new_tats)
             if self._log(spec, st, now, now + start_ms):
                 st.logged[lease_id] = now + start_ms
-            st.leases[lease_id] = (now + start_ms + self.policy.lease_s * 1000, job_id)
+            st.leases[lease_id] = (now + start_ms + self.policy.lease_s * 1000, key)
+            charge = tokens if charge is None else charge
+            use = st.tenant_use.get(tenant.name, Use())
+            st.tenant_use[tenant.name] = charged(use, now, self._window_ms, charge, tenant.weight)
             st.admitted += 1
-            permit = Permit(spec.name, lease_id, job_id, tokens, at_limit=at_limit or start_ms > 0)
+            permit = Permit(spec.name, lease_id, job_id, tokens, tenant.name, charge,
+                            at_limit=at_limit or start_ms > 0)  # fmt: skip
             return Decision(permit, start_in_s=start_ms / 1000.0)
 
     def _recover(self, st: _ModelState, now: float) -> None:
@@ -164,8 +186,12 @@ class MemoryAdmission(AdmissionController):
             st.factor = aimd_increase(st.factor, self.policy.increase)
             st.factor_at = now
 
+    @property
+    def _window_ms(self) -> float:
+        return self.policy.tenant_window_s * 1000
+
     def _check(
-        self, spec: ModelSpec, st: _ModelState, job_id: str, tokens: int, now: float
+        self, spec: ModelSpec, st: _ModelState, key: str, tenant: Tenant, tokens: int, now: float
     ) -> tuple[list[tuple[float, Refusal]], dict[str, float], bool]:
         """Every refusal (wait ms, reason), the TATs to store when there is none, and
         whether an admission now fills a window limit (see Permit.at_limit)."""
@@ -187,8 +213,10 @@ class MemoryAdmission(AdmissionController):
             out.append((st.pause_until - now, Refusal.PAUSED))
         if len(st.leases) >= spec.max_inflight:
             out.append((poll_ms, Refusal.INFLIGHT))
-        if self._over_share(spec, st, job_id):
+        if job_over_share(st.job_inflight(), st.waiting_jobs, key, spec.max_inflight):
             out.append((poll_ms, Refusal.FAIR_SHARE))
+        if tenant_over_share(st.tenant_use, st.waiting_jobs, tenant, now, self._window_ms):
+            out.append((poll_ms, Refusal.TENANT_SHARE))
         slack_ms = self.policy.window_slack_s * 1000
         at_limit = False
         for limit in model_limits(spec, self.policy):
@@ -232,15 +260,6 @@ class MemoryAdmission(AdmissionController):
             t_ms = interval_ms(limit, st.factor, slack_ms)
             st.tats[limit.name] = refund_tat(st.tats[limit.name], now, -1, t_ms)
 
-    @staticmethod
-    def _over_share(spec: ModelSpec, st: _ModelState, job_id: str) -> bool:
-        counts = st.job_inflight()
-        mine = counts.get(job_id, 0)
-        if mine == 0 or not any(job != job_id for job in st.waiting_jobs):
-            return False
-        active = set(counts) | set(st.waiting_jobs) | {job_id}
-        return mine >= math.ceil(spec.max_inflight / len(active))
-
     def finish(self, spec: ModelSpec, permit: Permit, outcome: Outcome) -> Verdict:
         """Release, reconcile or refund, and apply 429 feedback."""
         with self._lock:
@@ -256,11 +275,12 @@ class MemoryAdmission(AdmissionController):
                 if st.released_at is not None:
                     st.release_dt = release_mean_ms(st.release_dt, now - st.released_at)
                 st.released_at = now
-            if released and outcome.used_tokens is not None:
+            if lease is not None and outcome.used_tokens is not None:
                 delta = outcome.used_tokens - permit.tokens_reserved
                 tpm = next(lim for lim in model_limits(spec, self.policy) if lim.name == "tpm")
                 t_ms = interval_ms(tpm, st.factor, self.policy.window_slack_s * 1000)
                 st.tats["tpm"] = refund_tat(st.tats.get("tpm", 0.0), now, delta, t_ms)
+                self._correct_use(st, lease, outcome.used_tokens - permit.charged, now)
             if outcome.sent:
                 self._count_recent(st, outcome, now)
             if outcome.rate_limited:
@@ -268,6 +288,18 @@ class MemoryAdmission(AdmissionController):
             else:
                 paused = outcome.exhausted and outcome.sent and self._hold(spec, st, outcome, now)
             return Verdict(paused=paused)
+
+    def _correct_use(
+        self, st: _ModelState, lease: tuple[float, str], delta: int, now: float
+    ) -> None:
+        """Correct the tenant's recent use by the call's ``delta`` (reported - charged)."""
+        if delta == 0:
+            return
+        tenant = tenant_of(lease[1])
+        use = st.tenant_use.get(tenant, Use())
+        held_ms = now - (lease[0] - self.policy.lease_s * 1000)
+        fix = correction(delta, held_ms, self._window_ms)
+        st.tenant_use[tenant] = charged(use, now, self._window_ms, fix, use.weight)
 
     def _hold(self, spec: ModelSpec, st: _ModelState, outcome: Outcome, now: float) -> bool:
         """An answer said a limit is used up: every caller waits for its reset."""
@@ -319,6 +351,7 @@ class MemoryAdmission(AdmissionController):
                 factor=st.factor,
                 paused_for_s=max(0.0, st.pause_until - now) / 1000.0,
                 expired=st.expired,
+                tenants=shares(st.tenant_use, now, self._window_ms),
             )
 
     def pause_left_s(self, spec: ModelSpec) -> float:

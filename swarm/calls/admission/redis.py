@@ -37,6 +37,7 @@ from swarm.calls.admission.script_args import (
     StatsArgs,
 )
 from swarm.calls.admission.script_args import Limit as ScriptLimit
+from swarm.calls.admission.shares import DEFAULT, Tenant, TenantShare, Use, shares
 from swarm.catalog import ModelSpec
 from swarm.store.connect import SentinelOptions, redis_client
 from swarm.store.scripts import Scripts
@@ -90,13 +91,16 @@ class RedisAdmission(AdmissionController):
         tokens: int,
         lease_id: str | None = None,
         reserve_s: float = 0.0,
+        tenant: Tenant = DEFAULT,
+        charge: int | None = None,
     ) -> Decision:
         """One round trip: admitted with a lease (now or for a booked slot), or refused
         with the exact wait."""
         policy = self.policy
         lease_id = lease_id or uuid.uuid4().hex
-        state, leases, owners, jobs, waiters, wjobs, log = self._keys(
-            spec.name, "state", "leases", "owners", "jobs", "waiters", "wjobs", "log"
+        charge = tokens if charge is None else charge
+        state, leases, owners, jobs, waiters, wjobs, log, tenants = self._keys(
+            spec.name, "state", "leases", "owners", "jobs", "waiters", "wjobs", "log", "tenants"
         )
         args = AcquireArgs(
             state=state,
@@ -106,6 +110,7 @@ class RedisAdmission(AdmissionController):
             waiters=waiters,
             waiting_jobs=wjobs,
             log=log,
+            tenants=tenants,
             lease_id=lease_id,
             job_id=job_id,
             tokens=tokens,
@@ -117,13 +122,19 @@ class RedisAdmission(AdmissionController):
             quiet_ms=policy.quiet_s * 1000,
             reserve_ms=reserve_s * 1000,
             max_poll_ms=policy.max_poll_s * 1000,
+            tenant=tenant.name,
+            weight=tenant.weight,
+            charge=charge,
+            tenant_window_ms=policy.tenant_window_s * 1000,
             limits=script_limits(model_limits(spec, policy)),
         )
         admitted, wait_ms, reason, _inflight, _factor = self._scripts.run(args)
         if int(admitted):
             start_in_s = float(wait_ms) / 1000.0
             at_limit = _text(reason) in ("at_limit", "reserved")
-            permit = Permit(spec.name, lease_id, job_id, tokens, at_limit=at_limit)
+            permit = Permit(
+                spec.name, lease_id, job_id, tokens, tenant.name, charge, at_limit=at_limit
+            )
             with self._lock:
                 self._held[(leases, lease_id)] = None
             return Decision(permit, start_in_s=start_in_s)
@@ -132,12 +143,14 @@ class RedisAdmission(AdmissionController):
     def finish(self, spec: ModelSpec, permit: Permit, outcome: Outcome) -> Verdict:
         """Release, reconcile or refund, and apply 429 feedback, in one round trip."""
         policy = self.policy
-        delta = 0 if outcome.used_tokens is None else outcome.used_tokens - permit.tokens_reserved
+        used = outcome.used_tokens
+        delta = 0 if used is None else used - permit.tokens_reserved
+        tenant_delta = 0 if used is None else used - permit.charged
         pause_s = outcome.retry_after_s or policy.default_pause_s
         limits = model_limits(spec, policy)
         tpm = next(lim for lim in limits if lim.name == "tpm")
-        state, leases, owners, jobs, job429, window_log = self._keys(
-            spec.name, "state", "leases", "owners", "jobs", "job429", "log"
+        state, leases, owners, jobs, job429, window_log, tenants = self._keys(
+            spec.name, "state", "leases", "owners", "jobs", "job429", "log", "tenants"
         )
         args = FinishArgs(
             state=state,
@@ -146,9 +159,11 @@ class RedisAdmission(AdmissionController):
             jobs=jobs,
             job_429=job429,
             log=window_log,
+            tenants=tenants,
             lease_id=permit.lease_id,
             job_id=permit.job_id,
             token_delta=delta,
+            tenant_delta=tenant_delta,
             tpm=tpm.limit,
             tpm_burst=tpm.burst,
             slack_ms=policy.window_slack_s * 1000,
@@ -164,6 +179,7 @@ class RedisAdmission(AdmissionController):
             dense_min=policy.dense_min,
             dense_share=policy.dense_share,
             lease_ms=int(policy.lease_s * 1000),
+            tenant_window_ms=policy.tenant_window_s * 1000,
             request_limits=script_limits(lim for lim in limits if not lim.tokens),
         )
         with self._lock:
@@ -195,8 +211,8 @@ class RedisAdmission(AdmissionController):
 
     def counters(self, spec: ModelSpec) -> ModelCounters:
         """The model's counters as every worker sees them."""
-        state, leases, waiters = self._keys(spec.name, "state", "leases", "waiters")
-        values = self._scripts.run(StatsArgs(state, leases, waiters))
+        keys = self._keys(spec.name, "state", "leases", "waiters", "tenants")
+        values = self._scripts.run(StatsArgs(*keys))
         admitted, refused, limited, expired, inflight, waiting = (int(v) for v in values[:6])
         return ModelCounters(
             admitted=admitted,
@@ -208,7 +224,16 @@ class RedisAdmission(AdmissionController):
             paused_for_s=float(values[7]) / 1000.0,
             expired=expired,
             pauses=int(values[8]),
+            tenants=self._shares(float(values[9]), values[10]),
         )
+
+    def _shares(self, now_ms: float, fields: list[Any]) -> tuple[TenantShare, ...]:
+        """The tenants' shares from the tenants hash (a flat list of field, value)."""
+        uses = {}
+        for name, value in zip(fields[::2], fields[1::2], strict=True):
+            tokens, at_ms, weight = (float(part) for part in _text(value).split())
+            uses[_text(name)] = Use(tokens, at_ms, weight)
+        return shares(uses, now_ms, self.policy.tenant_window_s * 1000)
 
     def job_rate_limited(self, spec: ModelSpec, job_id: str) -> int:
         """429s seen by ``job_id`` on ``spec``."""

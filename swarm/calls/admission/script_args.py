@@ -22,7 +22,7 @@ class AcquireArgs(_AdmissionScript):
     """Admit one call or say how long to wait."""
 
     SCRIPT: ClassVar[str] = "acquire"
-    KEYS: ClassVar[int] = 7
+    KEYS: ClassVar[int] = 8
     state: str
     leases: str
     owners: str
@@ -30,6 +30,7 @@ class AcquireArgs(_AdmissionScript):
     waiters: str
     waiting_jobs: str
     log: str
+    tenants: str
     lease_id: str
     job_id: str
     tokens: int
@@ -41,6 +42,10 @@ class AcquireArgs(_AdmissionScript):
     quiet_ms: float
     reserve_ms: float
     max_poll_ms: float
+    tenant: str
+    weight: float
+    charge: int
+    tenant_window_ms: float
     limits: tuple[Limit, ...]
 
 
@@ -49,13 +54,14 @@ class FinishArgs(_AdmissionScript):
     """Release a lease, reconcile its tokens, apply 429 feedback."""
 
     SCRIPT: ClassVar[str] = "finish"
-    KEYS: ClassVar[int] = 6
+    KEYS: ClassVar[int] = 7
     state: str
     leases: str
     owners: str
     jobs: str
     job_429: str
     log: str
+    tenants: str
     lease_id: str
     job_id: str
     token_delta: int
@@ -74,6 +80,8 @@ class FinishArgs(_AdmissionScript):
     dense_min: float
     dense_share: float
     lease_ms: int
+    tenant_delta: int
+    tenant_window_ms: float
     request_limits: tuple[Limit, ...]
     """The rate limits a call costs 1 of (rpm, rps): a permit given back unused frees its slot."""
 
@@ -92,10 +100,11 @@ class StatsArgs(_AdmissionScript):
     """Read a model's shared counters."""
 
     SCRIPT: ClassVar[str] = "stats"
-    KEYS: ClassVar[int] = 3
+    KEYS: ClassVar[int] = 4
     state: str
     leases: str
     waiters: str
+    tenants: str
 
 
 @dataclass(frozen=True)

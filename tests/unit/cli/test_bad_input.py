@@ -70,6 +70,8 @@ CASES = [
     ("negative budget", ["run", "FILE", "--simulate", "--budget-usd", "-2"], {}, {}, "budget"),
     ("NaN budget", ["run", "FILE", "--simulate", "--budget-usd", "nan"], {}, {}, "budget"),
     ("zero timeout", ["run", "FILE", "--simulate", "--timeout", "0"], {}, {}, "--timeout"),
+    ("bad tenant", ["run", "FILE", "--simulate", "--tenant", "team a"], {}, {}, "invalid tenant"),
+    ("bad tenant env", ["run", "FILE", "--simulate"], {}, {"SWARM_TENANT": "-x"}, "'-x'"),
     ("negative timeout", ["run", "FILE", "--simulate", "--timeout", "-5"], {}, {}, "--timeout"),
     (
         "negative node timeout",

@@ -11,6 +11,7 @@ import pytest
 import swarm
 import swarm.testing
 from swarm import AsyncSwarmClient, Report
+from workers import process
 
 HELD_AGGREGATION = "Merge the results. [[sim:latency_ms=800]]"
 """An aggregation the simulator answers after 0.8 s: a window to see the job aggregating."""
@@ -70,3 +71,16 @@ def test_the_async_client_submits_and_waits() -> None:
 
     report = asyncio.run(scenario())
     assert report.status == "succeeded" and report.total == 2
+
+
+def test_a_job_carries_its_tenant_to_every_call() -> None:
+    with swarm.testing.embedded() as client:
+        handle = client.submit(["a", "b"], "Summarise", tenant="team-a")
+        assert handle.wait(timeout=60).status == "succeeded"
+        assert client.store.spec(handle.id).tenant == "team-a"
+        spec = client.catalog.route("default")
+        (row,) = process.get().admission.counters(spec).tenants  # the in-process worker's
+        assert row.tenant == "team-a" and row.tokens > 0
+        assert client.store.spec(client.submit(["c"], "S").id).tenant == "default"
+        with pytest.raises(swarm.InputError, match="invalid tenant"):
+            client.submit(["a"], "Summarise", tenant="team a")

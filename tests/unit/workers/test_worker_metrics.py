@@ -8,10 +8,12 @@ import socket
 import urllib.request
 from pathlib import Path
 
+import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from swarm.calls.admission import AdmissionPolicy, MemoryAdmission, Outcome
+from swarm.calls.admission.shares import Tenant
 from swarm.calls.listeners import CallListener, Listeners
 from swarm.catalog import load_catalog
 from swarm.cost.pricing import cost_usd
@@ -81,6 +83,23 @@ def test_admission_gauges_read_the_controller_at_each_scrape() -> None:
     admission.finish(gpt, permit, Outcome(used_tokens=1))
     assert _value(m, "swarm_admission_in_flight", model="gpt-4.1") == 0
     assert _value(m, "swarm_admission_waiting", model="gpt-4.1") == 0
+
+
+def test_tenant_share_gauges_follow_the_tenants_tokens() -> None:
+    catalog = load_catalog()
+    now = [1_000_000.0]
+    admission = MemoryAdmission(AdmissionPolicy(), lambda: now[0])
+    m = SwarmMetrics(catalog, admission)
+    gpt = catalog.model("gpt-4.1")
+    for tenant, used in ((Tenant("team-a", 3.0), 300), (Tenant("team-b"), 100)):
+        now[0] += 1000  # past the request spacing
+        permit = admission.acquire(gpt, "j", 10, tenant=tenant).permit
+        assert permit is not None
+        admission.finish(gpt, permit, Outcome(used_tokens=used))
+    a, b = {"model": "gpt-4.1", "tenant": "team-a"}, {"model": "gpt-4.1", "tenant": "team-b"}
+    assert _value(m, "swarm_admission_tenant_share", **a) == pytest.approx(0.75, abs=0.01)
+    assert _value(m, "swarm_admission_tenant_target_share", **b) == 0.25
+    assert _value(m, "swarm_admission_tenant_tokens", **b) == pytest.approx(100)
 
 
 def test_find_looks_inside_listeners() -> None:

@@ -1,6 +1,8 @@
 -- Admit one gateway call, or say how long to wait. Atomic; clock = Redis TIME (ms).
 -- Checks, all before any write: 429 pause, in-flight leases (expired ones purged first),
--- the job's fair share of max_inflight while other jobs wait, then every GCRA rate limit.
+-- the job's fair share of max_inflight while other jobs of its tenant wait, the tenant's
+-- share of the model's recent tokens while other tenants wait (swarm.calls.admission.shares),
+-- then every GCRA rate limit. Jobs are kept under "<tenant>\t<job>" (their job key).
 -- Commits (TATs, lease, per-job count, counters) only when everything passes, or when
 -- only the rate limits refuse and their wait is at most the caller's reserve: then the
 -- caller books its slot (TATs move on, the lease starts now) and waits for it, so waiters
@@ -14,10 +16,11 @@
 -- KEYS[1] state: hash
 -- KEYS[2] leases: zset lease -> expiry
 -- KEYS[3] owners: hash lease -> job
--- KEYS[4] jobs: hash job -> leases out
+-- KEYS[4] jobs: hash job key -> leases out
 -- KEYS[5] waiters: zset caller -> expiry
--- KEYS[6] waiting_jobs: zset job -> expiry
+-- KEYS[6] waiting_jobs: zset job key -> expiry
 -- KEYS[7] log: zset lease -> admission time (window limits)
+-- KEYS[8] tenants: hash tenant -> "<recent tokens> <at ms> <weight>"
 -- ARGV[1] lease_id
 -- ARGV[2] job_id
 -- ARGV[3] tokens
@@ -29,16 +32,21 @@
 -- ARGV[9] quiet_ms
 -- ARGV[10] reserve_ms: 0 = never book a slot
 -- ARGV[11] max_poll_ms
--- ARGV[12..] limits: one group of 5 per rate limit: name, limit, window ms, burst,
+-- ARGV[12] tenant
+-- ARGV[13] weight: the tenant's
+-- ARGV[14] charge: tokens charged to the tenant's recent use when admitted (the prompt's)
+-- ARGV[15] tenant_window_ms: time constant of the recent token use
+-- ARGV[16..] limits: one group of 5 per rate limit: name, limit, window ms, burst,
 --       windowed 0/1 (the limit named "tpm" costs tokens, others 1)
 -- Returns {admitted 0/1, wait ms (string), reason, inflight, factor (string)}; admitted
 -- with a wait > 0 (reason "reserved") means: call after that wait; admitted now with
 -- reason "at_limit": the call filled a window limit (a booked call waited for a limit's
 -- slot): a 429 on either is the tenant's limit.
 
-local state, leases, owners, jobs, waiters, waiting_jobs, log =
-  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
-local lease_id, job, tokens = ARGV[1], ARGV[2], tonumber(ARGV[3])
+local state, leases, owners, jobs, waiters, waiting_jobs, log, tenants =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
+local tenant, weight, window_ms = ARGV[12], tonumber(ARGV[13]), tonumber(ARGV[15])
+local lease_id, job, tokens = ARGV[1], tenant .. '\t' .. ARGV[2], tonumber(ARGV[3])
 local lease_ms, max_inflight = tonumber(ARGV[4]), tonumber(ARGV[5])
 local slack_ms, poll_ms = tonumber(ARGV[6]), tonumber(ARGV[7])
 local step, quiet_ms = tonumber(ARGV[8]), tonumber(ARGV[9])
@@ -104,20 +112,52 @@ if pause_until > now then refuse('paused', pause_until - now); hard = true end
 local inflight = redis.call('ZCARD', leases)
 if inflight >= max_inflight then refuse('inflight', slot_poll()); hard = true end
 
--- Fair share: while other jobs wait, a job may hold ceil(max_inflight / active jobs).
+local function tenant_of(key)
+  local name = string.match(key, '^([^\t]*)\t')
+  return name or 'default'
+end
+
+-- Fair share: while other jobs of its tenant wait, a job may hold
+-- ceil(max_inflight / the tenant's active jobs).
 local mine = tonumber(redis.call('HGET', jobs, job) or '0')
 local waiting = redis.call('ZRANGE', waiting_jobs, 0, -1)
-local others_wait = false
+local others_wait, other_tenants = false, {}
 for _, other in ipairs(waiting) do
-  if other ~= job then others_wait = true end
+  local owner = tenant_of(other)
+  if owner ~= tenant then other_tenants[owner] = true
+  elseif other ~= job then others_wait = true end
 end
 if others_wait and mine > 0 then
   local active, n = {}, 0
-  for _, name in ipairs(redis.call('HKEYS', jobs)) do active[name] = true end
-  for _, name in ipairs(waiting) do active[name] = true end
+  for _, name in ipairs(redis.call('HKEYS', jobs)) do
+    if tenant_of(name) == tenant then active[name] = true end
+  end
+  for _, name in ipairs(waiting) do
+    if tenant_of(name) == tenant then active[name] = true end
+  end
   active[job] = true
   for _ in pairs(active) do n = n + 1 end
   if mine >= math.ceil(max_inflight / n) then refuse('fair_share', slot_poll()); hard = true end
+end
+
+-- Tenant share: a tenant's recent tokens decay with time constant window_ms; while another
+-- tenant waits, one whose tokens / weight is above the lowest of the waiting ones' waits.
+local function recent_use(name)
+  local v = redis.call('HGET', tenants, name)
+  if not v then return 0, 1 end
+  local u, at, w = string.match(v, '^(%S+) (%S+) (%S+)$')
+  local keep = math.exp(-math.max(now - tonumber(at), 0) / window_ms)
+  return math.max(tonumber(u), 0) * keep, tonumber(w)
+end
+local my_use = nil
+if next(other_tenants) ~= nil then
+  local lowest = math.huge
+  for name in pairs(other_tenants) do
+    local u, w = recent_use(name)
+    lowest = math.min(lowest, u / w)
+  end
+  my_use = recent_use(tenant)
+  if my_use / weight > lowest then refuse('tenant_share', slot_poll()); hard = true end
 end
 
 -- A window limit: N x factor admissions in the (slack-widened) window, from the log.
@@ -140,7 +180,7 @@ end
 
 -- GCRA per rate limit, on the factor-scaled rate; window limits count the log.
 local new_tats = {}
-for i = 12, #ARGV, 5 do
+for i = 16, #ARGV, 5 do
   local name, limit = ARGV[i], tonumber(ARGV[i + 1])
   local window_ms, burst = tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3])
   if ARGV[i + 4] == '1' then
@@ -194,6 +234,9 @@ end
 redis.call('ZADD', leases, now + start_ms + lease_ms, lease_id)
 redis.call('HSET', owners, lease_id, job)
 redis.call('HINCRBY', jobs, job, 1)
+if my_use == nil then my_use = recent_use(tenant) end
+redis.call('HSET', tenants, tenant,
+  string.format('%.3f %.3f %s', my_use + tonumber(ARGV[14]), now, ARGV[13]))
 redis.call('ZREM', waiters, lease_id)
 redis.call('HINCRBY', state, 'admitted', 1)
 if start_ms > 0 then

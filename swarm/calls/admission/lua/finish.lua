@@ -16,6 +16,8 @@
 -- KEYS[4] jobs: hash
 -- KEYS[5] job_429: hash job -> 429s
 -- KEYS[6] log: zset lease -> admission time (window limits)
+-- KEYS[7] tenants: hash tenant -> "<recent tokens> <at ms> <weight>" (the lease's tenant's
+--         recent use is corrected by the token delta, decayed since its admission)
 -- ARGV[1] lease_id
 -- ARGV[2] job_id
 -- ARGV[3] token_delta: reported - reserved; -reserved refunds
@@ -35,7 +37,9 @@
 -- ARGV[16] dense_min: fewest recent 429s that are dense
 -- ARGV[17] dense_share: share of recent requests answered 429 that is dense
 -- ARGV[18] lease_ms: lifetime a lease was given at acquire (its start = expiry - lease_ms)
--- ARGV[19..] request_limits: the limits a call costs 1 of (not tpm), as acquire.lua reads
+-- ARGV[19] tenant_delta: reported - charged to the tenant at acquire; -charged refunds
+-- ARGV[20] tenant_window_ms: time constant of the tenants' recent token use
+-- ARGV[21..] request_limits: the limits a call costs 1 of (not tpm), as acquire.lua reads
 --       them, one group of 5 each:
 --       name, limit, window ms, burst, windowed 0/1. A permit given back unused (sent 0)
 --       gives their slots back: its bucket TATs move back one interval (never below now),
@@ -43,7 +47,7 @@
 -- Returns {1 when the lease was released here (else 0), 1 when every caller paused}.
 
 local state, leases, owners, jobs, job_429 = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
-local log = KEYS[6]
+local log, tenants = KEYS[6], KEYS[7]
 local lease_id, job, delta = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local tpm, burst, slack_ms = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 local rate_limited, pause_ms = ARGV[7] == '1', tonumber(ARGV[8])
@@ -51,7 +55,8 @@ local decrease, min_factor = tonumber(ARGV[9]), tonumber(ARGV[10])
 local cooldown_ms, counts_ttl = tonumber(ARGV[11]), tonumber(ARGV[12])
 local sent, exhausted = ARGV[13] == '1', ARGV[14] == '1'
 local dense_ms, dense_min, dense_share = tonumber(ARGV[15]), tonumber(ARGV[16]), tonumber(ARGV[17])
-local lease_ms = tonumber(ARGV[18])
+local lease_ms, tenant_delta = tonumber(ARGV[18]), tonumber(ARGV[19])
+local window_ms = tonumber(ARGV[20])
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000
@@ -67,6 +72,18 @@ if released == 1 then
     redis.call('HSET', state, 'hold_ms', string.format('%.3f', hold * 0.8 + held * 0.2))
   end
   local owner = redis.call('HGET', owners, lease_id)
+  if owner and tenant_delta ~= 0 then
+    -- the tenant's recent use: the delta as decayed as the charge it corrects
+    local name = string.match(owner, '^([^\t]*)\t') or 'default'
+    local v = redis.call('HGET', tenants, name)
+    if v then
+      local u, at, w = string.match(v, '^(%S+) (%S+) (%S+)$')
+      local held = math.max(now - (tonumber(expiry) - lease_ms), 0)
+      local use = tonumber(u) * math.exp(-math.max(now - tonumber(at), 0) / window_ms)
+      use = math.max(use + tenant_delta * math.exp(-held / window_ms), 0)
+      redis.call('HSET', tenants, name, string.format('%.3f %.3f %s', use, now, w))
+    end
+  end
   if owner and redis.call('HINCRBY', jobs, owner, -1) <= 0 then
     redis.call('HDEL', jobs, owner)
   end
@@ -80,7 +97,7 @@ if released == 1 then
   end
   redis.call('HSET', state, 'released_at', string.format('%.3f', now))
   if not sent then
-    for i = 19, #ARGV, 5 do
+    for i = 21, #ARGV, 5 do
       local name, limit = ARGV[i], tonumber(ARGV[i + 1])
       local window_ms, rburst = tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3])
       if ARGV[i + 4] == '1' then

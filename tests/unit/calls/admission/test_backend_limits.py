@@ -8,6 +8,7 @@ import redis
 from swarm.calls.admission import AdmissionPolicy, MemoryAdmission, Refusal
 from swarm.calls.admission.backend import BackendAdmission
 from swarm.calls.admission.base import Outcome
+from swarm.calls.admission.shares import DEFAULT
 from swarm.calls.local.adaptive import MemoryAdaptive
 from swarm.catalog import Catalog, parse_catalog
 from swarm.errors import ConfigError
@@ -128,10 +129,11 @@ class Flaky(MemoryAdmission):
         super().__init__(AdmissionPolicy())
         self.down: set[str] = set()
 
-    def acquire(self, spec, job_id, tokens, lease_id=None, reserve_s=0.0):  # type: ignore[no-untyped-def]
+    def acquire(self, spec, job_id, tokens, lease_id=None, reserve_s=0.0, tenant=DEFAULT,
+                charge=None):  # type: ignore[no-untyped-def]  # fmt: skip
         if spec.name == "a" and "acquire" in self.down:
             raise redis.exceptions.ConnectionError("failover under way")
-        return super().acquire(spec, job_id, tokens, lease_id, reserve_s)
+        return super().acquire(spec, job_id, tokens, lease_id, reserve_s, tenant, charge)
 
     def finish(self, spec, permit, outcome):  # type: ignore[no-untyped-def]
         if spec.name == "a" and "finish" in self.down:

@@ -9,6 +9,7 @@ import redis
 
 from swarm.calls.admission import AdmissionPolicy, MemoryAdmission, Outcome, Permit, Verdict
 from swarm.calls.admission.gate import Gate, outcome_of_error, wait_or_requeue
+from swarm.calls.admission.shares import Tenant
 from swarm.calls.request import Answer
 from swarm.catalog import ModelSpec, load_catalog
 from swarm.errors import RetryLater, SwarmError
@@ -179,3 +180,23 @@ def test_an_answer_whose_permit_cannot_be_finished_is_still_the_calls() -> None:
 
     with pytest.raises(SwarmError, match="own error"):  # not hidden by the outage
         gate.call(failed)
+
+
+def test_a_tenant_over_its_share_gives_its_thread_back_when_it_may_requeue() -> None:
+    far = {"rpm": 6_000_000, "tpm": 100_000_000, "max_inflight": 1, "rps": None}
+    model = load_catalog().model("kimi-k2.5").model_copy(update=far)
+    now = [1_000_000.0]
+    ctl = MemoryAdmission(AdmissionPolicy(), lambda: now[0])
+    a, b = Tenant("a"), Tenant("b")
+    held = ctl.acquire(model, "ja", 100, tenant=a).permit
+    assert held is not None
+    now[0] += 1
+    assert ctl.acquire(model, "jb", 10, tenant=b).permit is None  # b waits now
+    ctl.finish(model, held, Outcome(used_tokens=100))
+    slept: list[float] = []
+    gate = Gate(ctl, model, "ja", 100, max_wait_s=2.0, max_countdown_s=60.0,
+                may_requeue=True, tenant=a, sleep=slept.append)  # fmt: skip
+    with pytest.raises(RetryLater) as later:  # a short wait, yet back to the queue
+        gate.acquire()
+    assert later.value.reason == "tenant_share" and 0 < later.value.delay_s <= 1.0
+    assert slept == []

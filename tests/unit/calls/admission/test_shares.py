@@ -1,0 +1,155 @@
+"""The tenant share rule as pure functions (swarm.calls.admission.shares)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from swarm.calls.admission import AdmissionPolicy, Decision, MemoryAdmission, Outcome, Refusal
+from swarm.calls.admission.shares import (
+    Tenant,
+    Use,
+    charged,
+    correction,
+    decayed_tokens,
+    job_key,
+    job_over_share,
+    over_share,
+    shares,
+    tenant_of,
+    tenant_over_share,
+)
+from swarm.catalog import ModelSpec, load_catalog
+
+W = 60_000.0
+
+
+@pytest.mark.parametrize(
+    ("mine", "weight", "waiting", "refused"),
+    [
+        (100, 1, [], False),  # nobody else waits: never refused (work-conserving)
+        (100, 1, [(50, 1)], True),  # above the waiting tenant
+        (100, 3, [(50, 1)], False),  # 33 per weight against 50
+        (300, 3, [(100, 1)], False),  # exactly at 3:1: not above
+        (301, 3, [(100, 1)], True),
+        (0, 1, [(0, 1)], False),  # both fresh
+        (10, 1, [(500, 1), (5, 1)], True),  # the lowest of the waiting ones counts
+        (10, 2, [(500, 1), (5, 1)], False),
+    ],
+)
+def test_a_tenant_above_the_lowest_waiting_normalized_use_waits(
+    mine: float, weight: float, waiting: list[tuple[float, float]], refused: bool
+) -> None:
+    assert over_share(mine, weight, waiting) is refused
+
+
+@pytest.mark.parametrize(
+    ("use", "now", "expected"),
+    [
+        (Use(1000, 0), 0, 1000),
+        (Use(1000, 0), W, 1000 / math.e),
+        (Use(1000, 10), 5, 1000),  # a clock behind the last charge: no growth
+        (Use(-5, 0), 0, 0),  # never below 0
+    ],
+)
+def test_recent_use_decays_with_the_window(use: Use, now: float, expected: float) -> None:
+    assert decayed_tokens(use, now, W) == pytest.approx(expected)
+
+
+def test_a_charge_adds_to_the_decayed_use_and_a_refund_never_goes_below_zero() -> None:
+    use = charged(Use(1000, 0), W, W, 500, 3.0)
+    assert (use.tokens, use.at_ms, use.weight) == (pytest.approx(1000 / math.e + 500), W, 3.0)
+    assert charged(Use(100, 0), 0, W, -500, 1.0).tokens == 0
+
+
+@pytest.mark.parametrize(
+    ("delta", "held", "expected"),
+    [(-400, 0, -400), (-400, W, -400 / math.e), (200, W, 200 / math.e), (50, -10, 50)],
+)
+def test_a_correction_decays_as_the_charge_it_corrects(
+    delta: float, held: float, expected: float
+) -> None:
+    assert correction(delta, held, W) == pytest.approx(expected)
+
+
+@pytest.mark.parametrize(
+    ("key", "tenant"),
+    [(job_key("team-a", "j1"), "team-a"), ("j1", "default"), (job_key("t", "a\tb"), "t")],
+)
+def test_a_job_key_names_its_tenant(key: str, tenant: str) -> None:
+    assert tenant_of(key) == tenant
+
+
+A1, A2, B1 = job_key("a", "1"), job_key("a", "2"), job_key("b", "1")
+
+
+@pytest.mark.parametrize(
+    ("inflight", "waiting", "key", "refused"),
+    [
+        ({A1: 5}, [A2], A1, True),  # another job of its tenant waits: 5 >= ceil(10 / 2)
+        ({A1: 4}, [A2], A1, False),
+        ({A1: 9}, [B1], A1, False),  # only another tenant's job waits: the tenant rule's
+        ({A1: 4, A2: 1}, [A2, B1], A1, False),  # b's job does not count: ceil(10 / 2) = 5
+        ({A1: 4, A2: 1, B1: 3}, [A2], A1, False),
+        ({}, [A2], A1, False),  # holds nothing: never refused
+    ],
+)
+def test_jobs_share_slots_equally_within_their_tenant(
+    inflight: dict[str, int], waiting: list[str], key: str, refused: bool
+) -> None:
+    assert job_over_share(inflight, waiting, key, 10) is refused
+
+
+def test_the_tenant_rule_reads_the_waiting_tenants_from_their_job_keys() -> None:
+    uses = {"a": Use(300, 0, 3), "b": Use(90, 0, 1)}
+    assert tenant_over_share(uses, [B1], Tenant("a", 3), 0, W) is True
+    assert tenant_over_share(uses, [A1, A2], Tenant("a", 3), 0, W) is False  # own jobs only
+    assert tenant_over_share(uses, [A1], Tenant("b", 1), 0, W) is False
+    assert tenant_over_share(uses, [job_key("c", "1")], Tenant("b", 1), 0, W) is True  # c: 0
+
+
+def test_shares_list_the_busy_tenants_with_their_weighted_targets() -> None:
+    uses = {"a": Use(300, 0, 3), "b": Use(100, 0, 1), "gone": Use(0.5, 0, 1)}
+    rows = shares(uses, 0, W)
+    assert [(r.tenant, r.share, r.target) for r in rows] == [("a", 0.75, 0.75), ("b", 0.25, 0.25)]
+    assert shares({}, 0, W) == ()
+
+
+class Clock:
+    ms = 1_000_000.0
+
+    def __call__(self) -> float:
+        return self.ms
+
+
+def model() -> ModelSpec:
+    limits = {"rpm": 6_000_000, "tpm": 100_000_000, "max_inflight": 2, "rps": None}
+    return load_catalog().model("kimi-k2.5").model_copy(update=limits)
+
+
+def test_the_busier_tenant_waits_until_the_other_got_its_weighted_tokens() -> None:
+    clock = Clock()
+    ctl = MemoryAdmission(AdmissionPolicy(), clock)
+    spec, a, b = model(), Tenant("a", 3), Tenant("b", 1)
+
+    def acquire(job: str, tokens: int, tenant: Tenant) -> Decision:
+        clock.ms += 1
+        return ctl.acquire(spec, job, tokens, tenant=tenant)
+
+    held = [acquire("ja", 1000, a).permit for _ in range(2)]
+    refused = acquire("jb", 100, b)
+    assert refused.reason is Refusal.INFLIGHT  # b waits now
+    for permit in held:
+        assert permit is not None
+        ctl.finish(spec, permit, Outcome(used_tokens=1000))
+    assert acquire("ja", 1000, a).reason is Refusal.TENANT_SHARE
+    got_b = acquire("jb", 100, b).permit
+    assert got_b is not None and got_b.tenant == "b"
+    # the answer was far longer than reserved: b's use is corrected up to 1000 tokens
+    ctl.finish(spec, got_b, Outcome(used_tokens=1000))
+    assert acquire("ja", 1000, a).permit is not None  # 2000 / 3 < 1000
+    rows = {r.tenant: r for r in ctl.counters(spec).tenants}
+    assert rows["a"].tokens == pytest.approx(3000, rel=1e-3)
+    assert rows["b"].tokens == pytest.approx(1000, rel=1e-3)
+    assert rows["a"].target == 0.75
