@@ -44,6 +44,16 @@ def test_keys_share_one_cluster_slot(client: redis.Redis) -> None:
     assert len({k[: k.index("}") + 1] for k in keys}) == 1
 
 
+def test_the_tenants_hash_expires_after_its_use_has_decayed(client: redis.Redis) -> None:
+    ctl, model = controller(client, tenant_window_s=2.0, lease_s=5.0), spec()
+    permit = ctl.acquire(model, "a", 100).permit
+    assert permit is not None
+    [key] = [k for k in client.keys("{llm:*}:tenants")]
+    assert 0 < client.pttl(key) <= 5_000 + 10 * 2_000
+    ctl.finish(model, permit, Outcome(used_tokens=300))
+    assert 0 < client.pttl(key) <= 5_000 + 10 * 2_000
+
+
 def test_inflight_waiters_poll_slower_when_many_wait_on_redis(client: redis.Redis) -> None:
     ctl, model = controller(client), spec(max_inflight=1)
     for _ in range(5):  # a release every ~40 ms

@@ -237,6 +237,9 @@ redis.call('HINCRBY', jobs, job, 1)
 if my_use == nil then my_use = recent_use(tenant) end
 redis.call('HSET', tenants, tenant,
   string.format('%.3f %.3f %s', my_use + tonumber(ARGV[14]), now, ARGV[13]))
+-- idle tenants' use decays to nothing: the hash goes with them (10 time constants past the
+-- longest lease, when e^-10 of any use is left)
+redis.call('PEXPIRE', tenants, math.ceil(lease_ms + 10 * window_ms))
 redis.call('ZREM', waiters, lease_id)
 redis.call('HINCRBY', state, 'admitted', 1)
 if start_ms > 0 then

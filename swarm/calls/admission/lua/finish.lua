@@ -82,6 +82,7 @@ if released == 1 then
       local use = tonumber(u) * math.exp(-math.max(now - tonumber(at), 0) / window_ms)
       use = math.max(use + tenant_delta * math.exp(-held / window_ms), 0)
       redis.call('HSET', tenants, name, string.format('%.3f %.3f %s', use, now, w))
+      redis.call('PEXPIRE', tenants, math.ceil(lease_ms + 10 * window_ms))
     end
   end
   if owner and redis.call('HINCRBY', jobs, owner, -1) <= 0 then
