@@ -145,7 +145,7 @@ aggregate = ["b"]
 """
 
 
-def test_against_a_one_slot_simulator_two_models_converge_to_one_or_two_in_flight() -> None:
+def test_two_models_on_one_local_backend_feed_one_adaptive_limit() -> None:
     catalog = parse_catalog(CATALOG)
     adaptive = MemoryAdaptive()
     ctl = BackendAdmission(MemoryAdmission(AdmissionPolicy()), catalog, adaptive)
@@ -173,10 +173,12 @@ def test_against_a_one_slot_simulator_two_models_converge_to_one_or_two_in_fligh
         for thread in threads:
             thread.join()
         stats = sim.stats()
-    # Four callers, two model names, one server: the backend starts at its cap (all four
-    # in flight), and after the first answers holds them to one or two in flight.
+    # Four callers, two model names, one server: every answer of either model is a sample
+    # of the one backend's limit, and the backend's in-flight count is shared by both (the
+    # backend starts at its cap, so the first wave has all four out; counted per model it
+    # could not pass two). Where the limit settles for a one-slot server is pinned on
+    # modelled latencies (test_a_one_slot_server_settles_at_two_...): measured on a loaded
+    # machine's clock it is not a behaviour a test can hold.
     assert adaptive.state("local", 200).samples == 24
     assert stats["completed"] == 24
-    late = sorted(seen[len(seen) // 2 :])
-    assert late[len(late) // 2] <= 2
-    assert max(late) <= 3
+    assert len(seen) == 24 and max(seen) >= 3
