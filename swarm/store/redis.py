@@ -120,6 +120,19 @@ def _key(job_id: str, part: str) -> str:
     return f"swarm:{{job:{job_id}}}:{part}"
 
 
+def _ledger_line(call: BilledCall) -> dict[str, Any]:
+    """The script arguments of a billed call's ledger line (record and finish_billed)."""
+    usage = call.usage
+    return {
+        "call_id": call.call_id,
+        "model": call.model,
+        "prompt_tokens": usage.prompt_tokens,
+        "completion_tokens": usage.completion_tokens,
+        "cached_tokens": usage.cached_tokens,
+        "cost_nusd": call.cost_nusd,
+    }
+
+
 def _fence_key(job_id: str, fence: Lease | None) -> str:
     """The key a script checks a fencing token against (a placeholder of the same job
     when there is no fence: every key of a script carries the job's hash tag)."""
@@ -285,7 +298,7 @@ class RedisJobStore(JobStore):
     ) -> bool:
         """One script (finish_billed.lua), durable and tried again through an outage as
         record_call: counted once by call id, so a try whose reply was lost counts once."""
-        call, usage = held.call, held.call.usage
+        call = held.call
         assert call.answer is not None and call.answer_key is not None
         args = FinishBilledArgs(
             envelopes=_key(job_id, "env"),
@@ -301,12 +314,7 @@ class RedisJobStore(JobStore):
             state=f"{OK if envelope.ok else ERROR}|{envelope.model}",
             ttl_s=self._ttl_s,
             fence_token=fence.token if fence is not None else "",
-            call_id=call.call_id,
-            model=call.model,
-            prompt_tokens=usage.prompt_tokens,
-            completion_tokens=usage.completion_tokens,
-            cached_tokens=usage.cached_tokens,
-            cost_nusd=call.cost_nusd,
+            **_ledger_line(call),
             answer_key=call.answer_key,
             answer=call.answer.model_dump_json(),
             claim_token=held.claim.token,
@@ -519,19 +527,13 @@ class RedisJobStore(JobStore):
     def record_call(self, job_id: str, call: BilledCall, fence: Lease | None = None) -> bool:
         key = call.answer_key if call.answer is not None and call.answer_key else ""
         answer = call.answer.model_dump_json() if call.answer is not None and key else ""
-        usage = call.usage
         args = RecordArgs(
             billed=_key(job_id, "billed"),
             ledger=_key(job_id, "ledger"),
             budget=_key(job_id, "budget"),
             answers=_key(job_id, "answers"),
             fence=_fence_key(job_id, fence),
-            call_id=call.call_id,
-            model=call.model,
-            prompt_tokens=usage.prompt_tokens,
-            completion_tokens=usage.completion_tokens,
-            cached_tokens=usage.cached_tokens,
-            cost_nusd=call.cost_nusd,
+            **_ledger_line(call),
             answer_key=key,
             answer=answer,
             ttl_s=self._ttl_s,
