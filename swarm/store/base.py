@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import time
 from abc import ABC, abstractmethod
+from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -64,14 +65,21 @@ def progress_from_states(
     total: int, states: Mapping[str, str], finished: bool, phase: str | None = None
 ) -> Progress:
     """Count node states (``"<state>|<model>"`` per node) into a Progress."""
-    counts: dict[str, dict[str, int]] = {}
-    for value in states.values():
+    return progress_from_counts(total, Counter(states.values()), finished, phase)
+
+
+def progress_from_counts(
+    total: int, counts: Mapping[str, int], finished: bool, phase: str | None = None
+) -> Progress:
+    """A Progress from how many nodes hold each state value (``"<state>|<model>"``)."""
+    per_model: dict[str, dict[str, int]] = {}
+    for value, count in counts.items():
         state, _, model = value.partition("|")
-        per = counts.setdefault(model, {"done": 0, "failed": 0, "in_flight": 0})
+        per = per_model.setdefault(model, {"done": 0, "failed": 0, "in_flight": 0})
         key = {OK: "done", ERROR: "failed", RUNNING: "in_flight"}.get(state)
         if key:
-            per[key] += 1
-    models = {m: ModelProgress(**c) for m, c in sorted(counts.items())}
+            per[key] += count
+    models = {m: ModelProgress(**c) for m, c in sorted(per_model.items())}
     return Progress(
         total=total,
         done=sum(m.done for m in models.values()),

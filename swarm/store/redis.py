@@ -65,7 +65,7 @@ from swarm.store.base import (
     LedgerLine,
     NodeBatch,
     Progress,
-    progress_from_states,
+    progress_from_counts,
     summary_status,
 )
 from swarm.store.billing import BilledCall, BudgetState, HeldAnswer, StoredAnswer
@@ -85,6 +85,7 @@ from swarm.store.report_pages import (
 )
 from swarm.store.script_args import (
     STORE_SCRIPTS,
+    CountStatesArgs,
     DueArgs,
     FinishArgs,
     FinishBilledArgs,
@@ -118,6 +119,11 @@ REPORT_RECHECK_S = 1.0
 
 def _key(job_id: str, part: str) -> str:
     return f"swarm:{{job:{job_id}}}:{part}"
+
+
+def _state_counts(flat: Sequence[Any]) -> dict[str, int]:
+    """count_states.lua's reply (value, count, value, count, ...) as a mapping."""
+    return {str(flat[i]): int(flat[i + 1]) for i in range(0, len(flat), 2)}
 
 
 def _ledger_line(call: BilledCall) -> dict[str, Any]:
@@ -353,13 +359,20 @@ class RedisJobStore(JobStore):
         }
 
     def progress(self, job_id: str) -> Progress:
+        """One round trip; the node states are counted by the server (count_states.lua):
+        what comes back is a few counts, whatever the job's size."""
         spec = self.spec(job_id)
         pipe = self._r.pipeline(transaction=False)
-        pipe.hgetall(_key(job_id, "state"))
+        self._count_states(job_id, pipe)
         pipe.exists(_key(job_id, "report"))
         pipe.get(_key(job_id, "phase"))
-        states, finished, phase = pipe.execute()
-        return progress_from_states(len(spec.node_ids), states, bool(finished), phase)
+        counts, finished, phase = pipe.execute()
+        total = len(spec.node_ids)
+        return progress_from_counts(total, _state_counts(counts), bool(finished), phase)
+
+    def _count_states(self, job_id: str, pipe: Any) -> None:
+        """Queue the server-side count of ``job_id``'s node states on ``pipe``."""
+        self._scripts.run(CountStatesArgs(_key(job_id, "state")), client=pipe)
 
     def cancel(self, job_id: str) -> None:
         self.spec(job_id)
@@ -377,7 +390,7 @@ class RedisJobStore(JobStore):
         pipe = self._r.pipeline(transaction=False)
         for job_id in listed:
             pipe.get(_key(job_id, "spec"))
-            pipe.hgetall(_key(job_id, "state"))
+            self._count_states(job_id, pipe)
             pipe.exists(_key(job_id, "report"))
             pipe.get(_key(job_id, "outcome"))
             pipe.exists(_key(job_id, "cancel"))
@@ -390,13 +403,13 @@ class RedisJobStore(JobStore):
         return [summary for summary in summaries if summary is not None]
 
     def _summary(self, job_id: str, row: Sequence[Any]) -> JobSummary | None:
-        raw_spec, states, finished, outcome, cancelled, spent, phase = row
+        raw_spec, counts, finished, outcome, cancelled, spent, phase = row
         if raw_spec is None:
             return None  # expired (the index is trimmed at the next submit)
         spec = JobSpec.model_validate_json(raw_spec)
         if finished and outcome is None:
             outcome = str((self.report(job_id) or {}).get("status"))
-        progress = progress_from_states(len(spec.node_ids), states, bool(finished))
+        progress = progress_from_counts(len(spec.node_ids), _state_counts(counts), bool(finished))
         return JobSummary(
             job_id=job_id,
             submitted_at=spec.submitted_at,

@@ -167,6 +167,15 @@ class DueArgs(_StoreScript):
     limit: int
 
 
+@dataclass(frozen=True)
+class CountStatesArgs(_StoreScript):
+    """Count a job's node states on the server (a progress read without the whole hash)."""
+
+    SCRIPT: ClassVar[str] = "count_states"
+    KEYS: ClassVar[int] = 1
+    states: str
+
+
 STORE_SCRIPTS: tuple[type[ScriptArgs], ...] = (
     FinishArgs,
     FinishBilledArgs,
@@ -178,4 +187,5 @@ STORE_SCRIPTS: tuple[type[ScriptArgs], ...] = (
     RenewArgs,
     IndexArgs,
     DueArgs,
+    CountStatesArgs,
 )

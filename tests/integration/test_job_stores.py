@@ -334,3 +334,25 @@ def test_redis_threads_starting_a_job_at_once_share_one_parsed_spec(redis_url: s
     with ThreadPoolExecutor(16) as pool:
         specs = list(pool.map(read, range(16)))
     assert len({id(s) for s in specs}) == 1
+
+
+def test_a_progress_read_moves_counts_not_the_state_hash(redis_url: str) -> None:
+    """The watchdog reads progress every lease: its reply must not grow with the job (an
+    HGETALL of a 2,000-node state hash sends ~40 KB to the worker, and a 100,000-node one
+    leaves megabytes of freed buffers in the worker's allocator at every check)."""
+    client = redis.Redis.from_url(redis_url, decode_responses=True)
+    store = RedisJobStore(client, ttl_s=60)
+    nodes = 2000
+    store.create_job(spec(nodes), ["x"] * nodes)
+    store.mark_running_many("job", {f"n{i}": "m" if i % 2 else "x" for i in range(nodes)})
+    for i in range(0, 600, 3):
+        store.finish_node("job", env(f"n{i}", ok=i % 2 == 0, model="m" if i % 2 else "x"))
+    store.progress("job")  # the script is loaded, the spec cached
+    client.config_resetstat()
+    p = store.progress("job")
+    stats, commands = client.info("stats"), client.info("commandstats")
+    assert (p.total, p.done, p.failed, p.in_flight) == (2000, 100, 100, 1800)
+    assert p.models["x"].done == 100 and p.models["m"].failed == 100
+    assert not {"cmdstat_hgetall", "cmdstat_hkeys", "cmdstat_hscan"} & set(commands)
+    assert stats["total_net_output_bytes"] < 2000
+    client.close()
