@@ -106,6 +106,10 @@ class Settings(BaseSettings):
     """Lifetime of a worker's leases on its running tasks and calls (swarm.store.leases),
     renewed by its heartbeat every third of it: a killed or frozen worker's work is taken
     over this long (plus a sweep, a fifth of it) after its last heartbeat."""
+    malloc_trim_s: float = Field(default=30.0, ge=0)
+    """Workers: at most this often, after a task ends, hand the memory the C allocator
+    freed back to the system (glibc's malloc_trim; workers.allocator), so a worker's RSS
+    does not keep what a large job's many threads once used. 0: never."""
     quorum_queues: bool = False
     """RabbitMQ: declare the task queues as quorum queues (replicated across the cluster's
     nodes) on topic exchanges, so that countdowns wait in RabbitMQ's delay exchanges

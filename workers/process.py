@@ -30,6 +30,7 @@ from swarm.settings import Settings, load_settings
 from swarm.store import RedisJobStore, gateways
 from swarm.store.connect import SentinelOptions, redis_client
 from swarm.store.heartbeat import LeaseKeeper
+from workers.allocator import Trimmer
 from workers.metrics import SwarmMetrics
 
 _lock = threading.Lock()
@@ -38,6 +39,7 @@ log = logging.getLogger(__name__)
 _runtime: Runtime | None = None
 _task_threads: int | None = None
 _node_pool: ThreadPoolExecutor | None = None
+_trimmer: Trimmer | None = None
 NODE_THREADS_PER_TASK_THREAD = 2
 """Node threads (batched tasks' calls) per task thread of the worker's pool."""
 MIN_NODE_THREADS = 64
@@ -96,6 +98,15 @@ def node_pool() -> ThreadPoolExecutor:
                 thread_name_prefix="node",
             )
         return _node_pool
+
+
+def trimmer(every_s: float) -> Trimmer:
+    """The process's allocator trimmer (workers.allocator), built on first use."""
+    global _trimmer
+    with _lock:
+        if _trimmer is None:
+            _trimmer = Trimmer(every_s)
+        return _trimmer
 
 
 def node_threads(configured: int | None, task_threads: int) -> int:

@@ -1,7 +1,8 @@
 """Signal listeners: build the Runtime as soon as a worker process starts, so a bad
 configuration fails at start-up instead of at the first task; warn of gateways it has no
 key for (workers.keys); serve its Prometheus metrics
-(SWARM_METRICS_PORT) and count the tasks in flight per model."""
+(SWARM_METRICS_PORT), count the tasks in flight per model, and trim the C allocator after
+tasks (workers.allocator)."""
 
 from __future__ import annotations
 
@@ -66,6 +67,13 @@ def _task_ended(task: Task | None = None, **_: Any) -> None:
         found.task_ended(_queue(task))
 
 
+def _trim_allocator(**_: Any) -> None:
+    """After a task: the C allocator's freed memory back to the system, when due."""
+    rt = process.current()
+    if rt is not None:
+        process.trimmer(rt.settings.malloc_trim_s).maybe_trim()
+
+
 def connect() -> None:
     """Connect the listeners once per process."""
     global _connected
@@ -80,4 +88,5 @@ def connect() -> None:
         signals.task_postrun.connect(_task_ended, weak=False)
         signals.task_success.connect(leases.on_success, weak=False)
         signals.task_postrun.connect(leases.on_postrun, weak=False)
+        signals.task_postrun.connect(_trim_allocator, weak=False)
         _connected = True
