@@ -3,6 +3,12 @@
 The SDK's own retries are off (max_retries=0) so every retry passes through our policy
 (swarm.calls.retry_policy) and admission. Timeouts are enforced by the HTTP client,
 because Celery's threads pool ignores task time limits.
+
+A request carries only the headers a gateway uses (auth, content type, user agent): the
+SDK's ``X-Stainless-*`` telemetry headers are omitted (the SDK's documented ``Omit``), and
+the client keeps each merged request URL (``SwarmOpenAI``). Both cut the CPU of a request:
+every header is handled again by the SDK, httpx2, httpcore2 and h11, and the URL merge
+parses the base URL again on every call (ops/bench/results/sdk_request.md).
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ from typing import Any
 
 import httpx2
 import openai
+from openai import RequestOptions
 
 from swarm.calls.admission.feedback import used_up_reset_s
 from swarm.calls.request import Answer, CallRequest
@@ -25,9 +32,46 @@ from swarm.settings import Settings
 NO_KEY = "no-key"
 """The key a client sends when none is set (the SDK needs one; a local server ignores it)."""
 
+TELEMETRY_HEADERS = (
+    "X-Stainless-Lang",
+    "X-Stainless-Package-Version",
+    "X-Stainless-OS",
+    "X-Stainless-Arch",
+    "X-Stainless-Runtime",
+    "X-Stainless-Runtime-Version",
+    "X-Stainless-Async",
+)
+"""The SDK's platform headers, omitted from every request of a ``make_client`` client."""
+_DEFAULT_HEADERS: Mapping[str, Any] = {
+    **dict.fromkeys(TELEMETRY_HEADERS, openai.Omit()),
+    "User-Agent": f"OpenAI/Python {openai.__version__}",  # the SDK names it after the class
+}
+_PER_REQUEST_OMITTED = {"X-Stainless-Retry-Count": openai.Omit(),
+                        "X-Stainless-Read-Timeout": openai.Omit()}  # fmt: skip
+"""The SDK's per-request telemetry headers (retries taken, read timeout), omitted by
+``send`` (the SDK adds them unless a request's own headers name them)."""
 
-def make_client(settings: Settings, base_url: str, api_key: str) -> openai.OpenAI:
-    """One client per process: pooled keep-alive connections, SDK retries off."""
+
+class SwarmOpenAI(openai.OpenAI):
+    """The openai client, keeping each merged request URL: the SDK merges a path with the
+    base URL (parsing and quoting both) on every request, and a worker sends one path."""
+
+    def _prepare_url(self, url: str) -> httpx2.URL:
+        urls: dict[str, httpx2.URL] = self.__dict__.setdefault("_swarm_urls", {})
+        prepared = urls.get(url)
+        if prepared is None:
+            prepared = urls[url] = super()._prepare_url(url)
+        return prepared
+
+
+def make_client(
+    settings: Settings,
+    base_url: str,
+    api_key: str,
+    transport: httpx2.BaseTransport | None = None,
+) -> openai.OpenAI:
+    """One client per process: pooled keep-alive connections, SDK retries off, no
+    telemetry headers. ``transport`` replaces the HTTP transport (tests)."""
     timeout = httpx2.Timeout(settings.node_timeout_s, connect=settings.connect_timeout_s)
     http = openai.DefaultHttpxClient(
         timeout=timeout,
@@ -37,9 +81,15 @@ def make_client(settings: Settings, base_url: str, api_key: str) -> openai.OpenA
             max_keepalive_connections=settings.http_pool_size,
             keepalive_expiry=30.0,
         ),
+        transport=transport,
     )
-    return openai.OpenAI(
-        base_url=base_url, api_key=api_key, max_retries=0, timeout=timeout, http_client=http
+    return SwarmOpenAI(
+        base_url=base_url,
+        api_key=api_key,
+        max_retries=0,
+        timeout=timeout,
+        http_client=http,
+        default_headers=_DEFAULT_HEADERS,
     )
 
 
@@ -80,12 +130,11 @@ def send(
     typed ``ChatCompletion`` and transform the messages, CPU on every call that the worker
     does not need (ops/bench/overhead.py measures a call's cost).
     """
-    if read_timeout_s is None:
-        response = client.post("/chat/completions", body=request.body(), cast_to=httpx2.Response)
-    else:
-        timeout = _with_read(client.timeout, read_timeout_s)
-        response = client.post("/chat/completions", body=request.body(), cast_to=httpx2.Response,
-                               options={"timeout": timeout})  # fmt: skip
+    options: RequestOptions = {"headers": _PER_REQUEST_OMITTED}
+    if read_timeout_s is not None:
+        options = {**options, "timeout": _with_read(client.timeout, read_timeout_s)}
+    response = client.post("/chat/completions", body=request.body(), cast_to=httpx2.Response,
+                           options=options)  # fmt: skip
     return parse_answer(response.content, response.headers)
 
 
