@@ -22,13 +22,19 @@ counted between that tenant's jobs only): leases and waiting jobs are kept under
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from swarm.records import DEFAULT_TENANT
 
 SEPARATOR = "\t"
 """Between tenant and job in a job key (a tenant name never holds one)."""
+TENANT_SHARE = "tenant_share"
+SLOT_REFUSALS = frozenset({"inflight", "fair_share"})
+"""Refusals of a full model (swarm.calls.admission.base.Refusal values): their wait is the
+same slot poll as a tenant-share refusal's."""
+R = TypeVar("R", bound=str)
 
 
 @dataclass(frozen=True)
@@ -140,3 +146,14 @@ def tenant_over_share(
     theirs = ((decayed_tokens(u, now_ms, window_ms), u.weight) for u in recent)
     mine = decayed_tokens(uses.get(tenant.name, Use()), now_ms, window_ms)
     return over_share(mine, tenant.weight, theirs)
+
+
+def yielding_reason(reason: R | None, refusals: Sequence[R]) -> R | None:
+    """The reason a refused call is told: a call over its tenant share that a full model
+    refuses too (in flight, fair share: the same wait) is told ``tenant_share``, so it goes
+    back to the queue at once and frees its worker thread for the waiting tenants' tasks,
+    rather than sleeping in it until the next slot, which is theirs anyway."""
+    share = next((why for why in refusals if why == TENANT_SHARE), None)
+    if share is not None and reason in SLOT_REFUSALS:
+        return share
+    return reason

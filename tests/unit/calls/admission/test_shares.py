@@ -19,6 +19,7 @@ from swarm.calls.admission.shares import (
     shares,
     tenant_of,
     tenant_over_share,
+    yielding_reason,
 )
 from swarm.catalog import ModelSpec, load_catalog
 
@@ -153,3 +154,20 @@ def test_the_busier_tenant_waits_until_the_other_got_its_weighted_tokens() -> No
     assert rows["a"].tokens == pytest.approx(3000, rel=1e-3)
     assert rows["b"].tokens == pytest.approx(1000, rel=1e-3)
     assert rows["a"].target == 0.75
+
+
+@pytest.mark.parametrize(
+    ("reason", "refusals", "told"),
+    [
+        (Refusal.INFLIGHT, [Refusal.INFLIGHT, Refusal.TENANT_SHARE], Refusal.TENANT_SHARE),
+        (Refusal.FAIR_SHARE, [Refusal.FAIR_SHARE, Refusal.TENANT_SHARE], Refusal.TENANT_SHARE),
+        (Refusal.INFLIGHT, [Refusal.INFLIGHT], Refusal.INFLIGHT),  # within its share: polls
+        (Refusal.PAUSED, [Refusal.PAUSED, Refusal.TENANT_SHARE], Refusal.PAUSED),  # longer
+        (Refusal.TENANT_SHARE, [Refusal.TENANT_SHARE], Refusal.TENANT_SHARE),
+        (None, [], None),
+    ],
+)
+def test_a_call_over_its_tenant_share_on_a_full_model_is_told_to_yield(
+    reason: Refusal | None, refusals: list[Refusal], told: Refusal | None
+) -> None:
+    assert yielding_reason(reason, refusals) is told
