@@ -66,20 +66,6 @@ def wait_or_requeue(
     return retry_after_s
 
 
-def in_task_budget_s(reason: Refusal | None, max_wait_s: float, polled_s: float) -> float:
-    """The longest wait a refused call may sleep in its task: none for a yielding refusal
-    (tenant share); for the other count refusals (in flight, fair share), whose waits have
-    no known end and are told as polling hints, what is left of ``max_wait_s`` after the
-    ``polled_s`` already slept for them, so a call that has waited that long goes back to
-    the queue and frees its worker thread and node thread (the worker then takes the next
-    message by priority: a small job's before a large one's); any other: ``max_wait_s``."""
-    if reason in YIELDING_REFUSALS:
-        return 0.0
-    if reason in COUNT_REFUSALS:
-        return max(0.0, max_wait_s - polled_s)
-    return max_wait_s
-
-
 def outcome_of_error(exc: BaseException, now: float, *, at_limit: bool = False) -> Outcome:
     """A failed attempt refunds its tokens; a 429 is feedback (see Outcome.rate_limited),
     and evidence of the tenant's limit when the gateway says a limit is used up or the call
@@ -157,7 +143,6 @@ class Gate:
         """A permit; None when ``_stop_waiting`` says the call needs none any more."""
         lease_id = uuid.uuid4().hex
         waited_for_rate = False
-        polled_s = 0.0
         while True:
             if self._stop_waiting():
                 return None
@@ -173,19 +158,15 @@ class Gate:
             if decision.reason in COUNT_REFUSALS and self._freed():
                 continue
             waited_for_rate |= decision.reason in RATE_REFUSALS
-            delay_s = self._wait_s(decision, polled_s)
-            if decision.reason in COUNT_REFUSALS:
-                polled_s += delay_s
-            self.sleep(delay_s)
+            self.sleep(self._wait_s(decision))
 
-    def _wait_s(self, decision: Decision, polled_s: float = 0.0) -> float:
-        """How long to sleep before asking again (with jitter), or RetryLater. ``polled_s``:
-        what this call slept already for permits out (see ``in_task_budget_s``)."""
+    def _wait_s(self, decision: Decision) -> float:
+        """How long to sleep before asking again (with jitter), or RetryLater."""
         stay = self._stay_in_task()
         delay = wait_or_requeue(
             decision.retry_after_s,
             str(decision.reason),
-            in_task_budget_s(decision.reason, self.max_wait_s, polled_s),
+            0.0 if decision.reason in YIELDING_REFUSALS else self.max_wait_s,
             self.max_countdown_s,
             self.may_requeue and stay is None,
         )
