@@ -46,6 +46,7 @@ from swarm.calls.admission.limits import (
 )
 from swarm.calls.admission.shares import (
     DEFAULT,
+    YIELD_FACTOR,
     Tenant,
     Use,
     charged,
@@ -158,7 +159,9 @@ class MemoryAdmission(AdmissionController):
             self._recover(st, now)
             refusals, new_tats, at_limit = self._check(spec, st, key, tenant, tokens, now)
             wait_ms, reason = max(refusals, key=lambda r: r[0], default=(0.0, None))
-            reason = yielding_reason(reason, [why for _, why in refusals])
+            far = tenant_over_share(st.tenant_use, st.waiting_jobs, tenant, now, self._window_ms,
+                                    YIELD_FACTOR)  # fmt: skip
+            reason = yielding_reason(reason, [why for _, why in refusals], far)
             start_ms = 0.0
             if all(why in RATE_REFUSALS for _, why in refusals):  # only rates: may book
                 if wait_ms <= reserve_s * 1000:

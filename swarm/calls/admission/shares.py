@@ -34,6 +34,10 @@ TENANT_SHARE = "tenant_share"
 SLOT_REFUSALS = frozenset({"inflight", "fair_share"})
 """Refusals of a full model (swarm.calls.admission.base.Refusal values): their wait is the
 same slot poll as a tenant-share refusal's."""
+YIELD_FACTOR = 2.0
+"""A tenant whose normalized use is above this many times the lowest waiting tenant's is far
+over its share: refused by a full model too, it yields its worker thread (yielding_reason);
+nearer its share it keeps polling in its task, so it is there when its turn comes."""
 R = TypeVar("R", bound=str)
 
 
@@ -101,12 +105,14 @@ def correction(delta: float, held_ms: float, window_ms: float) -> float:
     return delta * math.exp(-max(held_ms, 0.0) / window_ms)
 
 
-def over_share(mine: float, weight: float, waiting: Iterable[tuple[float, float]]) -> bool:
+def over_share(
+    mine: float, weight: float, waiting: Iterable[tuple[float, float]], factor: float = 1.0
+) -> bool:
     """Whether a tenant with recent use ``mine`` and ``weight`` must let the waiting
     tenants (their ``(use, weight)``) go first: its normalized use is above the lowest of
-    theirs. No other tenant waiting: never."""
+    theirs (times ``factor``). No other tenant waiting: never."""
     lowest = min((use / w for use, w in waiting), default=math.inf)
-    return mine / weight > lowest
+    return mine / weight > factor * lowest
 
 
 def shares(uses: Mapping[str, Use], now_ms: float, window_ms: float) -> tuple[TenantShare, ...]:
@@ -138,22 +144,23 @@ def job_over_share(
 
 def tenant_over_share(
     uses: Mapping[str, Use], waiting: Iterable[str], tenant: Tenant, now_ms: float,
-    window_ms: float,
+    window_ms: float, factor: float = 1.0,
 ) -> bool:  # fmt: skip
     """``over_share`` for ``tenant`` against the tenants of the waiting job keys."""
     others = {tenant_of(k) for k in waiting} - {tenant.name}
     recent = [uses.get(name, Use()) for name in others]
     theirs = ((decayed_tokens(u, now_ms, window_ms), u.weight) for u in recent)
     mine = decayed_tokens(uses.get(tenant.name, Use()), now_ms, window_ms)
-    return over_share(mine, tenant.weight, theirs)
+    return over_share(mine, tenant.weight, theirs, factor)
 
 
-def yielding_reason(reason: R | None, refusals: Sequence[R]) -> R | None:
-    """The reason a refused call is told: a call over its tenant share that a full model
-    refuses too (in flight, fair share: the same wait) is told ``tenant_share``, so it goes
-    back to the queue at once and frees its worker thread for the waiting tenants' tasks,
-    rather than sleeping in it until the next slot, which is theirs anyway."""
+def yielding_reason(reason: R | None, refusals: Sequence[R], far_over: bool) -> R | None:
+    """The reason a refused call is told: a call far over its tenant share (``far_over``,
+    see YIELD_FACTOR) that a full model refuses too (in flight, fair share: the same wait)
+    is told ``tenant_share``, so it goes back to the queue at once and frees its worker
+    thread for the waiting tenants' tasks, rather than sleeping in it until the next slot,
+    which is theirs anyway."""
     share = next((why for why in refusals if why == TENANT_SHARE), None)
-    if share is not None and reason in SLOT_REFUSALS:
+    if far_over and share is not None and reason in SLOT_REFUSALS:
         return share
     return reason

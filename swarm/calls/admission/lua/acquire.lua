@@ -159,9 +159,12 @@ if next(other_tenants) ~= nil then
   my_use = recent_use(tenant)
   if my_use / weight > lowest then
     refuse('tenant_share', slot_poll()); hard = true
-    -- over its share, a call refused for a full model too is told tenant_share (the same
-    -- poll wait): it goes back to the queue at once and frees its worker thread
-    if reason == 'inflight' or reason == 'fair_share' then reason = 'tenant_share' end
+    -- far over its share (shares.YIELD_FACTOR), a call refused for a full model too is
+    -- told tenant_share (the same poll wait): it goes back to the queue at once and frees
+    -- its worker thread; nearer its share it keeps polling in its task
+    if my_use / weight > 2 * lowest and (reason == 'inflight' or reason == 'fair_share') then
+      reason = 'tenant_share'
+    end
   end
 end
 
