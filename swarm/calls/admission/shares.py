@@ -12,7 +12,10 @@ whose normalized use is above the lowest among the waiting tenants is refused
 (``tenant_share``), so over the window each busy tenant gets tokens in proportion to its
 weight, whatever the length of its calls. Nobody else waiting, nobody is refused: an idle
 share goes to whoever asks. A tenant idle for a while comes back with little recent use, so
-its first calls go ahead of a tenant that has been busy all along.
+its first calls go ahead of a tenant that has been busy all along. A call far over its
+share (``YIELD_FACTOR``) that the full model refuses too is told ``tenant_share``, so it
+goes back to the queue rather than polling in its task (``yielding_reason``), and calls
+refused ``tenant_share`` are not counted among the waiters that space the in-flight polls.
 
 Within a tenant, jobs share the model's in-flight slots equally (the per-job fair share,
 counted between that tenant's jobs only): leases and waiting jobs are kept under
