@@ -78,7 +78,7 @@ def timeline(folder: Path, t0: float, job: str) -> dict[str, dict[str, float]]:
         if e["k"] == "recv" and args and args[0] == job:
             received[e["id"]] = e["t"]
         if e["k"] == "prerun" and args and args[0] == job:
-            for n in args[1]:
+            for n in (n for n in args[1] if isinstance(n, str)):
                 nodes.setdefault(n, {"pid": e["pid"], "recv": received.get(e["id"], e["t"]),
                                      "pre": e["t"]})  # fmt: skip
     for e in evs:
