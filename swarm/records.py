@@ -7,18 +7,43 @@ task result) and serialises with ``model_dump(mode="json")`` on the way out.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    PlainValidator,
+    PrivateAttr,
+    WithJsonSchema,
+)
 
+from swarm import id_ranges
 from swarm.errors import InputError
+from swarm.id_ranges import NodeIds
 
 DEFAULT_TENANT = "default"
 """The tenant of a job submitted without one."""
 TENANT_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 """A tenant name: a letter or digit, then up to 63 letters, digits, ``_``, ``.`` or ``-``."""
 TenantName = Annotated[str, Field(pattern=TENANT_PATTERN)]
+NodeIdSeq = Annotated[
+    Sequence[str],
+    PlainValidator(id_ranges.parse_ids),
+    PlainSerializer(id_ranges.dump),
+    WithJsonSchema({"anyOf": [{"type": "array", "items": {"type": "string"}}, {"type": "object"}]}),
+]
+"""Node ids: a tuple of strings or a range (swarm.id_ranges.NodeIds)."""
+RefSeq = Annotated[
+    Sequence[str],
+    PlainValidator(id_ranges.parse_refs),
+    PlainSerializer(id_ranges.dump),
+    WithJsonSchema({"anyOf": [{"type": "array", "items": {"type": "string"}}, {"type": "object"}]}),
+]
+"""Input refs: a tuple of strings or runs of numbered refs (swarm.id_ranges.RefRuns)."""
 
 
 def check_tenant(name: str) -> str:
@@ -209,10 +234,12 @@ class JobSpec(Frozen):
     """Catalog model of the sub-agents."""
     aggregate_model: str
     """Catalog model of the aggregation."""
-    node_ids: tuple[str, ...]
-    """Ids of the sub-agent nodes, in input order."""
-    input_refs: tuple[str, ...]
-    """Input references, aligned with ``node_ids``."""
+    node_ids: NodeIdSeq
+    """Ids of the sub-agent nodes, in input order (a submitted job's: a range,
+    swarm.id_ranges.NodeIds; JSON: a list, or an object naming the range)."""
+    input_refs: RefSeq
+    """Input references, aligned with ``node_ids`` (streamed lines: runs of line
+    numbers, swarm.id_ranges.RefRuns)."""
     submitted_at: float
     """Unix time of submission (wall time is measured from here)."""
     max_tokens: int | None = None
@@ -242,6 +269,11 @@ class JobSpec(Frozen):
     _index: dict[str, int] = PrivateAttr(default_factory=dict)
 
     def _position(self, node_id: str) -> int:
+        if isinstance(self.node_ids, NodeIds):
+            position = self.node_ids.position(node_id)
+            if position is None:
+                raise KeyError(node_id)
+            return position
         index = self._index
         if index.get(node_id) is None or len(index) != len(self.node_ids):
             # Built lazily (a model_copy may carry another spec's) and replaced whole, never

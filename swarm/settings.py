@@ -91,6 +91,10 @@ class Settings(BaseSettings):
     """Nodes the aggregation reads from the job store at a time (to count them, to merge
     them, to write the report's node list), and that a report's ``nodes`` read at a time
     in the Python client: what a process holds of a job's nodes at once."""
+    submit_chunk_nodes: int = Field(default=1000, ge=1)
+    """Inputs a submit stores at a time (one Redis round trip each chunk), and how often
+    it records how many nodes it has sent (``swarm status`` shows "submitting N of M"):
+    the producer holds one chunk of inputs, and one task message, at a time."""
     result_expires_s: int = Field(default=7 * 86400, gt=0)
     """How long job data, results and chord state live in Redis."""
     estimate_notice_usd: float = Field(default=1.0, ge=0)

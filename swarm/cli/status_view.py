@@ -21,6 +21,7 @@ from swarm.cli.snapshot import JobSnapshot, plain_line, take_snapshot
 from swarm.cli.transcript_view import print_transcript
 from swarm.errors import JobNotFinishedError
 from swarm.jobs.report import with_late_billing
+from swarm.records import JobSpec
 from swarm.settings import Settings
 from swarm.store import RedisJobStore
 from swarm.store.batches import batch_store
@@ -70,14 +71,24 @@ def show_job(
         report = with_late_billing(report, store.ledger(job_id), catalog)
         finish(report, as_json, render_for(report))
         return
+    show_running(store, catalog, spec, as_json)
+
+
+def show_running(store: RedisJobStore, catalog: Catalog, spec: JobSpec, as_json: bool) -> None:
+    """Print a running job's progress (and, while its submit sends, how far it got)."""
     snap = take_snapshot(store, catalog, spec)
-    files = batch_store(store).files(job_id)
+    files = batch_store(store).files(spec.job_id)
     if as_json:
         print_json({**running_json(snap), **status_json(spec, files)})
-    else:
-        click.echo(plain_line(snap))
-        for line in status_lines(spec, files):
-            click.echo(line)
+        return
+    click.echo(plain_line(snap))
+    if snap.progress.sent is not None:
+        click.echo(
+            f"submitting: {snap.progress.sent} of {snap.progress.total} nodes sent"
+            f" (if the submit stopped: swarm resume {spec.job_id})"
+        )
+    for line in status_lines(spec, files):
+        click.echo(line)
 
 
 def running_json(snap: JobSnapshot) -> dict[str, Any]:

@@ -7,17 +7,18 @@ Redis pool and a Celery app until ``close()`` (or the end of a ``with`` block).
 
 from __future__ import annotations
 
+import itertools
 import logging
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
 import kombu.exceptions
 import redis
-from celery import Celery, chord
+from celery import Celery
 from celery.canvas import Signature
 
 from swarm.batch.fanout import poll_signatures
@@ -27,6 +28,7 @@ from swarm.calls import preflight as gateway_preflight
 from swarm.calls.gateway import make_client
 from swarm.catalog import AGGREGATE_KIND, DEFAULT_KIND, Catalog, ModelSpec, load_catalog
 from swarm.client.handle import SwarmHandle
+from swarm.client.sent import SentNodes
 from swarm.cost.batch import at_batch_price
 from swarm.cost.budget import check_budget, preflight
 from swarm.errors import (
@@ -34,10 +36,12 @@ from swarm.errors import (
     InputError,
     JobNotFinishedError,
 )
+from swarm.id_ranges import NodeIds, RefCollector
 from swarm.jobs.defaults import DEFAULT_AGGREGATE, DEFAULT_INSTRUCTION, DEFAULT_PLANNED_AGGREGATE
 from swarm.jobs.estimate import estimate_job
-from swarm.jobs.fanout import header_signatures, nodes_per_task
+from swarm.jobs.fanout import NodeSize, header_signatures, nodes_per_task
 from swarm.jobs.queueing import AGGREGATE_TASK, PLAN_TASK, make_celery
+from swarm.jobs.streamed_chord import send_chord
 from swarm.jobs.taskrepr import NO_KWARGS, aggregate_argsrepr
 from swarm.jobs.watchdog import send_watch
 from swarm.records import DEFAULT_TENANT, InputItem, JobSpec, NodeTask, check_tenant
@@ -231,8 +235,7 @@ class SwarmClient(AbstractContextManager["SwarmClient"]):
         for task in tasks or ():
             for name in task.models():
                 self.catalog.model(name)
-        width = max(4, len(str(len(items) - 1)))
-        node_ids = tuple(f"n{i:0{width}d}" for i in range(len(items)))
+        node_ids = NodeIds.for_count(len(items))
         spec = JobSpec(
             job_id=job_id or uuid.uuid4().hex,
             instruction=instruction.strip(),
@@ -240,7 +243,7 @@ class SwarmClient(AbstractContextManager["SwarmClient"]):
             model=spec_model.name,
             aggregate_model=aggregate.name,
             node_ids=node_ids,
-            input_refs=tuple(item.ref for item in items),
+            input_refs=collect_refs(items),
             submitted_at=time.time(),
             max_tokens=max_tokens,
             min_success_ratio=self.settings.min_success_ratio,
@@ -255,8 +258,10 @@ class SwarmClient(AbstractContextManager["SwarmClient"]):
             tenant=tenant,
         )
         try:
-            self.store.create_job(spec, (item.text for item in items))
-            self.fan_out(spec, [len(i.text) for i in items])
+            self.store.create_job(
+                spec, (item.text for item in items), chunk=self.settings.submit_chunk_nodes
+            )
+            self.fan_out(spec, (len(item.text) for item in items))
         except (redis.RedisError, kombu.exceptions.OperationalError) as exc:
             raise BrokerUnavailableError(f"cannot reach the broker: {exc}") from None
         return self._handle(spec.job_id)
@@ -330,11 +335,14 @@ class SwarmClient(AbstractContextManager["SwarmClient"]):
 
         Nodes that succeeded are not called again, answers already billed are reused, and
         the new report replaces the old one. ``budget_usd`` sets a new cap (default: keep
-        the job's). JobNotFinishedError while the job has no report yet.
+        the job's). JobNotFinishedError while the job has no report yet, unless its submit
+        stopped half way (the broker went away: Progress.sent stays below the total), when
+        every node that has not succeeded is sent again in a new chord.
         """
         check_budget(budget_usd)
         spec = self.store.spec(job_id)
-        if self.store.report(job_id) is None:
+        interrupted = self.store.progress(job_id).sent is not None
+        if self.store.report(job_id) is None and not interrupted:
             raise JobNotFinishedError(f"job {job_id} has not ended yet; resume it once it has")
         self.check_gateway()
         if budget_usd is not None:
@@ -351,7 +359,7 @@ class SwarmClient(AbstractContextManager["SwarmClient"]):
     def fan_out(
         self,
         spec: JobSpec,
-        input_chars: Sequence[int | None] = (),
+        input_chars: Iterable[int | None] = (),
         *,
         only: Sequence[str] | None = None,
         suffix: str = "",
@@ -360,25 +368,36 @@ class SwarmClient(AbstractContextManager["SwarmClient"]):
         """Send the job's chord: the sub-agent nodes on their models' queues, one or several
         per task (swarm.jobs.fanout), then the aggregation on the aggregate model's queue
         (``only``: just those nodes), and the job's watchdog (swarm.jobs.watchdog; ``watch``
-        False: the watchdog itself re-sends)."""
-        chars = list(input_chars) or [None] * len(spec.node_ids)
-        sizes = dict(zip(spec.node_ids, chars, strict=True))
-        wanted = set(spec.node_ids if only is None else only)
-        nodes = [node_id for node_id in spec.node_ids if node_id in wanted]
+        False: the watchdog itself re-sends).
+
+        ``input_chars`` (read as the nodes are sent, aligned with ``spec.node_ids``; shorter
+        or empty: unknown) gives the input sizes the task summaries show. The header is made
+        and published a message at a time (swarm.jobs.streamed_chord); the nodes read so far
+        are recorded every SWARM_SUBMIT_CHUNK_NODES for ``swarm status``."""
+        wanted = None if only is None else set(only)
+        nodes: Iterable[NodeSize] = (
+            (node_id, size)
+            for node_id, size in itertools.zip_longest(spec.node_ids, input_chars)
+            if node_id is not None and (wanted is None or node_id in wanted)
+        )
         aggregate_queue = self.catalog.model(spec.aggregate_model).queue
         per_task = nodes_per_task(self.settings.nodes_per_task, len(spec.node_ids))
         polls: list[Signature] = []
         if spec.deadline_at is not None and only is None:  # resends and resumes run live
-            planned = plan_batches(spec, self.catalog, nodes, sizes, time.time())
+            sizes = dict(nodes)  # batch planning weighs every node at once
+            planned = plan_batches(spec, self.catalog, list(sizes), sizes, time.time())
             batch_store(self.store).plan(spec.job_id, planned.files)
-            nodes = list(planned.live)
+            nodes = [(node_id, sizes[node_id]) for node_id in planned.live]
             polls = poll_signatures(self.app, self.catalog, spec, planned.files, suffix)
-        header = (
+        counted = SentNodes(self.store, spec.job_id, self.settings.submit_chunk_nodes)
+        counted.start()
+        header = itertools.chain(
             header_signatures(
-                self.app, self.catalog, spec, nodes, sizes, per_task=per_task, suffix=suffix
-            )
-            + polls
-        )
+                self.app, self.catalog, spec, counted.reading(nodes), per_task=per_task,
+                suffix=suffix,
+            ),
+            polls,
+        )  # fmt: skip
         body = self.app.signature(
             AGGREGATE_TASK,
             args=(spec.job_id,),
@@ -387,14 +406,8 @@ class SwarmClient(AbstractContextManager["SwarmClient"]):
             argsrepr=aggregate_argsrepr(spec),
             kwargsrepr=NO_KWARGS,
         )
-        if header:
-            # A lazy header: Celery's Redis backend then keeps only weak references to the
-            # header's results. Given a list, it tracks (and SUBSCRIBEs to) each header
-            # task's result for the life of this process, which reads none of them: 1.6 KB
-            # and one Redis subscription per node, and a reconnect at exit (celery#4824).
-            chord((sig for sig in header), app=self.app)(body)
-        else:  # a resume with every node done: only the aggregation runs again
-            body.clone(args=([],)).apply_async()
+        send_chord(self.app, header, body, uuid.uuid4().hex, on_sent=counted.sent)
+        counted.done()
         if watch:
             send_watch(self.app, self.settings, spec, aggregate_queue, suffix)
 
@@ -423,6 +436,14 @@ def _items(inputs: Sequence[InputItem | str]) -> Sequence[InputItem]:
         item if isinstance(item, InputItem) else InputItem(ref=f"input:{i}", text=item)
         for i, item in enumerate(inputs)
     ]
+
+
+def collect_refs(items: Iterable[InputItem]) -> Sequence[str]:
+    """The items' refs, as runs of numbered refs when they are (swarm.id_ranges)."""
+    refs = RefCollector()
+    for item in items:
+        refs.add(item.ref)
+    return refs.result()
 
 
 def with_overrides(settings: Settings | None, overrides: dict[str, Any]) -> Settings:

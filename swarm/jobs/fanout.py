@@ -8,7 +8,7 @@ task, so each of their tasks in Flower is one node.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Iterator
 
 from celery import Celery
 from celery.canvas import Signature
@@ -40,55 +40,70 @@ def nodes_per_task(setting: int, job_nodes: int) -> int:
     return min(AUTO_MAX_PER_TASK, -(-job_nodes // AUTO_MESSAGES_PER_JOB))
 
 
+NodeSize = tuple[str, int | None]
+"""A node id and its input's length in characters (None: unknown)."""
+
+
 def node_batches(
-    spec: JobSpec, node_ids: Sequence[str], catalog: Catalog, per_task: int
-) -> list[tuple[str, tuple[str, ...]]]:
-    """(queue, node ids) per task: nodes of one queue in input order, ``per_task`` at most."""
-    by_queue: dict[str, list[str]] = {}
-    for node_id in node_ids:
-        by_queue.setdefault(catalog.model(spec.task(node_id).model).queue, []).append(node_id)
-    return [
-        (queue, tuple(nodes[start : start + per_task]))
-        for queue, nodes in by_queue.items()
-        for start in range(0, len(nodes), per_task)
-    ]
+    spec: JobSpec, nodes: Iterable[NodeSize], catalog: Catalog, per_task: int
+) -> Iterator[tuple[str, tuple[NodeSize, ...]]]:
+    """(queue, nodes) per task, as ``nodes`` are read: nodes of one queue in input order,
+    ``per_task`` at most; a queue's batch goes out once full (the rest at the end), so at
+    most ``per_task`` nodes per queue are held."""
+    pending: dict[str, list[NodeSize]] = {}
+    queue_of = _queue_of(spec, catalog)
+    for node in nodes:
+        queue = queue_of(node[0])
+        batch = pending.setdefault(queue, [])
+        batch.append(node)
+        if len(batch) >= per_task:
+            yield queue, tuple(batch)
+            batch.clear()
+    for queue, batch in pending.items():
+        if batch:
+            yield queue, tuple(batch)
+
+
+def _queue_of(spec: JobSpec, catalog: Catalog) -> Callable[[str], str]:
+    """The queue of a node: its own task's model's, else the job's (looked up once)."""
+    default = catalog.model(spec.model).queue
+    if not spec.tasks:
+        return lambda node_id: default
+    return lambda node_id: catalog.model(spec.task(node_id).model).queue
 
 
 def header_signatures(
     app: Celery,
     catalog: Catalog,
     spec: JobSpec,
-    node_ids: Sequence[str],
-    sizes: dict[str, int | None],
+    nodes: Iterable[NodeSize],
     *,
     per_task: int,
     suffix: str = "",
-) -> list[Signature]:
-    """The chord header sending ``node_ids`` of ``spec``, ``per_task`` nodes per message."""
+) -> Iterator[Signature]:
+    """The chord header sending ``nodes`` of ``spec``, ``per_task`` nodes per message, made
+    as they are read (one task's nodes held at a time per queue)."""
     # Smaller jobs first (swarm.jobs.queueing.job_priority): a 10-input job is not queued behind
     # the 1000 tasks of a job submitted before it.
     priority = job_priority(len(spec.node_ids))
-    header = []
-    for queue, nodes in node_batches(spec, node_ids, catalog, per_task):
+    for queue, batch in node_batches(spec, nodes, catalog, per_task):
+        ids = tuple(node_id for node_id, _ in batch)
         args: tuple[str, str | list[str]]
-        if len(nodes) == 1:
-            name, args = SUBAGENT_TASK, (spec.job_id, nodes[0])
-            task_id = f"{spec.job_id}-{nodes[0]}{suffix}"
+        if len(ids) == 1:
+            name, args = SUBAGENT_TASK, (spec.job_id, ids[0])
+            task_id = f"{spec.job_id}-{ids[0]}{suffix}"
             # Flower and logs show this summary instead of the arguments.
-            summary = subagent_argsrepr(spec, nodes[0], sizes.get(nodes[0]))
+            summary = subagent_argsrepr(spec, ids[0], batch[0][1])
         else:
-            name, args = SUBAGENTS_TASK, (spec.job_id, list(nodes))
-            task_id = f"{spec.job_id}-{nodes[0]}-{nodes[-1]}{suffix}"
-            summary = subagents_argsrepr(spec, nodes, [sizes.get(n) for n in nodes])
-        header.append(
-            app.signature(
-                name,
-                args=args,
-                queue=queue,
-                task_id=task_id,
-                argsrepr=summary,
-                kwargsrepr=NO_KWARGS,
-                priority=priority,
-            )
+            name, args = SUBAGENTS_TASK, (spec.job_id, list(ids))
+            task_id = f"{spec.job_id}-{ids[0]}-{ids[-1]}{suffix}"
+            summary = subagents_argsrepr(spec, ids, [size for _, size in batch])
+        yield app.signature(
+            name,
+            args=args,
+            queue=queue,
+            task_id=task_id,
+            argsrepr=summary,
+            kwargsrepr=NO_KWARGS,
+            priority=priority,
         )
-    return header

@@ -54,6 +54,9 @@ class Progress(Frozen):
     phase: str | None = None
     """What the job's aggregation is doing (``reduce level 2 of at most 3: 4 calls``,
     ``final merge``), once it started; None before."""
+    sent: int | None = None
+    """Nodes whose task messages the submit has sent so far, while it is sending (or
+    since it stopped half way, swarm.client.sent); None once every node is sent."""
 
     @property
     def pending(self) -> int:
@@ -62,14 +65,22 @@ class Progress(Frozen):
 
 
 def progress_from_states(
-    total: int, states: Mapping[str, str], finished: bool, phase: str | None = None
+    total: int,
+    states: Mapping[str, str],
+    finished: bool,
+    phase: str | None = None,
+    sent: int | None = None,
 ) -> Progress:
     """Count node states (``"<state>|<model>"`` per node) into a Progress."""
-    return progress_from_counts(total, Counter(states.values()), finished, phase)
+    return progress_from_counts(total, Counter(states.values()), finished, phase, sent)
 
 
 def progress_from_counts(
-    total: int, counts: Mapping[str, int], finished: bool, phase: str | None = None
+    total: int,
+    counts: Mapping[str, int],
+    finished: bool,
+    phase: str | None = None,
+    sent: int | None = None,
 ) -> Progress:
     """A Progress from how many nodes hold each state value (``"<state>|<model>"``)."""
     per_model: dict[str, dict[str, int]] = {}
@@ -88,6 +99,7 @@ def progress_from_counts(
         models=models,
         finished=finished,
         phase=phase,
+        sent=sent,
     )
 
 
@@ -151,9 +163,14 @@ class JobStore(ABC):
     """Everything about a job that producers, workers and `swarm status` share."""
 
     @abstractmethod
-    def create_job(self, spec: JobSpec, texts: Iterable[str]) -> None:
+    def create_job(self, spec: JobSpec, texts: Iterable[str], *, chunk: int = CHUNK) -> None:
         """Store a new job's spec and its inputs (aligned with spec.node_ids; consumed as
-        they come, a chunk at a time)."""
+        they come, ``chunk`` at a time)."""
+
+    @abstractmethod
+    def note_sent(self, job_id: str, nodes: int | None) -> None:
+        """Record how many of the job's nodes its submit has sent so far (Progress.sent);
+        None once every node is sent."""
 
     @abstractmethod
     def update_job(self, spec: JobSpec, texts: Iterable[str]) -> None:

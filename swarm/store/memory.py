@@ -28,7 +28,7 @@ from swarm.store.base import (
 )
 from swarm.store.billing import BilledCall, BudgetState, StoredAnswer, admits
 from swarm.store.leases import CLAIM, TASK, Lease, parse_member
-from swarm.store.report_pages import page_of
+from swarm.store.report_pages import CHUNK, page_of
 
 
 @dataclass
@@ -55,6 +55,7 @@ class _Job:
     tool_results: dict[str, ToolOutcome] = field(default_factory=dict)
     transcripts: dict[str, Transcript] = field(default_factory=dict)
     phase: str | None = None
+    sent: int | None = None
 
 
 class MemoryJobStore(JobStore):
@@ -70,7 +71,7 @@ class MemoryJobStore(JobStore):
         except KeyError:
             raise JobNotFoundError(f"no job {job_id!r}") from None
 
-    def create_job(self, spec: JobSpec, texts: Iterable[str]) -> None:
+    def create_job(self, spec: JobSpec, texts: Iterable[str], *, chunk: int = CHUNK) -> None:
         with self._lock:
             job = _Job(spec, dict(zip(spec.node_ids, texts, strict=True)))
             if spec.budget_usd is not None:
@@ -120,11 +121,15 @@ class MemoryJobStore(JobStore):
         with self._lock:
             return dict(self._job(job_id).ledger)
 
+    def note_sent(self, job_id: str, nodes: int | None) -> None:
+        with self._lock:
+            self._job(job_id).sent = nodes
+
     def progress(self, job_id: str) -> Progress:
         with self._lock:
             job = self._job(job_id)
             total, finished = len(job.spec.node_ids), job.report is not None
-            return progress_from_states(total, job.states, finished, job.phase)
+            return progress_from_states(total, job.states, finished, job.phase, job.sent)
 
     def cancel(self, job_id: str) -> None:
         with self._lock:

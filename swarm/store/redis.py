@@ -27,6 +27,8 @@ Keys of one job share the hash tag ``{job:<id>}`` (one slot on Redis Cluster) an
     swarm:{job:<id>}:transcripts  hash  node_id -> Transcript JSON (agent nodes)
     swarm:{job:<id>}:outcome  string  the report's status (written with the report; listing)
     swarm:{job:<id>}:phase    string  what the aggregation does now (set_phase)
+    swarm:{job:<id>}:sent     string  nodes the submit has sent so far, while it sends
+                                      (note_sent; deleted once every node is sent)
     swarm:{job:<id>}:done     channel published once the report is written (wait_report)
 
 Two keys outside the jobs: the task leases for the sweepers (swarm.jobs.takeover), and the
@@ -219,16 +221,18 @@ class RedisJobStore(JobStore):
         except redis.RedisError as exc:
             raise BrokerUnavailableError(f"cannot reach Redis: {exc}") from None
 
-    def create_job(self, spec: JobSpec, texts: Iterable[str]) -> None:
-        """The inputs a chunk at a time as ``texts`` yields them (one HSET and round trip
-        per report_pages.CHUNK), then the spec, its revision, the budget's cap and the job's
-        place in the index of jobs, durable (WAIT: a job lost in a failover would have its
-        tasks find nothing; the WAIT covers the chunks written before it)."""
+    def create_job(self, spec: JobSpec, texts: Iterable[str], *, chunk: int = CHUNK) -> None:
+        """The inputs ``chunk`` at a time as ``texts`` yields them (one HSET and round trip
+        per chunk, the key's expiry with each: a submit stopped half way leaves nothing
+        for good), then the spec, its revision, the budget's cap and the job's place in
+        the index of jobs, durable (WAIT: a job lost in a failover would have its tasks
+        find nothing; the WAIT covers the chunks written before it)."""
         pipe = self._r.pipeline(transaction=False)
         inputs = _key(spec.job_id, "inputs")
         pairs = zip(spec.node_ids, texts, strict=True)
-        while chunk := list(itertools.islice(pairs, CHUNK)):
-            pipe.hset(inputs, mapping=dict(chunk))
+        while part := list(itertools.islice(pairs, chunk)):
+            pipe.hset(inputs, mapping=dict(part))
+            pipe.expire(inputs, self._ttl_s)
             pipe.execute()
 
         def write(pipe: Any) -> None:
@@ -358,6 +362,12 @@ class RedisJobStore(JobStore):
             for model, f in sorted(fields.items())
         }
 
+    def note_sent(self, job_id: str, nodes: int | None) -> None:
+        if nodes is None:
+            self._r.delete(_key(job_id, "sent"))
+        else:
+            self._r.set(_key(job_id, "sent"), nodes, ex=self._ttl_s)
+
     def progress(self, job_id: str) -> Progress:
         """One round trip; the node states are counted by the server (count_states.lua):
         what comes back is a few counts, whatever the job's size."""
@@ -366,9 +376,12 @@ class RedisJobStore(JobStore):
         self._count_states(job_id, pipe)
         pipe.exists(_key(job_id, "report"))
         pipe.get(_key(job_id, "phase"))
-        counts, finished, phase = pipe.execute()
+        pipe.get(_key(job_id, "sent"))
+        counts, finished, phase, sent = pipe.execute()
         total = len(spec.node_ids)
-        return progress_from_counts(total, _state_counts(counts), bool(finished), phase)
+        return progress_from_counts(
+            total, _state_counts(counts), bool(finished), phase, None if sent is None else int(sent)
+        )
 
     def _count_states(self, job_id: str, pipe: Any) -> None:
         """Queue the server-side count of ``job_id``'s node states on ``pipe``."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable
 
 import pytest
 
@@ -26,7 +26,7 @@ class Stored(Exception):
 
 
 class RefusingStore(MemoryJobStore):
-    def create_job(self, spec: JobSpec, texts: Sequence[str]) -> None:
+    def create_job(self, spec: JobSpec, texts: Iterable[str], *, chunk: int = 0) -> None:
         raise Stored(spec.job_id)
 
 

@@ -48,8 +48,8 @@ def test_nodes_per_task(setting: int, nodes: int, per_task: int) -> None:
 def test_batches_keep_queues_apart_and_input_order() -> None:
     flash = NodeTask(model="gemini-2.5-flash", instruction="x")
     spec = job(None, 7, {"n01": flash, "n04": flash})
-    batches = node_batches(spec, spec.node_ids, load_catalog(), 3)
-    assert batches == [
+    batches = node_batches(spec, ((n, None) for n in spec.node_ids), load_catalog(), 3)
+    assert [(queue, tuple(n for n, _ in nodes)) for queue, nodes in batches] == [
         ("llm.kimi-k2.5", ("n00", "n02", "n03")),
         ("llm.kimi-k2.5", ("n05", "n06")),
         ("llm.gemini-2.5-flash", ("n01", "n04")),
@@ -59,11 +59,11 @@ def test_batches_keep_queues_apart_and_input_order() -> None:
 def test_header_uses_the_single_node_task_for_batches_of_one() -> None:
     spec = job(None, 3)
     app = make_celery(Settings(), load_catalog())
-    sizes = dict.fromkeys(spec.node_ids, 10)
-    single = header_signatures(app, load_catalog(), spec, spec.node_ids, sizes, per_task=1)
+    sizes = [(n, 10) for n in spec.node_ids]
+    single = list(header_signatures(app, load_catalog(), spec, sizes, per_task=1))
     assert [s.task for s in single] == [SUBAGENT_TASK] * 3
     assert single[0].options["task_id"] == "j1-n00"
-    both = header_signatures(app, load_catalog(), spec, spec.node_ids, sizes, per_task=2)
+    both = list(header_signatures(app, load_catalog(), spec, sizes, per_task=2))
     assert [(s.task, s.args) for s in both] == [
         (SUBAGENTS_TASK, ("j1", ["n00", "n01"])),
         (SUBAGENT_TASK, ("j1", "n02")),
