@@ -67,7 +67,7 @@ class Durable:
         if waits:
             pipe.wait(REPLICAS, self.wait_ms)
         results: list[Any] = pipe.execute(raise_on_error=raise_on_error)
-        if waits and int(results.pop()) < REPLICAS:
+        if waits and int(_raised(results.pop())) < REPLICAS:
             self._quiet_until = self.clock() + REPLICA_RECHECK_S
             log.debug("swarm store: no replica acknowledged a write in %d ms; no WAIT for "
                       "%.0f s", self.wait_ms, REPLICA_RECHECK_S)  # fmt: skip
@@ -107,6 +107,13 @@ def first_then(call: Callable[[], T], loop: Callable[[], Retrying]) -> T:
         return call()
 
     return loop()(replay)
+
+
+def _raised(reply: Any) -> Any:
+    """``reply``, or raised when it is an error (a pipeline run with raise_on_error=False)."""
+    if isinstance(reply, Exception):
+        raise reply
+    return reply
 
 
 def _log_retry(state: Any) -> None:
