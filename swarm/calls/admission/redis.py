@@ -14,6 +14,7 @@ import logging
 import threading
 import uuid
 from collections.abc import Iterable
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
@@ -51,6 +52,16 @@ JOB_COUNTS_TTL_S = 7 * 86400
 """How long per-job 429 counts are kept after the last 429."""
 
 
+@dataclass(frozen=True)
+class _ScriptLimits:
+    """One model's rate limits as acquire.lua and finish.lua read them."""
+
+    script: tuple[ScriptLimit, ...]
+    requests: tuple[ScriptLimit, ...]
+    """The limits a call costs 1 of (finish.lua's request_limits)."""
+    tpm: Limit
+
+
 class RedisAdmission(AdmissionController):
     """Admission for one gateway (``gateway`` is its base URL), shared through Redis."""
 
@@ -62,6 +73,7 @@ class RedisAdmission(AdmissionController):
         self._held: dict[tuple[str, str], None] = {}
         """(leases key, lease id) of the permits this process holds, for ``keep_held``."""
         self._lock = threading.Lock()
+        self._script_limits: dict[tuple[object, ...], _ScriptLimits] = {}
 
     @classmethod
     def from_url(
@@ -78,6 +90,20 @@ class RedisAdmission(AdmissionController):
             url, sentinel, socket_timeout=10, health_check_interval=30, max_connections=1024
         )
         return cls(client, gateway, policy)
+
+    def _limits(self, spec: ModelSpec) -> _ScriptLimits:
+        """The model's limits as the scripts read them, built once per set of rates."""
+        rates = (spec.rpm, spec.rps, spec.tpm, spec.limit_window)
+        found = self._script_limits.get(rates)
+        if found is None:
+            limits = model_limits(spec, self.policy)
+            found = _ScriptLimits(
+                script=script_limits(limits),
+                requests=script_limits(lim for lim in limits if not lim.tokens),
+                tpm=next(lim for lim in limits if lim.name == "tpm"),
+            )
+            self._script_limits[rates] = found
+        return found
 
     def adaptive_key(self, backend: str) -> str:
         """The hash of a backend's adaptive in-flight limit, beside its admission keys."""
@@ -156,7 +182,7 @@ class RedisAdmission(AdmissionController):
             weight=tenant.weight,
             charge=tokens if charge is None else charge,
             tenant_window_ms=policy.tenant_window_s * 1000,
-            limits=script_limits(model_limits(spec, policy)),
+            limits=self._limits(spec).script,
         )
 
     def _decision(self, args: AcquireArgs, spec: ModelSpec, tenant: Tenant, reply: Any) -> Decision:
@@ -184,8 +210,8 @@ class RedisAdmission(AdmissionController):
         delta = 0 if used is None else used - permit.tokens_reserved
         tenant_delta = 0 if used is None else used - permit.charged
         pause_s = outcome.retry_after_s or policy.default_pause_s
-        limits = model_limits(spec, policy)
-        tpm = next(lim for lim in limits if lim.name == "tpm")
+        limits = self._limits(spec)
+        tpm = limits.tpm
         state, leases, owners, jobs, job429, window_log, tenants = self._keys(
             spec.name, "state", "leases", "owners", "jobs", "job429", "log", "tenants"
         )
@@ -217,7 +243,7 @@ class RedisAdmission(AdmissionController):
             dense_share=policy.dense_share,
             lease_ms=int(policy.lease_s * 1000),
             tenant_window_ms=policy.tenant_window_s * 1000,
-            request_limits=script_limits(lim for lim in limits if not lim.tokens),
+            request_limits=limits.requests,
         )
         with self._lock:
             self._held.pop((leases, permit.lease_id), None)
