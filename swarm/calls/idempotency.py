@@ -4,7 +4,9 @@ Each call of a job (a sub-agent node, the aggregation) has an idempotency key: j
 (node id), model and a hash of the exact request (messages and max_tokens). A CallGuard:
 
 1. claims the slot, so one run calls at a time; a duplicate run (a redelivered or repeated
-   task message) waits for the holder, and reuses its answer once stored;
+   task message) waits for the holder, and reuses its answer once stored (the first claim
+   can carry another module's command in its round trip: the first attempt's acquire,
+   swarm.store.companion);
 2. reuses the answer stored under the key when an earlier run got one (a crash after the
    gateway answered, a retried task): the gateway is not called again;
 3. reserves the call's cost bound against the job's budget (swarm.cost.budget); a refusal means
@@ -41,6 +43,7 @@ from swarm.cost.pricing import cost_nusd
 from swarm.errors import LeaseLostError
 from swarm.records import Usage
 from swarm.store.billing import BilledCall, HeldAnswer, StoredAnswer
+from swarm.store.companion import Companion
 from swarm.store.leases import Lease, claim_lease
 
 CLAIM_POLL_S = 0.1
@@ -56,6 +59,10 @@ class CallGuard:
     request: CallRequest
     owner: str = field(default_factory=lambda: os.urandom(16).hex())
     """Who holds the claim (one id per run)."""
+    first: Companion | None = None
+    """Another module's command sent with the first claim (the first permit's acquire)."""
+    drop_first: Callable[[], None] = lambda: None
+    """Undoes ``first`` when that claim found the slot held by another run (it waits)."""
     reused: StoredAnswer | None = field(default=None, init=False)
     """The answer an earlier run stored; set on enter."""
     refused: bool = field(default=False, init=False)
@@ -117,10 +124,14 @@ class CallGuard:
         """Take the claim (or wait for its holder's answer); the answer stored, if any."""
         keeper = self.rt.leases
         ttl_s = keeper.lease_s if keeper else self.rt.settings.visibility_timeout_s
+        also, self.first = self.first, None
         while True:
             claimed, stored = self.rt.store.claim_or_answer(
-                self.job_id, self.request.slot, self.owner, ttl_s, self.key
+                self.job_id, self.request.slot, self.owner, ttl_s, self.key, also=also
             )
+            if also is not None and not (claimed or stored is not None):
+                self.drop_first()  # no permit held while waiting for another run
+            also = None
             if claimed and keeper is not None:
                 self._lease = claim_lease(self.job_id, self.request.slot, self.owner)
                 self._held_at = time.monotonic()

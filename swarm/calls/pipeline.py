@@ -4,7 +4,8 @@ Every call a job makes goes through ``run_call`` with a slot name unique within 
 so each is billed once, held to the job's budget and to the model's limits. The path is
 chosen by the model's backend (``[backends.NAME] kind``). A hosted backend's call:
 
-    guard   claim the slot; reuse a stored answer, or reserve the budget (idempotency)
+    guard   claim the slot; reuse a stored answer, or reserve the budget (idempotency);
+            an unbudgeted call asks admission for its first permit in the same round trip
     retry   attempts until an answer, a final error, or no attempts left (retries)
     listen  tell the listener of each attempt (metrics); never changes the outcome
     record  ledger line and stored answer as a billed response arrives (a plain node's own
@@ -58,6 +59,9 @@ class Path:
     transport: Callable[[CallContext], Attempt]
     gate: Callable[[Runtime, CallRequest], Gate]
     close: Callable[[CallContext], None] = lambda ctx: None
+    prefetch: bool = False
+    """The first attempt's permit is asked in the claim's round trip (an unbudgeted call:
+    a budgeted one reserves its budget between the two)."""
 
 
 _COMMON: tuple[tuple[str, StepFactory], ...] = (
@@ -103,7 +107,7 @@ _LOCAL: tuple[tuple[str, StepFactory], ...] = (
 )
 
 PATHS: dict[BackendKind, Path] = {
-    "hosted": Path(_COMMON, steps.transport, gate_for),
+    "hosted": Path(_COMMON, steps.transport, gate_for, prefetch=True),
     "local": Path(_LOCAL, local.transport, holding_gate_for, local.close),
 }
 """The attempt path of each backend kind; the retry loop runs around its steps."""
@@ -148,35 +152,45 @@ def keyless_auth(result: CallResult, api_key: str) -> CallResult:
 def run_call(rt: Runtime, request: CallRequest) -> CallResult:
     """Call the request's model (with retries) for its slot, or reuse what an earlier run
     got; a refused budget reservation means no call."""
-    with CallGuard(rt, request) as guard:
-        if (stored := guard.reused) is not None:
-            answer = Answer(
-                stored.content,
-                stored.usage,
-                stored.finish_reason,
-                stored.usage_missing,
-                stored.tool_calls,
-                max_tokens_sent=stored.max_tokens_sent,
-            )
-            return CallResult(answer, stored.usage, stored.attempts, stored.latency_ms, reused=True)
-        if guard.refused:
-            return CallResult(None, Usage(), 0, 0, ErrorKind.BUDGET_EXCEEDED, "budget reached")
-        path = path_of(rt, request)
-        ctx = CallContext(rt, guard, path.gate(rt, request))
-        attempt = build_attempt(ctx, path)
-        try:
-            result = call_with_retries(
-                lambda: attempt(request),
-                max_attempts=rt.settings.max_attempts,
-                backoff_max_s=rt.settings.backoff_max_s,
-                progress=request.progress,
-                on_retry=partial(rt.store.count_retry, request.job_id, request.model.name),
-            )
-            if guard.held is not None:
-                result = replace(result, held=guard.held)
-            return keyless_auth(result, rt.client_for(request.model.backend).api_key)
-        except RetryLater as later:
-            later.slot = request.slot  # the task carries this call's progress to its next run
-            raise
-        finally:
-            path.close(ctx)
+    path = path_of(rt, request)
+    gate = path.gate(rt, request)
+    first = gate.prefetch() if path.prefetch and not request.budgeted else None
+    try:
+        with CallGuard(rt, request, first=first, drop_first=gate.drop_prefetched) as guard:
+            return _guarded_call(rt, request, path, CallContext(rt, guard, gate))
+    finally:
+        gate.drop_prefetched()  # a permit no attempt used (an answer reused, an error)
+
+
+def _guarded_call(rt: Runtime, request: CallRequest, path: Path, ctx: CallContext) -> CallResult:
+    """The call under its guard: a stored answer, a refused budget, or the attempts."""
+    guard = ctx.guard
+    if (stored := guard.reused) is not None:
+        answer = Answer(
+            stored.content,
+            stored.usage,
+            stored.finish_reason,
+            stored.usage_missing,
+            stored.tool_calls,
+            max_tokens_sent=stored.max_tokens_sent,
+        )
+        return CallResult(answer, stored.usage, stored.attempts, stored.latency_ms, reused=True)
+    if guard.refused:
+        return CallResult(None, Usage(), 0, 0, ErrorKind.BUDGET_EXCEEDED, "budget reached")
+    attempt = build_attempt(ctx, path)
+    try:
+        result = call_with_retries(
+            lambda: attempt(request),
+            max_attempts=rt.settings.max_attempts,
+            backoff_max_s=rt.settings.backoff_max_s,
+            progress=request.progress,
+            on_retry=partial(rt.store.count_retry, request.job_id, request.model.name),
+        )
+        if guard.held is not None:
+            result = replace(result, held=guard.held)
+        return keyless_auth(result, rt.client_for(request.model.backend).api_key)
+    except RetryLater as later:
+        later.slot = request.slot  # the task carries this call's progress to its next run
+        raise
+    finally:
+        path.close(ctx)

@@ -13,6 +13,7 @@ from typing import Any
 from swarm.records import Frozen, JobSpec, NodeEnvelope, Usage
 from swarm.store.agents import ToolOutcome, Transcript
 from swarm.store.billing import BilledCall, BudgetState, HeldAnswer, StoredAnswer
+from swarm.store.companion import Companion
 from swarm.store.leases import Lease
 from swarm.store.report_pages import CHUNK, page_of
 
@@ -391,10 +392,20 @@ class JobStore(ABC):
             self.mark_running(job_id, node_id, model)
 
     def claim_or_answer(
-        self, job_id: str, slot: str, owner: str, ttl_s: float, key: str
+        self,
+        job_id: str,
+        slot: str,
+        owner: str,
+        ttl_s: float,
+        key: str,
+        also: Companion | None = None,
     ) -> tuple[bool, StoredAnswer | None]:
-        """``claim`` and the answer stored under ``key``, together."""
-        return self.claim(job_id, slot, owner, ttl_s), self.answer(job_id, key)
+        """``claim`` and the answer stored under ``key``, together; ``also`` (another
+        module's command, swarm.store.companion) runs after them."""
+        claimed, stored = self.claim(job_id, slot, owner, ttl_s), self.answer(job_id, key)
+        if also is not None:
+            also.run()
+        return claimed, stored
 
     def save_report_parts(
         self,

@@ -57,16 +57,17 @@ class Durable:
         """True when the next write sends a WAIT (``wait_ms``, and a replica answered lately)."""
         return bool(self.wait_ms) and self.clock() >= self._quiet_until
 
-    def write(self, build: Callable[[Any], object]) -> list[Any]:
+    def write(self, build: Callable[[Any], object], *, raise_on_error: bool = True) -> list[Any]:
         """Run the commands ``build`` adds to a pipeline, then WAIT (when ``waits``); the
-        commands' results (not WAIT's)."""
+        commands' results (not WAIT's). ``raise_on_error`` False: a command's error is its
+        result (an exception instance), for the caller to judge."""
         pipe = self.client.pipeline(transaction=False)
         build(pipe)
         waits = self.waits()
         if waits:
             pipe.wait(REPLICAS, self.wait_ms)
-        results: list[Any] = pipe.execute()
-        if waits and int(results.pop()) < REPLICAS:
+        results: list[Any] = pipe.execute(raise_on_error=raise_on_error)
+        if waits and int(_raised(results.pop())) < REPLICAS:
             self._quiet_until = self.clock() + REPLICA_RECHECK_S
             log.debug("swarm store: no replica acknowledged a write in %d ms; no WAIT for "
                       "%.0f s", self.wait_ms, REPLICA_RECHECK_S)  # fmt: skip
@@ -106,6 +107,13 @@ def first_then(call: Callable[[], T], loop: Callable[[], Retrying]) -> T:
         return call()
 
     return loop()(replay)
+
+
+def _raised(reply: Any) -> Any:
+    """``reply``, or raised when it is an error (a pipeline run with raise_on_error=False)."""
+    if isinstance(reply, Exception):
+        raise reply
+    return reply
 
 
 def _log_retry(state: Any) -> None:

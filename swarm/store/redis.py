@@ -71,6 +71,7 @@ from swarm.store.base import (
     summary_status,
 )
 from swarm.store.billing import BilledCall, BudgetState, HeldAnswer, StoredAnswer
+from swarm.store.companion import Companion
 from swarm.store.connect import SentinelOptions, redis_client
 from swarm.store.durable import Durable
 from swarm.store.leases import TASK, Lease, parse_member
@@ -145,6 +146,14 @@ def _fence_key(job_id: str, fence: Lease | None) -> str:
     """The key a script checks a fencing token against (a placeholder of the same job
     when there is no fence: every key of a script carries the job's hash tag)."""
     return _key(job_id, fence.name if fence is not None else "nofence")
+
+
+def _raised(replies: list[Any]) -> list[Any]:
+    """``replies`` of a pipeline run with ``raise_on_error=False``; the first error raised."""
+    for reply in replies:
+        if isinstance(reply, Exception):
+            raise reply
+    return replies
 
 
 def _ms(seconds: float) -> int:
@@ -601,18 +610,31 @@ class RedisJobStore(JobStore):
         )
 
     def claim_or_answer(
-        self, job_id: str, slot: str, owner: str, ttl_s: float, key: str
+        self,
+        job_id: str,
+        slot: str,
+        owner: str,
+        ttl_s: float,
+        key: str,
+        also: Companion | None = None,
     ) -> tuple[bool, StoredAnswer | None]:
-        """One round trip: SET NX the claim, read its owner and the stored answer. Durable
+        """One round trip: SET NX the claim, read its owner and the stored answer, and
+        ``also`` (swarm.store.companion) when it can go in the same pipeline. Durable
         (WAIT): a claim lost in a failover lets a duplicate run call at the same time."""
         claim = _key(job_id, f"claim:{slot}")
+        queued = False
 
         def write(pipe: Any) -> None:
+            nonlocal queued
             pipe.set(claim, owner, nx=True, px=max(int(ttl_s * 1000), 1))
             pipe.get(claim)
             pipe.hget(_key(job_id, "answers"), key)
+            queued = also is not None and also.queue(pipe)
 
-        taken, holder, raw = self._durable.write(write)
+        replies = self._durable.write(write, raise_on_error=False)
+        taken, holder, raw = _raised(replies[:3])
+        if also is not None:
+            also.take(replies[3]) if queued else also.run()
         stored = StoredAnswer.model_validate_json(raw) if raw else None
         return bool(taken) or holder == owner, stored
 

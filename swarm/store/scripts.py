@@ -15,7 +15,8 @@ Scripts run atomically on the Redis server; redis-py's Script calls them by SHA 
 them again after a SCRIPT FLUSH or a server restart. In a pipeline a script goes as EVAL
 with its text (the lease scripts pipelined are under a kilobyte): redis-py's Script there
 first asks SCRIPT EXISTS for the pipeline's scripts on every execute, a round trip of its
-own.
+own. A larger script that rides in another module's pipeline (swarm.store.companion) goes
+as EVALSHA with ``Scripts.queue`` instead, and runs again alone should Redis not know it.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from typing import Any, ClassVar
 
 import redis
 from redis.commands.core import Script
+from redis.exceptions import NoScriptError
 
 _HEADER_LINE = re.compile(r"^-- (KEYS|ARGV)\[(\d+)(\.\.)?\] (\w+)", re.MULTILINE)
 
@@ -129,3 +131,18 @@ class Scripts:
         if client is None:
             return script(keys=keys, args=args.argv())
         return client.eval(script.script, len(keys), *keys, *args.argv())
+
+    def queue(self, args: ScriptArgs, pipe: Any) -> None:
+        """Queue the script of ``args`` on ``pipe`` by its SHA (EVALSHA: no text sent, no
+        SCRIPT EXISTS asked); ``reply`` reads what it answered."""
+        keys = args.keys()
+        pipe.evalsha(self._scripts[type(args)].sha, len(keys), *keys, *args.argv())
+
+    def reply(self, args: ScriptArgs, reply: Any) -> Any:
+        """The answer of a script ``queue`` sent: when Redis did not know the script (a
+        SCRIPT FLUSH or a restart: NOSCRIPT), it runs again alone, loaded first."""
+        if isinstance(reply, NoScriptError):
+            return self.run(args)
+        if isinstance(reply, Exception):
+            raise reply
+        return reply

@@ -22,6 +22,7 @@ from swarm.calls.admission.base import (
     Decision,
     ModelCounters,
     Outcome,
+    PendingAcquire,
     Permit,
     Verdict,
 )
@@ -132,6 +133,22 @@ class BackendAdmission(AdmissionController):
             raise
         self._held[lease_id] = _Held(bspec, first.permit, self.clock() + start_in_s, inflight)
         return Decision(second.permit, start_in_s=start_in_s)
+
+    def acquire_later(
+        self,
+        spec: ModelSpec,
+        job_id: str,
+        tokens: int,
+        lease_id: str,
+        reserve_s: float = 0.0,
+        tenant: Tenant = DEFAULT,
+        charge: int | None = None,
+    ) -> PendingAcquire:
+        """The model's own (queued with the store's write) when the backend has no limits;
+        otherwise ``acquire`` asked alone when the store runs it."""
+        if self.catalog.backend_of(spec).has_limits:
+            return super().acquire_later(spec, job_id, tokens, lease_id, reserve_s, tenant, charge)
+        return self.inner.acquire_later(spec, job_id, tokens, lease_id, reserve_s, tenant, charge)
 
     def _let_go(self, spec: ModelSpec, permit: Permit) -> None:
         """Give ``permit`` back, or at least stop renewing it (it lapses) when Redis

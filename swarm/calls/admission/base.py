@@ -10,12 +10,15 @@ tenant at its limit pauses every caller of the model and cuts its shared rate.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
+from functools import partial
 
 from swarm.calls.admission.shares import DEFAULT, Tenant, TenantShare
 from swarm.catalog import ModelSpec
 from swarm.records import DEFAULT_TENANT
+from swarm.store.companion import Companion
 
 
 class Refusal(StrEnum):
@@ -141,6 +144,20 @@ class ModelCounters:
     """Each tenant's recent tokens, its share of them and the share its weight gives it."""
 
 
+class PendingAcquire(Companion):
+    """An acquire sent with a store write (swarm.store.companion): the first permit of a
+    call asked in the round trip that claims the call. ``decision`` is set once sent."""
+
+    def __init__(self, lease_id: str, ask: Callable[[], Decision]) -> None:
+        self.lease_id = lease_id
+        self.decision: Decision | None = None
+        self._ask = ask
+
+    def run(self) -> None:
+        """Ask alone."""
+        self.decision = self._ask()
+
+
 class AdmissionController(ABC):
     """Shared per-model admission: rates, tokens, in-flight leases, feedback, fair share."""
 
@@ -165,6 +182,21 @@ class AdmissionController(ABC):
         instead of all asking again when the next slot opens; a longer rate wait is refused
         with the time until the slot is within ``reserve_s``.
         """
+
+    def acquire_later(
+        self,
+        spec: ModelSpec,
+        job_id: str,
+        tokens: int,
+        lease_id: str,
+        reserve_s: float = 0.0,
+        tenant: Tenant = DEFAULT,
+        charge: int | None = None,
+    ) -> PendingAcquire:
+        """``acquire``, to be sent with a store write; here it is asked alone when the store
+        runs it (a controller on the store's Redis queues it in the store's pipeline)."""
+        ask = partial(self.acquire, spec, job_id, tokens, lease_id, reserve_s, tenant, charge)
+        return PendingAcquire(lease_id, ask)
 
     @abstractmethod
     def finish(self, spec: ModelSpec, permit: Permit, outcome: Outcome) -> Verdict:

@@ -22,6 +22,7 @@ from swarm.calls.admission.base import (
     AdmissionController,
     Decision,
     Outcome,
+    PendingAcquire,
     Permit,
     Refusal,
 )
@@ -132,6 +133,7 @@ class Gate:
         self.charge = charge
         self.sleep = sleep
         self.rand = rand
+        self._first: PendingAcquire | None = None
 
     def acquire(self) -> Permit:
         """Block until admitted, or raise RetryLater (see module docstring)."""
@@ -139,17 +141,39 @@ class Gate:
         assert permit is not None  # the lean gate never stops waiting early
         return permit
 
+    def prefetch(self) -> PendingAcquire:
+        """The first attempt's acquire, to send with the call's claim (one round trip,
+        swarm.store.companion); the first ``acquire`` starts from its decision."""
+        self._first = self.controller.acquire_later(
+            self.spec, self.job_id, self.tokens, uuid.uuid4().hex, self.reserve_s, self.tenant,
+            self.charge,
+        )  # fmt: skip
+        return self._first
+
+    def drop_prefetched(self) -> None:
+        """Give back the prefetched permit when no attempt used it (the answer was reused,
+        the claim was another run's, the call ended before its first attempt)."""
+        first, self._first = self._first, None
+        if first is not None and first.decision is not None and first.decision.permit:
+            log.debug("admission: %s's prefetched permit given back unused", self.spec.name)
+            self._settle_through_outage(first.decision.permit, unsent=True)
+
     def _acquire(self) -> Permit | None:
         """A permit; None when ``_stop_waiting`` says the call needs none any more."""
-        lease_id = uuid.uuid4().hex
+        first, self._first = self._first, None
+        decided = first.decision if first is not None else None
+        lease_id = first.lease_id if first is not None else uuid.uuid4().hex
         waited_for_rate = False
         while True:
             if self._stop_waiting():
+                if decided is not None and decided.permit is not None:
+                    self._settle_through_outage(decided.permit, unsent=True)
                 return None
-            decision = self.controller.acquire(
+            decision = decided or self.controller.acquire(
                 self.spec, self.job_id, self.tokens, lease_id, self.reserve_s, self.tenant,
                 self.charge,
             )  # fmt: skip
+            decided = None
             if (permit := decision.permit) is not None:
                 if decision.start_in_s <= 0 or self._still_open(permit, decision):
                     # a call that waited for a rate limit's slot comes at that limit's rate

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
+from functools import lru_cache
 
 from swarm.catalog import ModelSpec
 from swarm.settings import Settings
@@ -215,7 +216,9 @@ def release_mean_ms(mean_ms: float | None, gap_ms: float) -> float:
     return mean_ms * (1.0 - RELEASE_EWMA_WEIGHT) + gap * RELEASE_EWMA_WEIGHT
 
 
+@lru_cache(maxsize=4096)
 def key_prefix(gateway: str, model: str) -> str:
-    """``{llm:<gateway hash>:<model>}``: every key of one model in one Redis Cluster slot."""
+    """``{llm:<gateway hash>:<model>}``: every key of one model in one Redis Cluster slot
+    (kept per process: every call asks for its model's)."""
     digest = hashlib.sha1(gateway.encode(), usedforsecurity=False).hexdigest()[:10]
     return f"{{llm:{digest}:{model}}}"

@@ -14,6 +14,8 @@ import logging
 import threading
 import uuid
 from collections.abc import Iterable
+from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import redis
@@ -23,6 +25,7 @@ from swarm.calls.admission.base import (
     Decision,
     ModelCounters,
     Outcome,
+    PendingAcquire,
     Permit,
     Refusal,
     Verdict,
@@ -39,6 +42,7 @@ from swarm.calls.admission.script_args import (
 from swarm.calls.admission.script_args import Limit as ScriptLimit
 from swarm.calls.admission.shares import DEFAULT, Tenant, TenantShare, Use, shares
 from swarm.catalog import ModelSpec
+from swarm.store.companion import same_redis
 from swarm.store.connect import SentinelOptions, redis_client
 from swarm.store.scripts import Scripts
 
@@ -46,6 +50,16 @@ log = logging.getLogger(__name__)
 
 JOB_COUNTS_TTL_S = 7 * 86400
 """How long per-job 429 counts are kept after the last 429."""
+
+
+@dataclass(frozen=True)
+class _ScriptLimits:
+    """One model's rate limits as acquire.lua and finish.lua read them."""
+
+    script: tuple[ScriptLimit, ...]
+    requests: tuple[ScriptLimit, ...]
+    """The limits a call costs 1 of (finish.lua's request_limits)."""
+    tpm: Limit
 
 
 class RedisAdmission(AdmissionController):
@@ -59,6 +73,7 @@ class RedisAdmission(AdmissionController):
         self._held: dict[tuple[str, str], None] = {}
         """(leases key, lease id) of the permits this process holds, for ``keep_held``."""
         self._lock = threading.Lock()
+        self._script_limits: dict[tuple[object, ...], _ScriptLimits] = {}
 
     @classmethod
     def from_url(
@@ -75,6 +90,20 @@ class RedisAdmission(AdmissionController):
             url, sentinel, socket_timeout=10, health_check_interval=30, max_connections=1024
         )
         return cls(client, gateway, policy)
+
+    def _limits(self, spec: ModelSpec) -> _ScriptLimits:
+        """The model's limits as the scripts read them, built once per set of rates."""
+        rates = (spec.rpm, spec.rps, spec.tpm, spec.limit_window)
+        found = self._script_limits.get(rates)
+        if found is None:
+            limits = model_limits(spec, self.policy)
+            found = _ScriptLimits(
+                script=script_limits(limits),
+                requests=script_limits(lim for lim in limits if not lim.tokens),
+                tpm=next(lim for lim in limits if lim.name == "tpm"),
+            )
+            self._script_limits[rates] = found
+        return found
 
     def adaptive_key(self, backend: str) -> str:
         """The hash of a backend's adaptive in-flight limit, beside its admission keys."""
@@ -96,13 +125,40 @@ class RedisAdmission(AdmissionController):
     ) -> Decision:
         """One round trip: admitted with a lease (now or for a booked slot), or refused
         with the exact wait."""
-        policy = self.policy
         lease_id = lease_id or uuid.uuid4().hex
-        charge = tokens if charge is None else charge
+        args = self._acquire_args(spec, job_id, tokens, lease_id, reserve_s, tenant, charge)
+        return self._decision(args, spec, tenant, self._scripts.run(args))
+
+    def acquire_later(
+        self,
+        spec: ModelSpec,
+        job_id: str,
+        tokens: int,
+        lease_id: str,
+        reserve_s: float = 0.0,
+        tenant: Tenant = DEFAULT,
+        charge: int | None = None,
+    ) -> PendingAcquire:
+        """``acquire`` as a command in the store's pipeline, when the store's Redis is this
+        controller's (the store's round trip carries it); asked alone otherwise."""
+        args = self._acquire_args(spec, job_id, tokens, lease_id, reserve_s, tenant, charge)
+        return _QueuedAcquire(self, args, spec, tenant)
+
+    def _acquire_args(
+        self,
+        spec: ModelSpec,
+        job_id: str,
+        tokens: int,
+        lease_id: str,
+        reserve_s: float,
+        tenant: Tenant,
+        charge: int | None,
+    ) -> AcquireArgs:
+        policy = self.policy
         state, leases, owners, jobs, waiters, wjobs, log, tenants = self._keys(
             spec.name, "state", "leases", "owners", "jobs", "waiters", "wjobs", "log", "tenants"
         )
-        args = AcquireArgs(
+        return AcquireArgs(
             state=state,
             leases=leases,
             owners=owners,
@@ -124,21 +180,28 @@ class RedisAdmission(AdmissionController):
             max_poll_ms=policy.max_poll_s * 1000,
             tenant=tenant.name,
             weight=tenant.weight,
-            charge=charge,
+            charge=tokens if charge is None else charge,
             tenant_window_ms=policy.tenant_window_s * 1000,
-            limits=script_limits(model_limits(spec, policy)),
+            limits=self._limits(spec).script,
         )
-        admitted, wait_ms, reason, _inflight, _factor = self._scripts.run(args)
+
+    def _decision(self, args: AcquireArgs, spec: ModelSpec, tenant: Tenant, reply: Any) -> Decision:
+        """The acquire script's reply as a Decision; an admitted lease is held (renewed by
+        ``keep_held``) from here on."""
+        admitted, wait_ms, reason, _inflight, _factor = reply
         if int(admitted):
-            start_in_s = float(wait_ms) / 1000.0
             at_limit = _text(reason) in ("at_limit", "reserved")
             permit = Permit(
-                spec.name, lease_id, job_id, tokens, tenant.name, charge, at_limit=at_limit
-            )
+                spec.name, args.lease_id, args.job_id, args.tokens, tenant.name, args.charge,
+                at_limit=at_limit,
+            )  # fmt: skip
             with self._lock:
-                self._held[(leases, lease_id)] = None
-            return Decision(permit, start_in_s=start_in_s)
+                self._held[(args.leases, args.lease_id)] = None
+            return Decision(permit, start_in_s=float(wait_ms) / 1000.0)
         return Decision(None, float(wait_ms) / 1000.0, Refusal(_text(reason)))
+
+    def _run_acquire(self, args: AcquireArgs, spec: ModelSpec, tenant: Tenant) -> Decision:
+        return self._decision(args, spec, tenant, self._scripts.run(args))
 
     def finish(self, spec: ModelSpec, permit: Permit, outcome: Outcome) -> Verdict:
         """Release, reconcile or refund, and apply 429 feedback, in one round trip."""
@@ -147,8 +210,8 @@ class RedisAdmission(AdmissionController):
         delta = 0 if used is None else used - permit.tokens_reserved
         tenant_delta = 0 if used is None else used - permit.charged
         pause_s = outcome.retry_after_s or policy.default_pause_s
-        limits = model_limits(spec, policy)
-        tpm = next(lim for lim in limits if lim.name == "tpm")
+        limits = self._limits(spec)
+        tpm = limits.tpm
         state, leases, owners, jobs, job429, window_log, tenants = self._keys(
             spec.name, "state", "leases", "owners", "jobs", "job429", "log", "tenants"
         )
@@ -180,7 +243,7 @@ class RedisAdmission(AdmissionController):
             dense_share=policy.dense_share,
             lease_ms=int(policy.lease_s * 1000),
             tenant_window_ms=policy.tenant_window_s * 1000,
-            request_limits=script_limits(lim for lim in limits if not lim.tokens),
+            request_limits=limits.requests,
         )
         with self._lock:
             self._held.pop((leases, permit.lease_id), None)
@@ -245,6 +308,28 @@ class RedisAdmission(AdmissionController):
         """One round trip on Redis TIME."""
         (state,) = self._keys(spec.name, "state")
         return float(self._scripts.run(PauseArgs(state))) / 1000.0
+
+
+class _QueuedAcquire(PendingAcquire):
+    """An acquire that goes in the store's pipeline when that pipeline is on this
+    controller's Redis."""
+
+    def __init__(
+        self, owner: RedisAdmission, args: AcquireArgs, spec: ModelSpec, tenant: Tenant
+    ) -> None:
+        super().__init__(args.lease_id, partial(owner._run_acquire, args, spec, tenant))
+        self._owner, self._args, self._spec, self._tenant = owner, args, spec, tenant
+
+    def queue(self, pipe: Any) -> bool:
+        if not same_redis(pipe, self._owner.client):
+            return False
+        self._owner._scripts.queue(self._args, pipe)
+        return True
+
+    def take(self, reply: Any) -> None:
+        owner, args = self._owner, self._args
+        self.decision = owner._decision(args, self._spec, self._tenant,
+                                        owner._scripts.reply(args, reply))  # fmt: skip
 
 
 def _text(value: Any) -> str:

@@ -199,8 +199,10 @@ class FrozenAfterClaiming(MemoryJobStore):
     """A store where the process froze right after taking a claim: the claim lapsed and
     another run took the slot before this one could call."""
 
-    def claim_or_answer(self, job_id: str, slot: str, owner: str, ttl_s: float, key: str) -> Any:
-        claimed, stored = super().claim_or_answer(job_id, slot, owner, ttl_s, key)
+    def claim_or_answer(
+        self, job_id: str, slot: str, owner: str, ttl_s: float, key: str, also: Any = None
+    ) -> Any:
+        claimed, stored = super().claim_or_answer(job_id, slot, owner, ttl_s, key, also)
         if claimed:
             with self._lock:
                 self._job(job_id).leases["claim:" + slot] = ("the run that took over", 1e12)

@@ -1,0 +1,162 @@
+"""A hosted call's first admission permit rides in its claim's round trip
+(swarm.store.companion): one round trip fewer per call, with every permit still given back
+and the admission keys where the controller keeps them."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import httpx2
+import openai
+import procs
+import pytest
+import redis
+import redis.connection
+
+from swarm.calls.admission import AdmissionPolicy
+from swarm.calls.admission.redis import RedisAdmission
+from swarm.calls.pipeline import run_call
+from swarm.calls.request import CallRequest
+from swarm.calls.runtime import Runtime
+from swarm.catalog import load_catalog
+from swarm.settings import load_settings
+from swarm.store.heartbeat import LeaseKeeper
+from swarm.store.redis import RedisJobStore
+
+pytestmark = pytest.mark.integration
+GATEWAY = "http://gw.test/v1"
+
+
+class RoundTrips:
+    """Counts what redis-py sends (one per command or pipeline) while ``on``."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.on, self.count = False, 0
+        send = redis.connection.AbstractConnection.send_packed_command
+
+        def counted(conn: Any, command: Any, check_health: bool = True) -> None:
+            self.count += int(self.on)
+
+            send(conn, command, check_health)
+
+        monkeypatch.setattr(redis.connection.AbstractConnection, "send_packed_command", counted)
+
+
+@pytest.fixture
+def trips(monkeypatch: pytest.MonkeyPatch) -> RoundTrips:
+    return RoundTrips(monkeypatch)
+
+
+ANSWER = {
+    "id": "c1",
+    "object": "chat.completion",
+    "created": 0,
+    "model": "m",
+    "choices": [{"index": 0, "message": {"role": "assistant", "content": "fine"},
+                 "finish_reason": "stop"}],
+    "usage": {"prompt_tokens": 10, "completion_tokens": 2, "total_tokens": 12},
+}  # fmt: skip
+
+
+class Gateway:
+    """An in-process gateway answering every request at once; keeps the requests."""
+
+    def __init__(self) -> None:
+        self.requests: list[httpx2.Request] = []
+
+    def answer(self, request: httpx2.Request) -> httpx2.Response:
+        self.requests.append(request)
+        return httpx2.Response(200, json=ANSWER)
+
+    def client(self) -> openai.OpenAI:
+        http = httpx2.Client(transport=httpx2.MockTransport(self.answer))
+        return openai.OpenAI(base_url=GATEWAY, api_key="k", max_retries=0, http_client=http)
+
+
+@pytest.fixture
+def gateway() -> Gateway:
+    return Gateway()
+
+
+def runtime(url: str, admission_url: str, gateway: Gateway) -> Runtime:
+    settings = load_settings(broker_url=url, base_url=GATEWAY, api_key="k")
+    store = RedisJobStore.from_url(url, 3600)
+    return Runtime(
+        settings=settings,
+        catalog=load_catalog(),
+        store=store,
+        leases=LeaseKeeper(store, settings.lease_s),  # claims are leases, as in a worker
+        client=gateway.client(),
+        admission=RedisAdmission.from_url(admission_url, GATEWAY, AdmissionPolicy()),
+    )
+
+
+@pytest.fixture
+def rt(redis_url: str, gateway: Gateway) -> Iterator[Runtime]:
+    yield runtime(redis_url, redis_url, gateway)
+
+
+def request(rt: Runtime, slot: str = "n1") -> CallRequest:
+    far = {"rpm": 6_000_000, "tpm": 100_000_000, "rps": None}  # no booked slots to wait for
+    model = rt.catalog.model("kimi-k2.5").model_copy(update=far)
+    return CallRequest.of("j1", slot, model, [{"role": "user", "content": "hi"}], 64)
+
+
+def inflight(rt: Runtime) -> int:
+    return rt.admission.counters(rt.catalog.model("kimi-k2.5")).inflight
+
+
+def test_a_hosted_call_claims_and_is_admitted_in_one_round_trip(
+    rt: Runtime, trips: RoundTrips, gateway: Gateway
+) -> None:
+    run_call(rt, request(rt, "warm-up"))  # connections made, scripts loaded
+    trips.on = True
+    result = run_call(rt, request(rt))
+    trips.on = False
+    assert result.answer is not None and result.answer.content == "fine"
+    # claim + first acquire, the permit's finish, the ledger line with the answer (which
+    # ends the claim's lease)
+    assert trips.count == 3
+    assert len(gateway.requests) == 2 and inflight(rt) == 0
+
+
+def test_a_reused_answer_gives_the_prefetched_permit_back(rt: Runtime, gateway: Gateway) -> None:
+    run_call(rt, request(rt))
+    again = run_call(rt, request(rt))
+    assert again.reused and len(gateway.requests) == 1
+    assert inflight(rt) == 0
+
+
+def test_a_call_waiting_for_another_runs_claim_holds_no_permit(
+    rt: Runtime, gateway: Gateway
+) -> None:
+    assert rt.store.claim("j1", "n1", "another run", 0.3)  # lapses while this one waits
+    result = run_call(rt, request(rt))
+    assert result.answer is not None and len(gateway.requests) == 1
+    assert inflight(rt) == 0
+
+
+def test_a_flushed_script_is_loaded_again_and_the_call_admitted(
+    rt: Runtime, redis_url: str, gateway: Gateway
+) -> None:
+    redis.Redis.from_url(redis_url).script_flush()
+    result = run_call(rt, request(rt))
+    assert result.answer is not None and len(gateway.requests) == 1
+    assert inflight(rt) == 0
+
+
+def test_admission_on_another_database_is_asked_there(
+    redis_url: str, gateway: Gateway, trips: RoundTrips
+) -> None:
+    other = procs.with_db(redis_url, 5)
+    rt = runtime(redis_url, other, gateway)
+    run_call(rt, request(rt, "warm-up"))  # connections made, scripts loaded
+    trips.on = True
+    result = run_call(rt, request(rt))
+    trips.on = False
+    assert result.answer is not None
+    assert trips.count == 4  # the acquire could not ride in the store's pipeline
+    assert redis.Redis.from_url(redis_url).keys("*llm*") == []
+    assert redis.Redis.from_url(other).keys("*llm*") != []
+    assert inflight(rt) == 0
