@@ -244,28 +244,6 @@ def test_tenants_share_tokens_by_weight_while_the_other_waits(h: Harness) -> Non
     assert rows["team-b"].target == 0.25
 
 
-def test_a_tenant_over_its_share_on_a_full_model_yields_and_does_not_poll(h: Harness) -> None:
-    ctl, model = h.controller(), spec(max_inflight=2)
-
-    def acquire(job: str, tokens: int, tenant: Tenant, lease: str) -> Decision:
-        h.advance(GAP_S)
-        return ctl.acquire(model, job, tokens, lease, tenant=tenant)
-
-    held = [acquire("ja", 1000, A, f"a{i}").permit for i in range(2)]
-    assert all(held)
-    assert acquire("ja", 1000, A, "a-early").reason is Refusal.INFLIGHT  # nobody else waits
-    assert acquire("jb", 100, B, "b").reason is Refusal.INFLIGHT  # team-b waits now
-    assert ctl.counters(model).waiting == 2
-    # full, and over its share while team-b waits: told tenant_share (it goes back to the
-    # queue), and neither it nor its earlier wait counts among the slot's pollers
-    assert acquire("ja", 1000, A, "a-early").reason is Refusal.TENANT_SHARE
-    assert acquire("ja", 1000, A, "a-late").reason is Refusal.TENANT_SHARE
-    assert ctl.counters(model).waiting == 1
-    ctl.finish(model, held[0], Outcome(used_tokens=1000))  # type: ignore[arg-type]
-    got_b = acquire("jb", 100, B, "b").permit
-    assert got_b is not None and got_b.tenant == "team-b"
-
-
 def test_a_refund_takes_back_the_tenants_charge(h: Harness) -> None:
     ctl, model = h.controller(), spec()
     permit = ctl.acquire(model, "ja", 5000, tenant=A).permit

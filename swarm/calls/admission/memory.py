@@ -46,7 +46,6 @@ from swarm.calls.admission.limits import (
 )
 from swarm.calls.admission.shares import (
     DEFAULT,
-    YIELD_FACTOR,
     Tenant,
     Use,
     charged,
@@ -56,7 +55,6 @@ from swarm.calls.admission.shares import (
     shares,
     tenant_of,
     tenant_over_share,
-    yielding_reason,
 )
 from swarm.catalog import ModelSpec
 
@@ -159,9 +157,6 @@ class MemoryAdmission(AdmissionController):
             self._recover(st, now)
             refusals, new_tats, at_limit = self._check(spec, st, key, tenant, tokens, now)
             wait_ms, reason = max(refusals, key=lambda r: r[0], default=(0.0, None))
-            far = tenant_over_share(st.tenant_use, st.waiting_jobs, tenant, now, self._window_ms,
-                                    YIELD_FACTOR)  # fmt: skip
-            reason = yielding_reason(reason, [why for _, why in refusals], far)
             start_ms = 0.0
             if all(why in RATE_REFUSALS for _, why in refusals):  # only rates: may book
                 if wait_ms <= reserve_s * 1000:
@@ -170,10 +165,7 @@ class MemoryAdmission(AdmissionController):
                     wait_ms = beyond_reserve(wait_ms, reserve_s)
             if reason is not None:
                 until = now + wait_ms + self.policy.poll_s * 4000 + 1000
-                if reason is Refusal.TENANT_SHARE:  # yields: not among the slot pollers
-                    st.waiters.pop(lease_id, None)
-                else:
-                    st.waiters[lease_id] = until
+                st.waiters[lease_id] = until
                 st.waiting_jobs[key] = max(until, st.waiting_jobs.get(key, 0.0))
                 st.refused += 1
                 return Decision(None, wait_ms / 1000.0, reason)

@@ -12,10 +12,7 @@ whose normalized use is above the lowest among the waiting tenants is refused
 (``tenant_share``), so over the window each busy tenant gets tokens in proportion to its
 weight, whatever the length of its calls. Nobody else waiting, nobody is refused: an idle
 share goes to whoever asks. A tenant idle for a while comes back with little recent use, so
-its first calls go ahead of a tenant that has been busy all along. A call far over its
-share (``YIELD_FACTOR``) that the full model refuses too is told ``tenant_share``, so it
-goes back to the queue rather than polling in its task (``yielding_reason``), and calls
-refused ``tenant_share`` are not counted among the waiters that space the in-flight polls.
+its first calls go ahead of a tenant that has been busy all along.
 
 Within a tenant, jobs share the model's in-flight slots equally (the per-job fair share,
 counted between that tenant's jobs only): leases and waiting jobs are kept under
@@ -25,23 +22,13 @@ counted between that tenant's jobs only): leases and waiting jobs are kept under
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import TypeVar
 
 from swarm.records import DEFAULT_TENANT
 
 SEPARATOR = "\t"
 """Between tenant and job in a job key (a tenant name never holds one)."""
-TENANT_SHARE = "tenant_share"
-SLOT_REFUSALS = frozenset({"inflight", "fair_share"})
-"""Refusals of a full model (swarm.calls.admission.base.Refusal values): their wait is the
-same slot poll as a tenant-share refusal's."""
-YIELD_FACTOR = 2.0
-"""A tenant whose normalized use is above this many times the lowest waiting tenant's is far
-over its share: refused by a full model too, it yields its worker thread (yielding_reason);
-nearer its share it keeps polling in its task, so it is there when its turn comes."""
-R = TypeVar("R", bound=str)
 
 
 @dataclass(frozen=True)
@@ -108,14 +95,12 @@ def correction(delta: float, held_ms: float, window_ms: float) -> float:
     return delta * math.exp(-max(held_ms, 0.0) / window_ms)
 
 
-def over_share(
-    mine: float, weight: float, waiting: Iterable[tuple[float, float]], factor: float = 1.0
-) -> bool:
+def over_share(mine: float, weight: float, waiting: Iterable[tuple[float, float]]) -> bool:
     """Whether a tenant with recent use ``mine`` and ``weight`` must let the waiting
     tenants (their ``(use, weight)``) go first: its normalized use is above the lowest of
-    theirs (times ``factor``). No other tenant waiting: never."""
+    theirs. No other tenant waiting: never."""
     lowest = min((use / w for use, w in waiting), default=math.inf)
-    return mine / weight > factor * lowest
+    return mine / weight > lowest
 
 
 def shares(uses: Mapping[str, Use], now_ms: float, window_ms: float) -> tuple[TenantShare, ...]:
@@ -147,23 +132,11 @@ def job_over_share(
 
 def tenant_over_share(
     uses: Mapping[str, Use], waiting: Iterable[str], tenant: Tenant, now_ms: float,
-    window_ms: float, factor: float = 1.0,
+    window_ms: float,
 ) -> bool:  # fmt: skip
     """``over_share`` for ``tenant`` against the tenants of the waiting job keys."""
     others = {tenant_of(k) for k in waiting} - {tenant.name}
     recent = [uses.get(name, Use()) for name in others]
     theirs = ((decayed_tokens(u, now_ms, window_ms), u.weight) for u in recent)
     mine = decayed_tokens(uses.get(tenant.name, Use()), now_ms, window_ms)
-    return over_share(mine, tenant.weight, theirs, factor)
-
-
-def yielding_reason(reason: R | None, refusals: Sequence[R], far_over: bool) -> R | None:
-    """The reason a refused call is told: a call far over its tenant share (``far_over``,
-    see YIELD_FACTOR) that a full model refuses too (in flight, fair share: the same wait)
-    is told ``tenant_share``, so it goes back to the queue at once and frees its worker
-    thread for the waiting tenants' tasks, rather than sleeping in it until the next slot,
-    which is theirs anyway."""
-    share = next((why for why in refusals if why == TENANT_SHARE), None)
-    if far_over and share is not None and reason in SLOT_REFUSALS:
-        return share
-    return reason
+    return over_share(mine, tenant.weight, theirs)

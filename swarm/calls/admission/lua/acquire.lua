@@ -157,15 +157,7 @@ if next(other_tenants) ~= nil then
     lowest = math.min(lowest, u / w)
   end
   my_use = recent_use(tenant)
-  if my_use / weight > lowest then
-    refuse('tenant_share', slot_poll()); hard = true
-    -- far over its share (shares.YIELD_FACTOR), a call refused for a full model too is
-    -- told tenant_share (the same poll wait): it goes back to the queue at once and frees
-    -- its worker thread; nearer its share it keeps polling in its task
-    if my_use / weight > 2 * lowest and (reason == 'inflight' or reason == 'fair_share') then
-      reason = 'tenant_share'
-    end
-  end
+  if my_use / weight > lowest then refuse('tenant_share', slot_poll()); hard = true end
 end
 
 -- A window limit: N x factor admissions in the (slack-widened) window, from the log.
@@ -222,10 +214,7 @@ if reason ~= '' and not hard then
 end
 if reason ~= '' then
   local until_ms = now + wait + poll_ms * 4 + 1000
-  -- a call over its tenant share does not poll for the next slot (it yields to the waiting
-  -- tenants): it is not counted among the waiters that space the slot polls (slot_poll)
-  if reason == 'tenant_share' then redis.call('ZREM', waiters, lease_id)
-  else redis.call('ZADD', waiters, until_ms, lease_id) end
+  redis.call('ZADD', waiters, until_ms, lease_id)
   redis.call('ZADD', waiting_jobs, 'GT', until_ms, job)
   -- the sets live as long as their latest entry (no waiter left behind keeps them forever)
   local keep_ms = math.ceil(until_ms - now)

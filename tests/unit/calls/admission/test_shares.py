@@ -8,7 +8,6 @@ import pytest
 
 from swarm.calls.admission import AdmissionPolicy, Decision, MemoryAdmission, Outcome, Refusal
 from swarm.calls.admission.shares import (
-    YIELD_FACTOR,
     Tenant,
     Use,
     charged,
@@ -20,7 +19,6 @@ from swarm.calls.admission.shares import (
     shares,
     tenant_of,
     tenant_over_share,
-    yielding_reason,
 )
 from swarm.catalog import ModelSpec, load_catalog
 
@@ -155,36 +153,3 @@ def test_the_busier_tenant_waits_until_the_other_got_its_weighted_tokens() -> No
     assert rows["a"].tokens == pytest.approx(3000, rel=1e-3)
     assert rows["b"].tokens == pytest.approx(1000, rel=1e-3)
     assert rows["a"].target == 0.75
-
-
-@pytest.mark.parametrize(
-    ("reason", "refusals", "far", "told"),
-    [
-        (Refusal.INFLIGHT, [Refusal.INFLIGHT, Refusal.TENANT_SHARE], True, Refusal.TENANT_SHARE),
-        (
-            Refusal.FAIR_SHARE,
-            [Refusal.FAIR_SHARE, Refusal.TENANT_SHARE],
-            True,
-            Refusal.TENANT_SHARE,
-        ),
-        (Refusal.INFLIGHT, [Refusal.INFLIGHT, Refusal.TENANT_SHARE], False, Refusal.INFLIGHT),
-        (Refusal.INFLIGHT, [Refusal.INFLIGHT], False, Refusal.INFLIGHT),  # within its share
-        (Refusal.PAUSED, [Refusal.PAUSED, Refusal.TENANT_SHARE], True, Refusal.PAUSED),  # longer
-        (Refusal.TENANT_SHARE, [Refusal.TENANT_SHARE], False, Refusal.TENANT_SHARE),
-        (None, [], False, None),
-    ],
-)
-def test_a_call_far_over_its_tenant_share_on_a_full_model_is_told_to_yield(
-    reason: Refusal | None, refusals: list[Refusal], far: bool, told: Refusal | None
-) -> None:
-    assert yielding_reason(reason, refusals, far) is told
-
-
-@pytest.mark.parametrize(
-    ("mine", "waiting", "far"),
-    [(100, [(0, 1)], True), (100, [(40, 1)], True), (100, [(50, 1)], False), (100, [], False)],
-)
-def test_far_over_the_share_is_twice_the_lowest_waiting_use(
-    mine: float, waiting: list[tuple[float, float]], far: bool
-) -> None:
-    assert over_share(mine, 1, waiting, YIELD_FACTOR) is far
