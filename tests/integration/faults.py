@@ -18,6 +18,7 @@ from stack import API_KEY, Stack, running_stack
 from test_cost_budget_e2e import roomy_catalog as cost_budget_catalog
 
 from swarm.client import SwarmClient
+from swarm.errors import JobTimeoutError
 from swarm.records import InputItem
 from swarm.settings import Settings
 
@@ -68,6 +69,25 @@ class FaultStack:
         full_env = {**self.env, **(env or {})}
         start_parallel([lambda n=n: self._start(n, c, full_env) for n in missing])  # type: ignore[misc]
         return [self.named[n] for n in names]
+
+    def wait_restarting(
+        self, handle: Any, names: Sequence[str], c: int, timeout: float, allowed: str
+    ) -> Any:
+        """``handle.wait(timeout)``, meanwhile starting again a named worker that died with
+        ``allowed`` in its log (what Docker's restart policy does for an operator); a worker
+        that died of anything else fails the test at once."""
+        deadline = time.monotonic() + timeout
+        while True:
+            for name in names:
+                worker = self.named.get(name)
+                if worker is not None and not worker.alive:
+                    assert allowed in worker.log_text(), worker.log_tail()
+            self.ensure_workers(names, c)
+            try:
+                return handle.wait(timeout=min(2.0, max(0.1, deadline - time.monotonic())))
+            except JobTimeoutError:
+                if time.monotonic() >= deadline:
+                    raise
 
     def _start(self, name: str, c: int, env: dict[str, str]) -> None:
         worker = procs.start_celery_worker(env, None, c, f"{name}@%h", self.logs)
