@@ -19,7 +19,31 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, overload
 
 
-class NodeIds(Sequence[str]):
+class _Generated(Sequence[str]):
+    """A read-only sequence whose items are made from a position when read (``_at``)."""
+
+    __slots__ = ()
+
+    def _at(self, position: int) -> str:
+        raise NotImplementedError
+
+    @overload
+    def __getitem__(self, index: int) -> str: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[str]: ...
+    def __getitem__(self, index: int | slice) -> str | Sequence[str]:
+        if isinstance(index, slice):
+            return tuple(self._at(i) for i in range(*index.indices(len(self))))
+        position = index + len(self) if index < 0 else index
+        if not 0 <= position < len(self):
+            raise IndexError(index)
+        return self._at(position)
+
+    def __hash__(self) -> int:
+        return hash(tuple(self))
+
+
+class NodeIds(_Generated):
     """``count`` ids ``<prefix><position, zero-padded to width>`` in position order."""
 
     __slots__ = ("prefix", "size", "width")
@@ -37,20 +61,8 @@ class NodeIds(Sequence[str]):
     def __len__(self) -> int:
         return self.size
 
-    @overload
-    def __getitem__(self, index: int) -> str: ...
-    @overload
-    def __getitem__(self, index: slice) -> Sequence[str]: ...
-    def __getitem__(self, index: int | slice) -> str | Sequence[str]:
-        if isinstance(index, slice):
-            return tuple(self._id(i) for i in range(*index.indices(self.size)))
-        position = index + self.size if index < 0 else index
-        if not 0 <= position < self.size:
-            raise IndexError(index)
-        return self._id(position)
-
     def __iter__(self) -> Iterator[str]:
-        return (self._id(i) for i in range(self.size))
+        return (self._at(i) for i in range(self.size))
 
     def __contains__(self, node_id: object) -> bool:
         return isinstance(node_id, str) and self.position(node_id) is not None
@@ -72,7 +84,7 @@ class NodeIds(Sequence[str]):
         position = int(digits)
         return position if position < self.size else None
 
-    def _id(self, position: int) -> str:
+    def _at(self, position: int) -> str:
         return f"{self.prefix}{position:0{self.width}d}"
 
     def as_json(self) -> dict[str, Any]:
@@ -83,14 +95,13 @@ class NodeIds(Sequence[str]):
             return self.as_json() == other.as_json()
         return _same_items(self, other)
 
-    def __hash__(self) -> int:
-        return hash(tuple(self))
+    __hash__ = _Generated.__hash__
 
     def __repr__(self) -> str:
         return f"NodeIds({self.prefix!r}, {self.width}, {self.size})"
 
 
-class RefRuns(Sequence[str]):
+class RefRuns(_Generated):
     """Refs ``<prefix>:<number>`` as runs (prefix, first number, length) of numbers that
     grow by one; ``RefRuns.collect`` makes one from refs as they come."""
 
@@ -107,16 +118,7 @@ class RefRuns(Sequence[str]):
     def __len__(self) -> int:
         return self._ends[-1] if self._ends else 0
 
-    @overload
-    def __getitem__(self, index: int) -> str: ...
-    @overload
-    def __getitem__(self, index: slice) -> Sequence[str]: ...
-    def __getitem__(self, index: int | slice) -> str | Sequence[str]:
-        if isinstance(index, slice):
-            return tuple(self[i] for i in range(*index.indices(len(self))))
-        position = index + len(self) if index < 0 else index
-        if not 0 <= position < len(self):
-            raise IndexError(index)
+    def _at(self, position: int) -> str:
         run = bisect.bisect_right(self._ends, position)
         prefix, first, length = self.runs[run]
         offset = position - (self._ends[run] - length)
@@ -135,8 +137,7 @@ class RefRuns(Sequence[str]):
             return self.runs == other.runs
         return _same_items(self, other)
 
-    def __hash__(self) -> int:
-        return hash(tuple(self))
+    __hash__ = _Generated.__hash__
 
     def __repr__(self) -> str:
         return f"RefRuns({len(self.runs)} runs, {len(self)} refs)"
