@@ -77,6 +77,8 @@ class CallGuard:
     """When the claim's lease was last known held (time.monotonic)."""
     held: HeldAnswer | None = field(default=None, init=False)
     """The billed answer held for the caller to record (CallRequest.hold_answer)."""
+    _carried: Companion | None = field(default=None, init=False)
+    """A command to send with the next answer held (``carry``)."""
 
     @property
     def key(self) -> str:
@@ -107,8 +109,9 @@ class CallGuard:
 
     def __exit__(self, *exc_info: object) -> None:
         if exc_info[0] is not None and self.held is not None:  # never lose a billed answer
-            self.rt.store.record_call(self.job_id, self.held.call, fence=self.held.claim)
+            self.rt.store.record_held(self.job_id, self.held)
             self.held = None
+        self._run_carried()
         if self._lease is not None and self.rt.leases is not None:
             self.rt.leases.drop(self._lease)
         if self._reserved:
@@ -169,6 +172,20 @@ class CallGuard:
             raise LeaseLostError(f"claim on {self.request.slot} lost; another run has it")
         self._held_at = time.monotonic()
 
+    def carry(self, command: Companion) -> bool:
+        """Take ``command`` (an answered attempt's admission finish) to send with the
+        answer's write when that answer is going to be held (``held``): with the node's
+        envelope, in one round trip. False when it is not: the caller runs it now."""
+        if self._lease is None or not self._holds_answer() or self._carried is not None:
+            return False
+        self._carried = command
+        return True
+
+    def _run_carried(self) -> None:
+        carried, self._carried = self._carried, None
+        if carried is not None:
+            carried.run()
+
     def bill(self, usage: Usage) -> None:
         """Record a billed response whose answer is not used (a hedge that lost the race
         but was answered before its cancel took effect; a request answered after its node
@@ -198,9 +215,11 @@ class CallGuard:
             answer=stored,
         )
         if stored is not None and self._lease is not None and self._holds_answer():
-            self.held = HeldAnswer(billed, self._lease)  # recorded with the envelope
+            carried, self._carried = self._carried, None  # recorded with the envelope
+            self.held = HeldAnswer(billed, self._lease, also=carried)
             self._answered = True
             return
+        self._run_carried()
         self.rt.store.record_call(self.job_id, billed, fence=self._lease)
         self._answered = self._answered or (stored is not None and self._lease is not None)
 

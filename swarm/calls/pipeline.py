@@ -62,6 +62,9 @@ class Path:
     prefetch: bool = False
     """The first attempt's permit is asked in the claim's round trip (an unbudgeted call:
     a budgeted one reserves its budget between the two)."""
+    carry: bool = False
+    """The answered attempt's permit is finished in the round trip that stores the node's
+    envelope with its answer (CallGuard.carry: a held answer only)."""
 
 
 _COMMON: tuple[tuple[str, StepFactory], ...] = (
@@ -107,7 +110,7 @@ _LOCAL: tuple[tuple[str, StepFactory], ...] = (
 )
 
 PATHS: dict[BackendKind, Path] = {
-    "hosted": Path(_COMMON, steps.transport, gate_for, prefetch=True),
+    "hosted": Path(_COMMON, steps.transport, gate_for, prefetch=True, carry=True),
     "local": Path(_LOCAL, local.transport, holding_gate_for, local.close),
 }
 """The attempt path of each backend kind; the retry loop runs around its steps."""
@@ -157,6 +160,8 @@ def run_call(rt: Runtime, request: CallRequest) -> CallResult:
     first = gate.prefetch() if path.prefetch and not request.budgeted else None
     try:
         with CallGuard(rt, request, first=first, drop_first=gate.drop_prefetched) as guard:
+            if path.carry:
+                gate.carry = guard.carry
             return _guarded_call(rt, request, path, CallContext(rt, guard, gate))
     finally:
         gate.drop_prefetched()  # a permit no attempt used (an answer reused, an error)

@@ -105,7 +105,7 @@ def call_node(
         envelope = _envelope(rt, spec, node_id, text, tally, may_requeue, progress or {})
     except BaseException:
         if tally.held is not None:  # the answer held for the envelope: recorded now
-            rt.store.record_call(job_id, tally.held.call, fence=tally.held.claim)
+            rt.store.record_held(job_id, tally.held)
         raise
     if via != "live" and envelope.ok and envelope.model == task.model:
         envelope = envelope.model_copy(update={"via": via})

@@ -195,14 +195,24 @@ class JobStore(ABC):
         """Store a node's envelope unless an ok one is stored already, or the run lost
         ``fence`` (its lease: another run took the node over); True when stored."""
 
+    def record_held(self, job_id: str, held: HeldAnswer) -> None:
+        """Write a held answer without its envelope (an error on the way), then
+        ``held.also`` alone."""
+        self.record_call(job_id, held.call, fence=held.claim)
+        if held.also is not None:
+            held.also.run()
+
     def finish_billed_node(
         self, job_id: str, envelope: NodeEnvelope, fence: Lease | None, held: HeldAnswer
     ) -> bool:
         """``record_call`` of the held answer under its claim, then ``finish_node``: the
         billed call is counted whether or not the envelope is stored (RedisJobStore does
-        both in one script)."""
+        both in one script, with ``held.also`` in its round trip)."""
         self.record_call(job_id, held.call, fence=held.claim)
-        return self.finish_node(job_id, envelope, fence)
+        stored = self.finish_node(job_id, envelope, fence)
+        if held.also is not None:
+            held.also.run()
+        return stored
 
     @abstractmethod
     def envelope(self, job_id: str, node_id: str) -> NodeEnvelope | None:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from swarm.records import Frozen, ToolCall, Usage
+from swarm.store.companion import Companion
 from swarm.store.leases import Lease
 
 
@@ -97,3 +98,6 @@ class HeldAnswer:
     """The billed response, with its answer and key."""
     claim: Lease
     """The call's claim: the answer is stored only while it holds, and released with it."""
+    also: Companion | None = None
+    """Another module's command sent with the answer's write (the answered attempt's
+    admission finish, swarm.store.companion); run alone when the answer is written alone."""

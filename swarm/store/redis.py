@@ -338,14 +338,38 @@ class RedisJobStore(JobStore):
             answer=call.answer.model_dump_json(),
             claim_token=held.claim.token,
         )
-        return int(self._durable.retrying(lambda: self._durable_script(args))) == 1
+        also = held.also
 
-    def _durable_script(self, args: FinishBilledArgs | RecordArgs) -> Any:
-        """A script's result, then WAIT when one is due (a pipeline's EVAL); alone as
-        EVALSHA otherwise."""
-        if not self._durable.waits():
+        def write() -> Any:  # ``also`` goes with the first try only: a retry never runs it twice
+            nonlocal also
+            companion, also = also, None
+            return self._durable_script(args, companion)
+
+        return int(self._durable.retrying(write)) == 1
+
+    def _durable_script(
+        self, args: FinishBilledArgs | RecordArgs, also: Companion | None = None
+    ) -> Any:
+        """A script's result, then WAIT when one is due (a pipeline's EVAL), with ``also``
+        (swarm.store.companion) in the same round trip when it can go in it; alone as EVALSHA
+        otherwise."""
+        waits = self._durable.waits()
+        if also is None and not waits:
             return self._scripts.run(args)
-        return self._durable.write(lambda pipe: self._scripts.run(args, client=pipe))[0]
+        queued = False
+
+        def build(pipe: Any) -> None:
+            nonlocal queued
+            if waits:
+                self._scripts.run(args, client=pipe)
+            else:
+                self._scripts.queue(args, pipe)
+            queued = also is not None and also.queue(pipe)
+
+        replies = self._durable.write(build, raise_on_error=False)
+        if also is not None:
+            also.take(replies[1]) if queued else also.run()
+        return self._scripts.reply(args, replies[0])
 
     def envelope(self, job_id: str, node_id: str) -> NodeEnvelope | None:
         raw = self._r.hget(_key(job_id, "env"), node_id)

@@ -20,6 +20,7 @@ from swarm.calls.pipeline import run_call
 from swarm.calls.request import CallRequest
 from swarm.calls.runtime import Runtime
 from swarm.catalog import load_catalog
+from swarm.records import NodeEnvelope
 from swarm.settings import load_settings
 from swarm.store.heartbeat import LeaseKeeper
 from swarm.store.redis import RedisJobStore
@@ -160,3 +161,67 @@ def test_admission_on_another_database_is_asked_there(
     assert redis.Redis.from_url(redis_url).keys("*llm*") == []
     assert redis.Redis.from_url(other).keys("*llm*") != []
     assert inflight(rt) == 0
+
+
+# -- the answered attempt's finish rides with the node's envelope (CallGuard.carry) --
+
+
+def held_request(rt: Runtime, slot: str = "n1") -> CallRequest:
+    """A plain node's own call: its answer is held for the envelope's write."""
+    model = request(rt, slot).model
+    messages = [{"role": "user", "content": f"hi {slot}"}]
+    return CallRequest.of("j1", slot, model, messages, 64, hold_answer=True)
+
+
+def envelope(node_id: str) -> NodeEnvelope:
+    return NodeEnvelope(node_id=node_id, input_ref="r", model="kimi-k2.5", status="ok",
+                        content="fine")  # fmt: skip
+
+
+def test_a_held_answer_carries_its_permits_finish_into_the_envelopes_round_trip(
+    rt: Runtime, trips: RoundTrips
+) -> None:
+    warm_up = run_call(rt, held_request(rt, "warm-up"))  # connections made, scripts loaded
+    assert warm_up.held is not None
+    rt.store.finish_billed_node("j1", envelope("warm-up"), None, warm_up.held)
+    trips.on = True
+    result = run_call(rt, held_request(rt))
+    trips.on, calling, trips.count = False, trips.count, 0
+    assert result.held is not None and result.held.also is not None
+    assert inflight(rt) == 1  # the permit waits for the envelope's write
+    trips.on = True
+    assert rt.store.finish_billed_node("j1", envelope("n1"), None, result.held)
+    trips.on = False
+    # the call: claim + first acquire; the node's end: envelope, answer and permit together
+    assert (calling, trips.count) == (1, 1)
+    assert inflight(rt) == 0
+    assert rt.store.ledger("j1")["kimi-k2.5"].calls == 2
+    assert rt.store.envelope("j1", "n1") == envelope("n1")
+
+
+def test_a_held_answer_written_alone_still_finishes_its_permit(rt: Runtime) -> None:
+    result = run_call(rt, held_request(rt))
+    assert result.held is not None and inflight(rt) == 1
+    rt.store.record_held("j1", result.held)  # an error before the envelope
+    assert inflight(rt) == 0 and rt.store.ledger("j1")["kimi-k2.5"].calls == 1
+
+
+def test_a_carried_finish_on_a_flushed_script_runs_again_alone(rt: Runtime, redis_url: str) -> None:
+    result = run_call(rt, held_request(rt))
+    assert result.held is not None
+    redis.Redis.from_url(redis_url).script_flush()  # NOSCRIPT for both scripts in the pipeline
+    assert rt.store.finish_billed_node("j1", envelope("n1"), None, result.held)
+    assert inflight(rt) == 0 and rt.store.envelope("j1", "n1") == envelope("n1")
+
+
+def test_a_finish_on_another_database_runs_there_alone(
+    redis_url: str, gateway: Gateway, trips: RoundTrips
+) -> None:
+    rt = runtime(redis_url, procs.with_db(redis_url, 5), gateway)
+    result = run_call(rt, held_request(rt))
+    assert result.held is not None and inflight(rt) == 1
+    trips.on = True
+    assert rt.store.finish_billed_node("j1", envelope("n1"), None, result.held)
+    trips.on = False
+    assert trips.count == 2 and inflight(rt) == 0
+    assert redis.Redis.from_url(redis_url).keys("*llm*") == []

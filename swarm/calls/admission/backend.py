@@ -23,6 +23,7 @@ from swarm.calls.admission.base import (
     ModelCounters,
     Outcome,
     PendingAcquire,
+    PendingFinish,
     Permit,
     Verdict,
 )
@@ -157,6 +158,13 @@ class BackendAdmission(AdmissionController):
             self.inner.finish(spec, permit, UNSENT)
         except STORE_OUTAGES as exc:
             log.debug("admission: %s's permit left to lapse (%s)", spec.name, exc)
+
+    def finish_later(self, spec: ModelSpec, permit: Permit, outcome: Outcome) -> PendingFinish:
+        """The model's own (queued with the store's write) when the backend holds no permit
+        of this call; otherwise ``finish`` run alone when the store runs it."""
+        if permit.lease_id in self._held:
+            return super().finish_later(spec, permit, outcome)
+        return self.inner.finish_later(spec, permit, outcome)
 
     def finish(self, spec: ModelSpec, permit: Permit, outcome: Outcome) -> Verdict:
         """The model's permit, then the backend's; an answered call feeds the adaptive

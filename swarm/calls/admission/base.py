@@ -9,6 +9,7 @@ tenant at its limit pauses every caller of the model and cuts its shared rate.
 
 from __future__ import annotations
 
+import logging
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -19,6 +20,9 @@ from swarm.calls.admission.shares import DEFAULT, Tenant, TenantShare
 from swarm.catalog import ModelSpec
 from swarm.records import DEFAULT_TENANT
 from swarm.store.companion import Companion
+from swarm.store.outages import STORE_OUTAGES
+
+log = logging.getLogger(__name__)
 
 
 class Refusal(StrEnum):
@@ -158,6 +162,23 @@ class PendingAcquire(Companion):
         self.decision = self._ask()
 
 
+class PendingFinish(Companion):
+    """A ``finish`` sent with a store write (swarm.store.companion): an answered attempt's
+    permit finished in the round trip that stores its node's envelope. ``verdict`` is set
+    once sent."""
+
+    def __init__(self, finish: Callable[[], Verdict]) -> None:
+        self.verdict: Verdict | None = None
+        self._finish = finish
+
+    def run(self) -> None:
+        """Finish alone; when Redis cannot be reached the permit's lease lapses on its own."""
+        try:
+            self.verdict = self._finish()
+        except STORE_OUTAGES as exc:
+            log.debug("admission: a permit not finished, Redis unreachable (%s); it lapses", exc)
+
+
 class AdmissionController(ABC):
     """Shared per-model admission: rates, tokens, in-flight leases, feedback, fair share."""
 
@@ -197,6 +218,11 @@ class AdmissionController(ABC):
         runs it (a controller on the store's Redis queues it in the store's pipeline)."""
         ask = partial(self.acquire, spec, job_id, tokens, lease_id, reserve_s, tenant, charge)
         return PendingAcquire(lease_id, ask)
+
+    def finish_later(self, spec: ModelSpec, permit: Permit, outcome: Outcome) -> PendingFinish:
+        """``finish``, to be sent with a store write; here it runs alone when the store runs
+        it (a controller on the store's Redis queues it in the store's pipeline)."""
+        return PendingFinish(partial(self.finish, spec, permit, outcome))
 
     @abstractmethod
     def finish(self, spec: ModelSpec, permit: Permit, outcome: Outcome) -> Verdict:

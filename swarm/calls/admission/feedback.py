@@ -38,10 +38,11 @@ def parse_duration_s(value: str | None) -> float | None:
     if value is None:
         return None
     text = value.strip().lower()
-    try:
-        return max(float(text), 0.0)
-    except ValueError:
-        pass
+    if not text[-1:].isalpha():  # a bare number (no exception raised for the usual "6m0s")
+        try:
+            return max(float(text), 0.0)
+        except ValueError:
+            return None
     parts = _DURATION.findall(text)
     if not parts or "".join(n + u for n, u in parts) != text:
         return None

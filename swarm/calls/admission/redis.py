@@ -26,6 +26,7 @@ from swarm.calls.admission.base import (
     ModelCounters,
     Outcome,
     PendingAcquire,
+    PendingFinish,
     Permit,
     Refusal,
     Verdict,
@@ -44,6 +45,7 @@ from swarm.calls.admission.shares import DEFAULT, Tenant, TenantShare, Use, shar
 from swarm.catalog import ModelSpec
 from swarm.store.companion import same_redis
 from swarm.store.connect import SentinelOptions, redis_client
+from swarm.store.outages import STORE_OUTAGES
 from swarm.store.scripts import Scripts
 
 log = logging.getLogger(__name__)
@@ -203,8 +205,36 @@ class RedisAdmission(AdmissionController):
     def _run_acquire(self, args: AcquireArgs, spec: ModelSpec, tenant: Tenant) -> Decision:
         return self._decision(args, spec, tenant, self._scripts.run(args))
 
+    def _run_finish(self, args: FinishArgs, spec: ModelSpec, outcome: Outcome) -> Verdict:
+        self._let_go(args)
+        return self._verdict(spec, outcome, self._scripts.run(args))
+
     def finish(self, spec: ModelSpec, permit: Permit, outcome: Outcome) -> Verdict:
         """Release, reconcile or refund, and apply 429 feedback, in one round trip."""
+        args = self._finish_args(spec, permit, outcome)
+        self._let_go(args)
+        return self._verdict(spec, outcome, self._scripts.run(args))
+
+    def finish_later(self, spec: ModelSpec, permit: Permit, outcome: Outcome) -> PendingFinish:
+        """``finish`` as a command in the store's pipeline, when the store's Redis is this
+        controller's (the round trip that stores the node's envelope carries it); run
+        alone otherwise."""
+        return _QueuedFinish(self, self._finish_args(spec, permit, outcome), spec, outcome)
+
+    def _let_go(self, args: FinishArgs) -> None:
+        """Stop renewing the permit's lease (the finish is on its way)."""
+        with self._lock:
+            self._held.pop((args.leases, args.lease_id), None)
+
+    def _verdict(self, spec: ModelSpec, outcome: Outcome, reply: Any) -> Verdict:
+        _released, paused = reply
+        if outcome.rate_limited:
+            log.debug("admission: 429 on %s: %s", spec.name,
+                      "at its limit, every caller pauses" if int(paused)
+                      else "isolated, only its call backs off")  # fmt: skip
+        return Verdict(paused=bool(int(paused)))
+
+    def _finish_args(self, spec: ModelSpec, permit: Permit, outcome: Outcome) -> FinishArgs:
         policy = self.policy
         used = outcome.used_tokens
         delta = 0 if used is None else used - permit.tokens_reserved
@@ -215,7 +245,7 @@ class RedisAdmission(AdmissionController):
         state, leases, owners, jobs, job429, window_log, tenants = self._keys(
             spec.name, "state", "leases", "owners", "jobs", "job429", "log", "tenants"
         )
-        args = FinishArgs(
+        return FinishArgs(
             state=state,
             leases=leases,
             owners=owners,
@@ -245,14 +275,6 @@ class RedisAdmission(AdmissionController):
             tenant_window_ms=policy.tenant_window_s * 1000,
             request_limits=limits.requests,
         )
-        with self._lock:
-            self._held.pop((leases, permit.lease_id), None)
-        _released, paused = self._scripts.run(args)
-        if outcome.rate_limited:
-            log.debug("admission: 429 on %s: %s", spec.name,
-                      "at its limit, every caller pauses" if int(paused)
-                      else "isolated, only its call backs off")  # fmt: skip
-        return Verdict(paused=bool(int(paused)))
 
     def keep_held(self) -> int:
         """Renew the in-flight lease of every permit this process holds, for ``lease_s``
@@ -330,6 +352,40 @@ class _QueuedAcquire(PendingAcquire):
         owner, args = self._owner, self._args
         self.decision = owner._decision(args, self._spec, self._tenant,
                                         owner._scripts.reply(args, reply))  # fmt: skip
+
+
+TAKE_ERRORS: tuple[type[Exception], ...] = (*STORE_OUTAGES, redis.ResponseError)
+"""What a queued finish's reply may be that leaves its permit to lapse."""
+
+
+class _QueuedFinish(PendingFinish):
+    """A finish that goes in the store's pipeline when that pipeline is on this
+    controller's Redis."""
+
+    def __init__(
+        self, owner: RedisAdmission, args: FinishArgs, spec: ModelSpec, outcome: Outcome
+    ) -> None:
+        super().__init__(partial(owner._run_finish, args, spec, outcome))
+        self._owner, self._args, self._spec, self._outcome = owner, args, spec, outcome
+
+    def queue(self, pipe: Any) -> bool:
+        if not same_redis(pipe, self._owner.client):
+            return False
+        self._owner._let_go(self._args)
+        self._owner._scripts.queue(self._args, pipe)
+        return True
+
+    def take(self, reply: Any) -> None:
+        owner, args = self._owner, self._args
+        try:
+            verdict = owner._verdict(self._spec, self._outcome, owner._scripts.reply(args, reply))
+        except TAKE_ERRORS as exc:  # never fails the store's write
+            log.debug("admission: %s's permit not finished (%s); it lapses", self._spec.name, exc)
+            return
+        self.verdict = verdict
+        if self.verdict.paused:
+            log.debug("admission: %s says a limit is used up: every caller waits %.2f s",
+                      self._spec.name, self._outcome.retry_after_s or 0.0)  # fmt: skip
 
 
 def _text(value: Any) -> str:
