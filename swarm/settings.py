@@ -131,7 +131,9 @@ class Settings(BaseSettings):
     metrics_port: int = Field(default=0, ge=0, le=65535)
     """Prometheus endpoint of a worker process (GET /metrics); 0 = no endpoint."""
     http_pool_size: int = Field(default=256, ge=1)
-    """Keep-alive connections per worker process to the gateway."""
+    """Connections per worker process to the gateway, at most: each thread that calls keeps
+    a pool of its own of 2 (for up to a quarter of this many threads); the threads past
+    that share one pool of the other half (swarm.calls.http_pool)."""
     verify_tls: bool = True
     """Verify the gateway's TLS certificate."""
     admission: bool = True

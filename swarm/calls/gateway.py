@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import replace
+from functools import partial
 from typing import Any
 
 import httpx2
@@ -23,12 +24,15 @@ import openai
 from openai import RequestOptions
 
 from swarm.calls.admission.feedback import used_up_reset_s
+from swarm.calls.http_pool import PER_THREAD, ThreadPools
 from swarm.calls.request import Answer, CallRequest
 from swarm.calls.retry_policy import BadResponseError
 from swarm.catalog import Catalog
 from swarm.records import ToolCall, Usage
 from swarm.settings import Settings
 
+KEEPALIVE_S = 30.0
+"""An idle connection is closed after this long."""
 NO_KEY = "no-key"
 """The key a client sends when none is set (the SDK needs one; a local server ignores it)."""
 
@@ -70,18 +74,16 @@ def make_client(
     api_key: str,
     transport: httpx2.BaseTransport | None = None,
 ) -> openai.OpenAI:
-    """One client per process: pooled keep-alive connections, SDK retries off, no
+    """One client per process: keep-alive connections in a pool per thread
+    (swarm.calls.http_pool: ``http_pool_size`` connections at most), SDK retries off, no
     telemetry headers. ``transport`` replaces the HTTP transport (tests)."""
     timeout = httpx2.Timeout(settings.node_timeout_s, connect=settings.connect_timeout_s)
+    half = max(settings.http_pool_size // 2, 1)
     http = openai.DefaultHttpxClient(
         timeout=timeout,
         verify=settings.verify_tls,
-        limits=httpx2.Limits(
-            max_connections=settings.http_pool_size,
-            max_keepalive_connections=settings.http_pool_size,
-            keepalive_expiry=30.0,
-        ),
-        transport=transport,
+        transport=transport
+        or ThreadPools(partial(_pool, settings.verify_tls), max(half // PER_THREAD, 1), half),
     )
     return SwarmOpenAI(
         base_url=base_url,
@@ -91,6 +93,13 @@ def make_client(
         http_client=http,
         default_headers=_DEFAULT_HEADERS,
     )
+
+
+def _pool(verify_tls: bool, size: int) -> httpx2.HTTPTransport:
+    """A keep-alive pool of ``size`` connections."""
+    limits = httpx2.Limits(max_connections=size, max_keepalive_connections=size,
+                           keepalive_expiry=KEEPALIVE_S)  # fmt: skip
+    return httpx2.HTTPTransport(verify=verify_tls, limits=limits)
 
 
 def backend_endpoints(

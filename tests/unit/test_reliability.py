@@ -17,6 +17,7 @@ from celery.exceptions import Ignore
 from doubles import MockGateway, completion
 
 from swarm.calls.gateway import make_client
+from swarm.calls.http_pool import ThreadPools
 from swarm.calls.runtime import Runtime
 from swarm.catalog import load_catalog
 from swarm.jobs.aggregation import run_aggregation
@@ -119,7 +120,9 @@ def test_check_job_finds_the_nodes_with_no_envelope_and_stops_at_the_report() ->
 # -- TLS -------------------------------------------------------------------------------------
 def _ssl_context(settings: Settings) -> ssl.SSLContext:
     client = make_client(settings, "https://gateway.invalid/v1", "k")
-    transport = client._client._transport  # the default transport (no proxy for .invalid)
+    pools = client._client._transport  # the default transport (no proxy for .invalid)
+    assert isinstance(pools, ThreadPools)
+    transport = pools._make(1)  # a thread's pool, as the transport makes it
     assert isinstance(transport, httpx2.HTTPTransport)
     context = transport._pool._ssl_context
     assert isinstance(context, ssl.SSLContext)
