@@ -15,18 +15,22 @@ work: read the nodes in one round trip, call them concurrently, report what to r
 
 from __future__ import annotations
 
+import logging
+import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Executor, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from swarm.calls.request import CallProgress
 from swarm.calls.runtime import Runtime
 from swarm.errors import RetryLater
 from swarm.jobs.subagent import call_node, cancel_node
-from swarm.records import NodeEnvelope
+from swarm.records import JobSpec, NodeEnvelope
 from swarm.store.leases import Lease
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -74,10 +78,12 @@ def run_nodes(
     rt.store.mark_running_many(job_id, {n: spec.task(n).model for n in todo})
     requeue: dict[str, float] = {}
     carried: dict[str, CallProgress] = {}
+    watch = _CancelWatch(rt, job_id)
     with _executor(pool, len(todo)) as run_on:
         futures = {
             n: run_on.submit(
-                call_node,
+                _node,
+                watch,
                 rt,
                 spec,
                 n,
@@ -104,6 +110,51 @@ def run_nodes(
         delay_s=min(requeue.values(), default=0.0),
         progress=carried,
     )
+
+
+class _CancelWatch:
+    """Whether the batch's job was cancelled while its nodes waited for a node thread.
+
+    The batch read the cancel flag when it loaded its nodes; a node that starts after
+    another node of the batch ended (it waited for a thread) reads it again, once per
+    ended node at most, so a batch whose nodes all start at once reads nothing more."""
+
+    def __init__(self, rt: Runtime, job_id: str) -> None:
+        self._rt = rt
+        self._job_id = job_id
+        self._lock = threading.Lock()
+        self._ended = 0
+        self._read_at = 0
+        self._cancelled = False
+
+    def node_ended(self) -> None:
+        with self._lock:
+            self._ended += 1
+
+    def cancelled(self) -> bool:
+        with self._lock:
+            if self._cancelled or self._read_at == self._ended:
+                return self._cancelled
+            self._read_at = self._ended
+        cancelled = self._rt.store.cancelled(self._job_id)
+        if cancelled:
+            with self._lock:
+                self._cancelled = True
+        return cancelled
+
+
+def _node(
+    watch: _CancelWatch, rt: Runtime, spec: JobSpec, node_id: str, text: str, **call: Any
+) -> NodeEnvelope:
+    """One node of the batch on a node thread: cancelled without a call when the job was
+    cancelled while it waited for the thread, else call_node."""
+    try:
+        if watch.cancelled():
+            log.debug("job %s node %s: cancelled while waiting for a thread", spec.job_id, node_id)
+            return cancel_node(rt, spec, node_id)
+        return call_node(rt, spec, node_id, text, **call)
+    finally:
+        watch.node_ended()
 
 
 def progress_of(later: RetryLater) -> dict[str, CallProgress]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import httpx2
@@ -104,6 +105,27 @@ def test_run_nodes_of_a_cancelled_job_call_nothing(make_runtime: MakeRuntime) ->
     outcome = run_nodes(rt, "j1", ["n00", "n01", "n02"])
     assert gw.requests == []
     assert {str(e.error_kind) for e in outcome.envelopes} == {"cancelled"}
+
+
+def test_nodes_waiting_for_a_thread_when_the_job_is_cancelled_call_nothing(
+    make_runtime: MakeRuntime,
+) -> None:
+    rt, gw = make_runtime(lambda body, n: completion("ok"))
+    job(rt, 3)
+
+    def cancel_then_answer(body: dict[str, Any], n: int) -> httpx2.Response:
+        rt.store.cancel("j1")  # while n00 calls, n01 and n02 wait for the one thread
+        return completion("ok")
+
+    gw.handler = cancel_then_answer
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        outcome = run_nodes(rt, "j1", ["n00", "n01", "n02"], pool=pool)
+    assert len(gw.requests) == 1
+    assert [(e.node_id, e.status, e.error_kind) for e in outcome.envelopes] == [
+        ("n00", "ok", None),
+        ("n01", "error", "cancelled"),
+        ("n02", "error", "cancelled"),
+    ]
 
 
 def test_only_the_nodes_admission_sends_back_are_requeued(
