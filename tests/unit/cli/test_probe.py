@@ -85,7 +85,10 @@ def test_probe_against_a_one_slot_simulator() -> None:
 
 
 def test_probe_against_a_parallel_simulator_finds_a_hosted_gateway() -> None:
-    with start_in_thread(SimConfig(latency_ms=200)) as sim:
+    # 500 ms answers: the CPU of a round of 8 requests (client and in-process simulator,
+    # tens of ms on a loaded machine) stays small beside the wait, so each doubling of the
+    # requests in flight still doubles throughput under load (at 200 ms it did not: 10/s at 8)
+    with start_in_thread(SimConfig(latency_ms=500)) as sim:
         client = make_client(Settings(), sim.base_url, "k")
         result = probe(client, sim.base_url)
     assert result.kind == "hosted" and result.inflight == 8, result.levels
