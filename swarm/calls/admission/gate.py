@@ -2,10 +2,11 @@
 
 The domain decides, the task adapter only applies: a rate-limit wait up to ``reserve_s``
 books the call's slot and sleeps until it (waiters in arrival order, one round trip each);
-another wait up to ``max_wait_s`` sleeps here (with jitter, so waiters do not wake
-together); a longer one raises RetryLater when the caller may requeue (the adapter turns
-it into ``self.retry(countdown=...)`` and the worker slot serves other work meanwhile),
-and sleeps otherwise.
+another wait up to ``max_wait_s`` sleeps here (a wait for a known moment with jitter, so
+waiters do not wake together; a wait for permits out from none to twice the hint); a longer
+one raises RetryLater when the caller may requeue (the adapter turns it into
+``self.retry(countdown=...)`` and the worker slot serves other work meanwhile), and sleeps
+otherwise.
 """
 
 from __future__ import annotations
@@ -40,7 +41,9 @@ log = logging.getLogger(__name__)
 
 MIN_SLEEP_S = 0.001
 MAX_JITTER_S = 0.2
-"""Waiters add up to this much (or half their wait) at random, so they do not wake together."""
+"""Waiters for a known moment (a rate limit's slot, a pause's end) add up to this much (or
+half their wait) at random, so they do not wake together; waits with no known end are
+spread over twice their hint (spread_s)."""
 COUNT_REFUSALS = frozenset({Refusal.INFLIGHT, Refusal.FAIR_SHARE, Refusal.TENANT_SHARE})
 """Refusals by permits out (a held permit going back can end them)."""
 YIELDING_REFUSALS = frozenset({Refusal.TENANT_SHARE})
@@ -66,6 +69,15 @@ def wait_or_requeue(
                   retry_after_s, countdown_s)  # fmt: skip
         raise RetryLater(countdown_s, reason, attempted=attempted)
     return retry_after_s
+
+
+def spread_s(hint_s: float, rand: float) -> float:
+    """A wait with no known end (a full model, a share used up): anywhere from 0 to twice
+    the hint, the hint on average. The hint (the admission script's slot_poll) sets how
+    often the waiters together ask, about twice per permit given back, assuming their asks
+    are spread; waiters refused together (a job's nodes arriving at once) that all slept
+    the hint would ask together once per hint while the freed permits stay unused."""
+    return 2.0 * hint_s * rand
 
 
 def outcome_of_error(exc: BaseException, now: float, *, at_limit: bool = False) -> Outcome:
@@ -200,10 +212,10 @@ class Gate:
         )
         if stay is not None:
             delay = min(delay, stay)
-        jitter_s = self.rand() * min(0.5 * delay, MAX_JITTER_S)
-        log.debug("admission: %s waits %.3f s (%s)", self.spec.name, delay + jitter_s,
-                  decision.reason)  # fmt: skip
-        return max(MIN_SLEEP_S, delay + jitter_s)
+        sleep_s = spread_s(delay, self.rand()) if decision.reason in COUNT_REFUSALS else (
+            delay + self.rand() * min(0.5 * delay, MAX_JITTER_S))  # fmt: skip
+        log.debug("admission: %s waits %.3f s (%s)", self.spec.name, sleep_s, decision.reason)
+        return max(MIN_SLEEP_S, sleep_s)
 
     def _stop_waiting(self) -> bool:
         """True when the call no longer needs a permit (never, here)."""

@@ -7,7 +7,14 @@ import openai
 import pytest
 import redis
 
-from swarm.calls.admission import AdmissionPolicy, MemoryAdmission, Outcome, Permit, Verdict
+from swarm.calls.admission import (
+    AdmissionPolicy,
+    Decision,
+    MemoryAdmission,
+    Outcome,
+    Permit,
+    Verdict,
+)
 from swarm.calls.admission.gate import Gate, outcome_of_error, wait_or_requeue
 from swarm.calls.admission.shares import Tenant
 from swarm.calls.request import Answer
@@ -200,3 +207,43 @@ def test_a_tenant_over_its_share_gives_its_thread_back_when_it_may_requeue() -> 
         gate.acquire()
     assert later.value.reason == "tenant_share" and 0 < later.value.delay_s <= 1.0
     assert slept == []
+
+
+class Asked(Exception):
+    """Stops a waiter at its first sleep."""
+
+
+def test_waiters_for_a_full_model_ask_again_spread_over_the_hint() -> None:
+    """Waiters refused together (a job's nodes arriving at once) sleep from none to twice the
+    hint, the hint on average: they do not all come back together once per hint while the
+    permits given back meanwhile stay unused."""
+    model = load_catalog().model("kimi-k2.5").model_copy(update={"max_inflight": 1})
+    ctl = MemoryAdmission(AdmissionPolicy())
+    assert ctl.acquire(model, "big", 10).permit is not None  # the model is full
+    hints: list[float] = []
+    asked = ctl.acquire
+
+    def acquire(*args: object, **kwargs: object) -> Decision:
+        decision = asked(*args, **kwargs)  # type: ignore[arg-type]
+        hints.append(decision.retry_after_s)
+        return decision
+
+    ctl.acquire = acquire  # type: ignore[method-assign]
+
+    def first_sleep(rand: float) -> float:
+        slept: list[float] = []
+
+        def sleep(seconds: float) -> None:
+            slept.append(seconds)
+            raise Asked
+
+        gate = Gate(ctl, model, "small", 10, max_wait_s=2.0, max_countdown_s=60.0,
+                    may_requeue=True, sleep=sleep, rand=lambda: rand)  # fmt: skip
+        with pytest.raises(Asked):
+            gate.acquire()
+        assert ctl.acquire is acquire and hints[-1] > 0
+        return slept[0] / hints[-1]
+
+    early, middle, late = first_sleep(0.05), first_sleep(0.5), first_sleep(0.95)
+    assert early < 0.5 < 1.5 < late  # some ask again long before the hint, some after it
+    assert middle == pytest.approx(1.0)  # on average at the hint: the same asks per second
