@@ -131,9 +131,8 @@ class Settings(BaseSettings):
     metrics_port: int = Field(default=0, ge=0, le=65535)
     """Prometheus endpoint of a worker process (GET /metrics); 0 = no endpoint."""
     http_pool_size: int = Field(default=256, ge=1)
-    """Connections per worker process to the gateway, at most: each thread that calls keeps
-    a pool of its own of 2 (for up to a quarter of this many threads); the threads past
-    that share one pool of the other half (swarm.calls.http_pool)."""
+    """Connections per worker process to the gateway, at most: in 8 pools, each shared by
+    the threads given it (swarm.calls.http_pool)."""
     verify_tls: bool = True
     """Verify the gateway's TLS certificate."""
     admission: bool = True

@@ -24,7 +24,7 @@ import openai
 from openai import RequestOptions
 
 from swarm.calls.admission.feedback import used_up_reset_s
-from swarm.calls.http_pool import PER_THREAD, ThreadPools
+from swarm.calls.http_pool import SHARDS, ThreadPools
 from swarm.calls.request import Answer, CallRequest
 from swarm.calls.retry_policy import BadResponseError
 from swarm.catalog import Catalog
@@ -74,16 +74,15 @@ def make_client(
     api_key: str,
     transport: httpx2.BaseTransport | None = None,
 ) -> openai.OpenAI:
-    """One client per process: keep-alive connections in a pool per thread
+    """One client per process: keep-alive connections in pools shared by a few threads each
     (swarm.calls.http_pool: ``http_pool_size`` connections at most), SDK retries off, no
     telemetry headers. ``transport`` replaces the HTTP transport (tests)."""
     timeout = httpx2.Timeout(settings.node_timeout_s, connect=settings.connect_timeout_s)
-    half = max(settings.http_pool_size // 2, 1)
     http = openai.DefaultHttpxClient(
         timeout=timeout,
         verify=settings.verify_tls,
         transport=transport
-        or ThreadPools(partial(_pool, settings.verify_tls), max(half // PER_THREAD, 1), half),
+        or ThreadPools(partial(_pool, settings.verify_tls), SHARDS, settings.http_pool_size),
     )
     return SwarmOpenAI(
         base_url=base_url,

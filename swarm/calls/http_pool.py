@@ -1,90 +1,63 @@
-"""Connection pools per thread: the HTTP transport of a process's openai client.
+"""Connection pools in shards: the HTTP transport of a process's openai client.
 
 A worker sends its calls from many threads at once (a message's node threads), through
 one openai client. httpcore's pool serves every request under one lock and, on each
 request and each response closed, walks all of its connections (closed? expired? idle?,
 a socket poll for each idle one): with a hundred threads that is a hundred connections
-walked twice per call, under a lock the threads contend for. Given its own small pool,
-a thread walks one or two. On a 0 ms gateway this took a worker's CPU per call from
-4.21 to 3.43 ms (ops/bench/results/hosted_speed.md). httpx offers no such transport;
-this one only picks which of its own ``httpx2.HTTPTransport`` pools serves a request.
-
-Bounded: at most ``max_pools`` threads get a pool of their own, each of
-``per_thread`` connections; later threads share one pool of ``shared`` connections, and
-the pool of a thread that ended is closed when the next thread asks for one.
+walked twice per call, under a lock the threads contend for. Here each thread is given one
+of ``shards`` pools (round robin, at its first request) and keeps it: a pool serves a few
+threads and walks a few connections, and its threads still reuse each other's warm
+connections (a pool per thread opened a cold connection for every thread's first call,
+which bunched arrivals at a rate-limited gateway). httpx offers no such transport; this
+one only picks which of its own ``httpx2.HTTPTransport`` pools serves a request.
 """
 
 from __future__ import annotations
 
-import logging
+import itertools
 import threading
-import weakref
 from collections.abc import Callable
 
 import httpx2
 
-log = logging.getLogger(__name__)
-
-PER_THREAD = 2
-"""Connections of one thread's pool (a thread sends one request at a time; one spare)."""
+SHARDS = 8
+"""Pools of a client (each of ``SWARM_HTTP_POOL_SIZE`` / SHARDS connections)."""
 
 
 class ThreadPools(httpx2.BaseTransport):
-    """Sends each request through its thread's own pool (see the module docstring)."""
+    """Sends each request through its thread's pool (see the module docstring)."""
 
-    def __init__(
-        self, make: Callable[[int], httpx2.BaseTransport], max_pools: int, shared: int
-    ) -> None:
+    def __init__(self, make: Callable[[int], httpx2.BaseTransport], shards: int, size: int) -> None:
         self._make = make
         """Makes a pool of that many connections."""
-        self._max_pools = max_pools
+        self._size = max(size // shards, 1)
+        self._pools: list[httpx2.BaseTransport | None] = [None] * shards
+        self._turn = itertools.count()
         self._local = threading.local()
         self._lock = threading.Lock()
-        self._pools: list[tuple[weakref.ref[threading.Thread], httpx2.BaseTransport]] = []
-        self._shared_size = shared
-        self._shared: httpx2.BaseTransport | None = None
 
     def handle_request(self, request: httpx2.Request) -> httpx2.Response:
         pool = getattr(self._local, "pool", None)
         if pool is None:
-            pool = self._local.pool = self._pool_for(threading.current_thread())
+            pool = self._local.pool = self._pool(next(self._turn) % len(self._pools))
         return pool.handle_request(request)
 
-    def _pool_for(self, thread: threading.Thread) -> httpx2.BaseTransport:
-        """This thread's new pool, or the shared one when ``max_pools`` threads have one."""
+    def _pool(self, index: int) -> httpx2.BaseTransport:
+        """Pool ``index``, made on first use."""
         with self._lock:
-            self._close_ended()
-            if len(self._pools) < self._max_pools:
-                pool = self._make(PER_THREAD)
-                self._pools.append((weakref.ref(thread), pool))
-                return pool
-            if self._shared is None:
-                log.debug("http: %d threads have their own pool; the others share one",
-                          self._max_pools)  # fmt: skip
-                self._shared = self._make(self._shared_size)
-            return self._shared
-
-    def _close_ended(self) -> None:
-        """Close the pools of threads that ended (under the lock)."""
-        alive = []
-        for ref, pool in self._pools:
-            thread = ref()
-            if thread is not None and thread.is_alive():
-                alive.append((ref, pool))
-            else:
-                pool.close()
-        self._pools = alive
+            pool = self._pools[index]
+            if pool is None:
+                pool = self._pools[index] = self._make(self._size)
+            return pool
 
     def close(self) -> None:
         with self._lock:
-            pools = [pool for _, pool in self._pools]
-            if self._shared is not None:
-                pools.append(self._shared)
-            self._pools, self._shared = [], None
+            pools, self._pools = self._pools, [None] * len(self._pools)
         for pool in pools:
-            pool.close()
+            if pool is not None:
+                pool.close()
 
     def pools(self) -> int:
-        """Threads with a pool of their own now (for tests and metrics)."""
+        """Pools made so far (for tests)."""
         with self._lock:
-            return len(self._pools)
+            return sum(pool is not None for pool in self._pools)

@@ -1,4 +1,4 @@
-"""swarm.calls.http_pool: a connection pool per calling thread, bounded."""
+"""swarm.calls.http_pool: each thread keeps one of a few shared pools."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import ClassVar
 import httpx2
 
 from swarm.calls.gateway import make_client
-from swarm.calls.http_pool import PER_THREAD, ThreadPools
+from swarm.calls.http_pool import SHARDS, ThreadPools
 from swarm.settings import load_settings
 
 
@@ -42,51 +42,32 @@ def setup_function() -> None:
     Pool.made = []
 
 
-def test_each_thread_sends_through_its_own_pool_every_time() -> None:
-    pools = ThreadPools(Pool, max_pools=4, shared=8)
-    first, second = in_thread(pools, 3), [send(pools), send(pools)]
+def test_a_thread_keeps_its_pool_and_threads_take_the_pools_in_turn() -> None:
+    pools = ThreadPools(Pool, shards=2, size=8)
+    first, second, third = in_thread(pools, 3), in_thread(pools, 2), in_thread(pools)
     assert len(set(first)) == 1 and len(set(second)) == 1 and first[0] != second[0]
-    assert [p.size for p in Pool.made] == [PER_THREAD, PER_THREAD]
+    assert third == first[:1]  # the third thread shares the first one's pool (warm connections)
+    assert [p.size for p in Pool.made] == [4, 4] and pools.pools() == 2
 
 
-def test_threads_past_the_bound_share_one_pool() -> None:
-    pools = ThreadPools(Pool, max_pools=1, shared=8)
-    barrier, seen = threading.Barrier(3), []
-
-    def call() -> None:
-        seen.append(send(pools))
-        barrier.wait()  # all alive at once: no pool is freed by a thread's end
-
-    threads = [threading.Thread(target=call) for _ in range(3)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert len(set(seen)) == 2  # one thread's own pool, one shared by the other two
-    assert sorted(p.size for p in Pool.made) == [PER_THREAD, 8] and pools.pools() == 1
-
-
-def test_the_pool_of_an_ended_thread_is_closed_when_another_thread_asks() -> None:
-    pools = ThreadPools(Pool, max_pools=1, shared=8)
-    in_thread(pools)
-    ended = Pool.made[0]
-    assert not ended.closed
-    in_thread(pools)  # takes the freed place: a pool of its own, not the shared one
-    assert ended.closed and [p.size for p in Pool.made] == [PER_THREAD, PER_THREAD]
+def test_pools_are_made_only_when_a_thread_needs_one() -> None:
+    pools = ThreadPools(Pool, shards=8, size=64)
+    send(pools)
+    assert pools.pools() == 1 and [p.size for p in Pool.made] == [8]
 
 
 def test_close_closes_every_pool() -> None:
-    pools = ThreadPools(Pool, max_pools=1, shared=8)
+    pools = ThreadPools(Pool, shards=2, size=8)
     send(pools)
-    in_thread(pools)  # the main thread still lives: this one shares
+    in_thread(pools)
     pools.close()
     assert len(Pool.made) == 2 and all(p.closed for p in Pool.made)
 
 
-def test_a_worker_client_sends_through_thread_pools_of_its_size() -> None:
+def test_a_worker_client_sends_through_pools_of_its_size() -> None:
     settings = load_settings(base_url="http://gw.test/v1", http_pool_size=64)
     client = make_client(settings, settings.base_url, "k")
     transport = client._client._transport  # the SDK's httpx client (no public accessor)
     assert isinstance(transport, ThreadPools)
-    assert (transport._max_pools, transport._shared_size) == (64 // 2 // PER_THREAD, 32)
+    assert (len(transport._pools), transport._size) == (SHARDS, 64 // SHARDS)
     client.close()
