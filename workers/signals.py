@@ -1,8 +1,8 @@
 """Signal listeners: build the Runtime as soon as a worker process starts, so a bad
 configuration fails at start-up instead of at the first task; warn of gateways it has no
 key for (workers.keys); serve its Prometheus metrics
-(SWARM_METRICS_PORT), count the tasks in flight per model, and trim the C allocator after
-tasks (workers.allocator)."""
+(SWARM_METRICS_PORT), count the tasks in flight per model, trim the C allocator after
+tasks (workers.allocator), and run tasks on the threads pool of workers.pool."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from typing import Any
 from celery import Task, signals
 
 from swarm.jobs.delayed_delivery import origin_queue
-from workers import keys, leases, metrics, process
+from workers import keys, leases, metrics, pool, process
 
 _connected = False
 log = logging.getLogger(__name__)
@@ -78,6 +78,7 @@ def connect() -> None:
     """Connect the listeners once per process."""
     global _connected
     if not _connected:
+        signals.worker_init.connect(pool.use_for, weak=False)
         signals.worker_init.connect(_record_threads, weak=False)
         signals.worker_init.connect(_warm_runtime, weak=False)
         signals.worker_ready.connect(_warn_missing_keys, weak=False)

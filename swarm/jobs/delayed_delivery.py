@@ -34,12 +34,15 @@ from collections.abc import Collection, Mapping
 from typing import Any
 
 from celery import Celery
+from celery.app import backends
 from celery.utils.quorum_queues import detect_quorum_queues
 from kombu.transport.native_delayed_delivery import (
     MAX_NUMBER_OF_BITS_TO_USE,
     bind_queue_to_native_delayed_delivery_exchange,
     declare_native_delayed_delivery_exchanges_and_queues,
 )
+
+from swarm.jobs.chord_backend import outage_safe
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +81,8 @@ def broker_countdown_s(countdown_s: float) -> float:
 
 class SwarmCelery(Celery):  # type: ignore[misc]  # Celery is untyped
     """Celery whose countdowns work on RabbitMQ quorum queues (see the module docstring);
-    elsewhere (Redis, classic queues) only a retry's queue is made explicit."""
+    elsewhere (Redis, classic queues) only a retry's queue is made explicit. Its Redis
+    result backend counts chord parts through an outage (swarm.jobs.chord_backend)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -95,6 +99,11 @@ class SwarmCelery(Celery):  # type: ignore[misc]  # Celery is untyped
             countdown = broker_countdown_s(countdown)
             self._declare_delays()
         return super().send_task(name, args, kwargs, countdown=countdown, **options)
+
+    def _get_backend(self) -> Any:
+        """Celery's result backend for this app, a Redis one made ``outage_safe``."""
+        backend, url = backends.by_url(self.backend_cls or self.conf.result_backend, self.loader)
+        return outage_safe(backend)(app=self, url=url)
 
     def _delays_in_broker(self) -> bool:
         driver = self.connection_for_write().transport.driver_type

@@ -64,8 +64,9 @@ def celery_config(settings: Settings, catalog: Catalog) -> dict[str, Any]:
         "result_expires": settings.result_expires_s,
         "result_extended": False,
         "result_chord_retry_interval": 0.1,
-        # A result (a chord member's counted part) that cannot be stored while the result
-        # backend fails over is tried again for about SWARM_STORE_OUTAGE_S, not dropped.
+        # A result that cannot be stored while the result backend fails over is tried again
+        # for about SWARM_STORE_OUTAGE_S, not dropped; so is a chord member's counted part
+        # (swarm.jobs.chord_backend: Celery retries only results).
         "result_backend_always_retry": True,
         "result_backend_max_retries": max(1, round(settings.store_outage_s)),
         "result_backend_max_sleep_between_retries_ms": 1000,
