@@ -114,6 +114,11 @@ class Settings(BaseSettings):
     """Workers: at most this often, after a task ends, hand the memory the C allocator
     freed back to the system (glibc's malloc_trim; workers.allocator), so a worker's RSS
     does not keep what a large job's many threads once used. 0: never."""
+    malloc_arenas: int = Field(default=2, ge=0)
+    """Workers: most malloc arenas of the process (glibc's M_ARENA_MAX, set as the worker
+    starts; workers.allocator), so the memory a job's many threads freed is not kept in
+    one arena per thread. ``MALLOC_ARENA_MAX``, when set, wins. 0: glibc's default (8 per
+    core)."""
     quorum_queues: bool = False
     """RabbitMQ: declare the task queues as quorum queues (replicated across the cluster's
     nodes) on topic exchanges, so that countdowns wait in RabbitMQ's delay exchanges
