@@ -89,8 +89,9 @@ class Settings(BaseSettings):
     """Share of nodes that must succeed for the aggregation to run."""
     report_page_nodes: int = Field(default=1000, ge=1)
     """Nodes the aggregation reads from the job store at a time (to count them, to merge
-    them, to write the report's node list), and that a report's ``nodes`` read at a time
-    in the Python client: what a process holds of a job's nodes at once."""
+    them, to write the report's node list), that the watchdog asks which have ended at a
+    time, and that a report's ``nodes`` read at a time in the Python client: what a
+    process holds of a job's nodes at once."""
     submit_chunk_nodes: int = Field(default=1000, ge=1)
     """Inputs a submit stores at a time (one Redis round trip each chunk), and how often
     it records how many nodes it has sent (``swarm status`` shows "submitting N of M"):
