@@ -13,8 +13,9 @@ its threads once held; a worker's ~77 threads (task threads, node threads, the r
 tree's calls) spread a large job's transients (the aggregation's pages and prompts) over
 many of them. ``limit_arenas`` caps their number as the worker starts, before its threads
 do (glibc's ``mallopt(M_ARENA_MAX)``, what ``MALLOC_ARENA_MAX`` sets; the variable, when
-set, wins). The scale bench, 30,000 nodes: the aggregating worker ended at 172 MB with
-glibc's arenas, 136 MB with two (ops/bench/results/scale.md, "Allocator arenas").
+set, wins). The scale bench at 100,000 inputs: the aggregating worker ended at 183 MB
+with glibc's arenas, 144 MB with two and a trim after the aggregation
+(ops/bench/results/scale.md, "Worker memory at 100,000 inputs").
 """
 
 from __future__ import annotations
