@@ -89,8 +89,9 @@ class Settings(BaseSettings):
     """Share of nodes that must succeed for the aggregation to run."""
     report_page_nodes: int = Field(default=1000, ge=1)
     """Nodes the aggregation reads from the job store at a time (to count them, to merge
-    them, to write the report's node list), and that a report's ``nodes`` read at a time
-    in the Python client: what a process holds of a job's nodes at once."""
+    them, to write the report's node list), that the watchdog asks which have ended at a
+    time, and that a report's ``nodes`` read at a time in the Python client: what a
+    process holds of a job's nodes at once."""
     submit_chunk_nodes: int = Field(default=1000, ge=1)
     """Inputs a submit stores at a time (one Redis round trip each chunk), and how often
     it records how many nodes it has sent (``swarm status`` shows "submitting N of M"):
@@ -114,6 +115,11 @@ class Settings(BaseSettings):
     """Workers: at most this often, after a task ends, hand the memory the C allocator
     freed back to the system (glibc's malloc_trim; workers.allocator), so a worker's RSS
     does not keep what a large job's many threads once used. 0: never."""
+    malloc_arenas: int = Field(default=2, ge=0)
+    """Workers: most malloc arenas of the process (glibc's M_ARENA_MAX, set as the worker
+    starts; workers.allocator), so the memory a job's many threads freed is not kept in
+    one arena per thread. ``MALLOC_ARENA_MAX``, when set, wins. 0: glibc's default (8 per
+    core)."""
     quorum_queues: bool = False
     """RabbitMQ: declare the task queues as quorum queues (replicated across the cluster's
     nodes) on topic exchanges, so that countdowns wait in RabbitMQ's delay exchanges

@@ -1,5 +1,5 @@
-"""Give the C allocator's freed memory back to the system, at most every
-SWARM_MALLOC_TRIM_S, after a task ends.
+"""The worker's C allocator: at most SWARM_MALLOC_ARENAS malloc arenas, and the memory
+it freed given back to the system at most every SWARM_MALLOC_TRIM_S, after a task ends.
 
 A worker's Python objects stay flat while a job runs (an object census of a 20,000-node
 job: ~690,000 blocks from its first node to its last), yet its RSS grew ~1 KB per node:
@@ -7,6 +7,15 @@ glibc's malloc keeps what the worker's ~77 threads freed in their arenas (``ford
 mallinfo2 rose from 7 to 23 MB over that job, the memory in use stayed at ~31 MB), and only
 returns a heap's free top, never the free pages inside it. ``malloc_trim(0)`` releases
 those pages. Elsewhere than glibc (musl, macOS) there is nothing to call and nothing is done.
+
+glibc gives threads up to 8 arenas per core, and each keeps the high-water mark of what
+its threads once held; a worker's ~77 threads (task threads, node threads, the reduce
+tree's calls) spread a large job's transients (the aggregation's pages and prompts) over
+many of them. ``limit_arenas`` caps their number as the worker starts, before its threads
+do (glibc's ``mallopt(M_ARENA_MAX)``, what ``MALLOC_ARENA_MAX`` sets; the variable, when
+set, wins). The scale bench at 100,000 inputs: the aggregating worker ended at 183 MB
+with glibc's arenas, 144 MB with two and a trim after the aggregation
+(ops/bench/results/scale.md, "Worker memory at 100,000 inputs").
 """
 
 from __future__ import annotations
@@ -16,10 +25,14 @@ import ctypes.util
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 log = logging.getLogger(__name__)
+M_ARENA_MAX = -8
+"""glibc's mallopt parameter for the most arenas (malloc.h)."""
+ARENA_ENV = "MALLOC_ARENA_MAX"
+"""The environment variable glibc reads for the same cap (it wins over the setting)."""
 
 
 def trim_due(last: float | None, now: float, every_s: float) -> bool:
@@ -34,6 +47,32 @@ def _glibc_trim() -> Callable[[int], Any] | None:
         return None
     function = getattr(ctypes.CDLL(name), "malloc_trim", None)
     return function if callable(function) else None
+
+
+def _glibc_mallopt() -> Callable[[int, int], Any] | None:
+    """glibc's ``mallopt``, or None where the C library has none."""
+    name = ctypes.util.find_library("c")
+    if name is None:
+        return None
+    function = getattr(ctypes.CDLL(name), "mallopt", None)
+    return function if callable(function) else None
+
+
+def limit_arenas(
+    arenas: int,
+    environ: Mapping[str, str],
+    mallopt: Callable[[int, int], Any] | None = None,
+) -> bool:
+    """Cap the process's malloc arenas at ``arenas`` (call before threads start); True
+    when the cap was set. Nothing is done for 0, when ``MALLOC_ARENA_MAX`` is set (glibc
+    applied it) or where there is no glibc."""
+    if arenas <= 0 or environ.get(ARENA_ENV):
+        return False
+    function = mallopt if mallopt is not None else _glibc_mallopt()
+    if function is None or not function(M_ARENA_MAX, arenas):
+        return False
+    log.debug("swarm: malloc arenas capped at %d", arenas)
+    return True
 
 
 class Trimmer:
@@ -52,15 +91,19 @@ class Trimmer:
         self._last: float | None = None
         self._lock = threading.Lock()
 
-    def maybe_trim(self) -> bool:
-        """Trim when due; True when it trimmed."""
+    def maybe_trim(self, *, now_anyway: bool = False) -> bool:
+        """Trim when due, or whenever trims are enabled if ``now_anyway`` (a job's
+        aggregation just ended: its pages and prompts were the process's largest
+        transient); True when it trimmed."""
         if self._trim is None:
             return False
         now = self._clock()
         with self._lock:
-            if not trim_due(self._last, now, self.every_s):
+            due = trim_due(self._last, now, self.every_s)
+            if not (due or (now_anyway and self.every_s > 0)):
                 return False
             self._last = now
         self._trim(0)
-        log.debug("swarm: malloc_trim after %.0f s", self.every_s)
+        log.debug("swarm: malloc_trim (due every %.0f s%s)", self.every_s,
+                  "" if due else "; a job's aggregation ended")  # fmt: skip
         return True

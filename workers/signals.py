@@ -13,6 +13,7 @@ from typing import Any
 from celery import Task, signals
 
 from swarm.jobs.delayed_delivery import origin_queue
+from swarm.jobs.queueing import AGGREGATE_TASK
 from workers import keys, leases, metrics, pool, process
 
 _connected = False
@@ -67,11 +68,13 @@ def _task_ended(task: Task | None = None, **_: Any) -> None:
         found.task_ended(_queue(task))
 
 
-def _trim_allocator(**_: Any) -> None:
-    """After a task: the C allocator's freed memory back to the system, when due."""
+def _trim_allocator(task: Task | None = None, **_: Any) -> None:
+    """After a task: the C allocator's freed memory back to the system, when due, and
+    after every aggregation (a job's largest transient)."""
     rt = process.current()
     if rt is not None:
-        process.trimmer(rt.settings.malloc_trim_s).maybe_trim()
+        ended = getattr(task, "name", None) == AGGREGATE_TASK
+        process.trimmer(rt.settings.malloc_trim_s).maybe_trim(now_anyway=ended)
 
 
 def connect() -> None:

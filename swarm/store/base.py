@@ -396,6 +396,12 @@ class JobStore(ABC):
         """Ids of the nodes that have an envelope (ok or error)."""
         return {env.node_id for env in self.envelopes(job_id)}
 
+    def not_ended(self, job_id: str, node_ids: Sequence[str]) -> list[str]:
+        """Those of ``node_ids`` that have no envelope, in their order (a page of the
+        job's nodes: what is read and held grows with ``node_ids``, not with the job)."""
+        found = self.envelopes_of(job_id, node_ids)
+        return [n for n in node_ids if n not in found]
+
     def mark_running_many(self, job_id: str, models: Mapping[str, str]) -> None:
         """mark_running for several nodes (node id -> model)."""
         for node_id, model in models.items():

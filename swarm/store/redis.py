@@ -864,6 +864,16 @@ class RedisJobStore(JobStore):
         """HKEYS of the envelopes: their ids without reading their contents."""
         return {str(node_id) for node_id in self._r.hkeys(_key(job_id, "env"))}
 
+    def not_ended(self, job_id: str, node_ids: Sequence[str]) -> list[str]:
+        """One HEXISTS per node, pipelined (one round trip): no envelope is read."""
+        if not node_ids:
+            return []
+        key = _key(job_id, "env")
+        pipe = self._r.pipeline(transaction=False)
+        for node_id in node_ids:
+            pipe.hexists(key, node_id)
+        return [n for n, found in zip(node_ids, pipe.execute(), strict=True) if not found]
+
     def mark_running_many(self, job_id: str, models: Mapping[str, str]) -> None:
         if not models:
             return

@@ -281,6 +281,17 @@ def test_ended_nodes_are_those_with_an_envelope(store: JobStore) -> None:
     assert store.ended_nodes("job") == {"n1", "n2"}
 
 
+def test_the_nodes_of_a_page_that_have_not_ended_are_those_without_an_envelope(
+    store: JobStore,
+) -> None:
+    store.create_job(spec(4), ["a", "b", "c", "d"])
+    store.mark_running("job", "n0", "m")
+    store.finish_node("job", env("n1", ok=True))
+    store.finish_node("job", env("n3", ok=False))
+    assert store.not_ended("job", ["n3", "n0", "n1", "n2"]) == ["n0", "n2"]
+    assert store.not_ended("job", []) == []
+
+
 def test_report_saved_in_parts_reads_like_a_whole_one(store: JobStore) -> None:
     store.create_job(spec(), ["a", "b", "c"])
     report = report_of("oxo" * 900)  # more nodes than one write of report_pages.CHUNK

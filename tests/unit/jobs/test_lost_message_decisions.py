@@ -3,6 +3,8 @@ job's watch probes (swarm.jobs.lost_messages, swarm.jobs.watchdog)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import pytest
 
 from swarm.catalog import load_catalog
@@ -183,6 +185,36 @@ def test_check_job_asks_for_a_probe_of_the_missing_nodes() -> None:
     stalled = Seen(first.seen.fingerprint, first.seen.since - probe_after_s(settings))
     check = check_job(store, settings, "j", stalled)
     assert check.action is Action.PROBE and check.missing == ("n1",)
+
+
+class PagedChecks(MemoryJobStore):
+    """A store that answers which nodes ended only a page at a time."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.pages: list[int] = []
+
+    def ended_nodes(self, job_id: str) -> set[str]:
+        raise AssertionError("every node's id read at once")
+
+    def envelopes(self, job_id: str) -> list[NodeEnvelope]:
+        raise AssertionError("every envelope read at once")
+
+    def not_ended(self, job_id: str, node_ids: Sequence[str]) -> list[str]:
+        self.pages.append(len(node_ids))
+        return super().not_ended(job_id, node_ids)
+
+
+def test_a_check_asks_which_nodes_ended_a_page_at_a_time() -> None:
+    store, settings = PagedChecks(), Settings(broker_url="redis://h/0", report_page_nodes=10)
+    new_job(store, 25, "j")
+    for node in ("n0", "n11", "n24"):
+        store.finish_node("j", NodeEnvelope(node_id=node, input_ref="f", model="m", status="ok"))
+    first = check_job(store, settings, "j", None)
+    stalled = Seen(first.seen.fingerprint, first.seen.since - stall_s(settings) - 1)
+    check = check_job(store, settings, "j", stalled)
+    assert check.missing == tuple(f"n{i}" for i in range(25) if i not in (0, 11, 24))
+    assert store.pages == [10, 10, 5]
 
 
 def test_a_watch_message_carries_its_seen_as_json() -> None:
