@@ -176,14 +176,28 @@ def parse_answer(content: bytes, headers: Mapping[str, str] | None = None) -> An
     except ValueError:
         raise BadResponseError(f"not a chat completion: {content[:80]!r}") from None
     answer = answer_from_json(completion)
-    if headers is not None and any(name in headers for name in _REMAINING):
+    if headers is not None and used_up(headers):
         answer = replace(answer, limit_reset_s=used_up_reset_s(headers))
     return answer
 
 
 _REMAINING = ("x-ratelimit-remaining-requests", "x-ratelimit-remaining-tokens")
-"""Headers that say what is left of the tenant's limits (``in`` on httpx headers ignores
+"""Headers that say what is left of the tenant's limits (``get`` on httpx headers ignores
 case)."""
+
+
+def used_up(headers: Mapping[str, str]) -> bool:
+    """True when an x-ratelimit-remaining-* header says no request or token is left: only
+    then are the rate-limit headers read whole (swarm.calls.admission.feedback), not on
+    every answer of a gateway that sends them."""
+    return any(_left(headers.get(name)) == 0 for name in _REMAINING)
+
+
+def _left(value: str | None) -> int | None:
+    try:
+        return int(value) if value is not None else None
+    except ValueError:
+        return None
 
 
 def answer_from_json(completion: Any) -> Answer:
