@@ -267,6 +267,7 @@ class JobSpec(Frozen):
     """The team the job runs for: admission shares each model's tokens between the tenants
     by their catalog weights (swarm.calls.admission.shares)."""
     _index: dict[str, int] = PrivateAttr(default_factory=dict)
+    _job_task: NodeTask | None = PrivateAttr(default=None)
 
     def _position(self, node_id: str) -> int:
         if isinstance(self.node_ids, NodeIds):
@@ -287,11 +288,23 @@ class JobSpec(Frozen):
         return self.input_refs[self._position(node_id)]
 
     def task(self, node_id: str) -> NodeTask:
-        """What a node does: its own task, or the job's."""
-        return self.tasks.get(node_id) or NodeTask(
-            model=self.model,
-            instruction=self.instruction,
-            kind=self.kind,
-            fallback_models=self.fallback_models,
-            output_schema=self.output_schema,
-        )
+        """What a node does: its own task, or the job's (built once per spec: a node asks
+        for it several times, and every node of a plain job gets the same one)."""
+        own = self.tasks.get(node_id)
+        if own is not None:
+            return own
+        job = self._job_task
+        if job is None or not self._is_job_task(job):  # a model_copy carries the original's
+            job = self._job_task = NodeTask(
+                model=self.model,
+                instruction=self.instruction,
+                kind=self.kind,
+                fallback_models=self.fallback_models,
+                output_schema=self.output_schema,
+            )
+        return job
+
+    def _is_job_task(self, task: NodeTask) -> bool:
+        return (task.model, task.instruction, task.kind, task.fallback_models,
+                task.output_schema) == (self.model, self.instruction, self.kind,
+                                        self.fallback_models, self.output_schema)  # fmt: skip

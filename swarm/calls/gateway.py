@@ -8,7 +8,10 @@ A request carries only the headers a gateway uses (auth, content type, user agen
 SDK's ``X-Stainless-*`` telemetry headers are omitted (the SDK's documented ``Omit``), and
 the client keeps each merged request URL (``SwarmOpenAI``). Both cut the CPU of a request:
 every header is handled again by the SDK, httpx2, httpcore2 and h11, and the URL merge
-parses the base URL again on every call (ops/bench/results/sdk_request.md).
+parses the base URL again on every call (ops/bench/results/sdk_request.md). A request's
+options name the client's retries and timeout and the SDK's default auth scheme
+(``request_options``): the SDK deep-copies the default of every option not given, on every
+request (ops/bench/results/hosted_speed_cpu.md).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from typing import Any
 import httpx2
 import openai
 from openai import RequestOptions
+from openai._models import FinalRequestOptions
 
 from swarm.calls.admission.feedback import used_up_reset_s
 from swarm.calls.http_pool import SHARDS, ThreadPools
@@ -54,6 +58,8 @@ _PER_REQUEST_OMITTED = {"X-Stainless-Retry-Count": openai.Omit(),
                         "X-Stainless-Read-Timeout": openai.Omit()}  # fmt: skip
 """The SDK's per-request telemetry headers (retries taken, read timeout), omitted by
 ``send`` (the SDK adds them unless a request's own headers name them)."""
+SDK_SECURITY = FinalRequestOptions.model_fields["security"].default
+"""The auth schemes the SDK applies to a request that names none (bearer auth)."""
 
 
 class SwarmOpenAI(openai.OpenAI):
@@ -138,12 +144,20 @@ def send(
     typed ``ChatCompletion`` and transform the messages, CPU on every call that the worker
     does not need (ops/bench/overhead.py measures a call's cost).
     """
-    options: RequestOptions = {"headers": _PER_REQUEST_OMITTED}
-    if read_timeout_s is not None:
-        options = {**options, "timeout": _with_read(client.timeout, read_timeout_s)}
     response = client.post("/chat/completions", body=request.body(), cast_to=httpx2.Response,
-                           options=options)  # fmt: skip
+                           options=request_options(client, read_timeout_s))  # fmt: skip
     return parse_answer(response.content, response.headers)
+
+
+def request_options(client: openai.OpenAI, read_timeout_s: float | None = None) -> RequestOptions:
+    """The options of one request: no telemetry headers, and the values the SDK would take
+    for the client's retries, its timeout (or ``read_timeout_s`` as the read timeout) and
+    the auth scheme, given so the SDK copies no default of its own for them."""
+    timeout = client.timeout
+    if read_timeout_s is not None:
+        timeout = _with_read(timeout, read_timeout_s)
+    return {"headers": _PER_REQUEST_OMITTED, "max_retries": client.max_retries, "timeout": timeout,
+            "security": SDK_SECURITY}  # fmt: skip
 
 
 def _with_read(timeout: float | httpx2.Timeout | None, read_s: float) -> httpx2.Timeout:
@@ -162,14 +176,28 @@ def parse_answer(content: bytes, headers: Mapping[str, str] | None = None) -> An
     except ValueError:
         raise BadResponseError(f"not a chat completion: {content[:80]!r}") from None
     answer = answer_from_json(completion)
-    if headers is not None and any(name in headers for name in _REMAINING):
+    if headers is not None and used_up(headers):
         answer = replace(answer, limit_reset_s=used_up_reset_s(headers))
     return answer
 
 
 _REMAINING = ("x-ratelimit-remaining-requests", "x-ratelimit-remaining-tokens")
-"""Headers that say what is left of the tenant's limits (``in`` on httpx headers ignores
+"""Headers that say what is left of the tenant's limits (``get`` on httpx headers ignores
 case)."""
+
+
+def used_up(headers: Mapping[str, str]) -> bool:
+    """True when an x-ratelimit-remaining-* header says no request or token is left: only
+    then are the rate-limit headers read whole (swarm.calls.admission.feedback), not on
+    every answer of a gateway that sends them."""
+    return any(_left(headers.get(name)) == 0 for name in _REMAINING)
+
+
+def _left(value: str | None) -> int | None:
+    try:
+        return int(value) if value is not None else None
+    except ValueError:
+        return None
 
 
 def answer_from_json(completion: Any) -> Answer:

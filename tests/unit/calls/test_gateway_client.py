@@ -7,8 +7,10 @@ import json
 import httpx2
 import openai
 from doubles import completion
+from openai import RequestOptions
+from openai._models import FinalRequestOptions
 
-from swarm.calls.gateway import make_client, send
+from swarm.calls.gateway import SDK_SECURITY, make_client, request_options, send
 from swarm.calls.request import CallRequest
 from swarm.catalog import load_catalog
 from swarm.settings import Settings
@@ -56,3 +58,24 @@ def test_a_read_timeout_replaces_the_clients_only_for_that_request() -> None:
     assert late.extensions["timeout"]["connect"] == settings.connect_timeout_s
     assert plain.extensions["timeout"]["read"] == settings.node_timeout_s
     assert not [name for name in late.headers if name.startswith("x-stainless")]
+
+
+def test_a_request_names_each_option_the_sdk_would_copy_a_default_for() -> None:
+    """Every option a request may carry whose SDK default is copied per request (a NotGiven
+    sentinel or a non-empty dict) is given, as the value the SDK would have taken."""
+    client = make_client(Settings(), "http://gw/v1", "k-1")
+    options = request_options(client)
+    copied = {
+        name
+        for name, field in FinalRequestOptions.model_fields.items()
+        if name in RequestOptions.__annotations__
+        and (isinstance(field.default, openai.NotGiven) or (isinstance(field.default, dict)
+                                                            and field.default))
+    }  # fmt: skip
+    assert copied - {"headers"} == {"max_retries", "timeout", "security"}
+    assert copied <= set(options)
+    assert options["max_retries"] == client.max_retries == 0
+    assert options["timeout"] is client.timeout
+    assert options["security"] == SDK_SECURITY == {"bearer_auth": True, "admin_api_key_auth": True}
+    late = request_options(client, 3.0)["timeout"]
+    assert isinstance(late, httpx2.Timeout) and late.read == 3.0

@@ -8,6 +8,7 @@ import openai
 import pytest
 from doubles import MockGateway, completion
 
+from swarm.calls import gateway
 from swarm.calls.gateway import send
 from swarm.calls.request import CallRequest
 from swarm.calls.retries import call_with_retries
@@ -176,3 +177,25 @@ def test_an_answer_carries_a_used_up_limit_and_its_reset(
 
     answer = send(MockGateway(handler).client(), CallRequest.of("j", "n0", SPEC, MSGS, 64))
     assert answer.content == "ok" and answer.limit_reset_s == reset_s
+
+
+def test_the_rate_limit_headers_are_read_whole_only_when_a_limit_is_used_up(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    read: list[object] = []
+
+    def parse(headers: object) -> float:
+        read.append(headers)
+        return 2.0
+
+    monkeypatch.setattr(gateway, "used_up_reset_s", parse)
+    left = {"x-ratelimit-remaining-requests": "4", "x-ratelimit-remaining-tokens": "900",
+            "x-ratelimit-reset-requests": "2s", "x-ratelimit-reset-tokens": "1m"}  # fmt: skip
+    body = completion("ok").content
+    assert gateway.parse_answer(body, httpx2.Headers(left)).limit_reset_s is None
+    unreadable = httpx2.Headers({**left, "x-ratelimit-remaining-tokens": "x"})
+    assert gateway.parse_answer(body, unreadable).limit_reset_s is None
+    assert read == []
+    used = httpx2.Headers({"X-RateLimit-Remaining-Tokens": "0", "X-RateLimit-Reset-Tokens": "1m"})
+    assert gateway.parse_answer(body, used).limit_reset_s == 2.0
+    assert read == [used]
