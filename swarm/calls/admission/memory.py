@@ -227,12 +227,12 @@ class MemoryAdmission(AdmissionController):
         out: list[tuple[float, Refusal]] = []
         if st.pause_until > now:
             out.append((st.pause_until - now, Refusal.PAUSED))
-        if tenant_over_share(st.tenant_use, st.waiting_jobs, tenant, now, self._window_ms):
-            out.append((poll_ms, Refusal.TENANT_SHARE))  # first: wins over a full model
         if len(st.leases) >= spec.max_inflight:
             out.append((poll_ms, Refusal.INFLIGHT))
         if job_over_share(st.job_inflight(), st.waiting_jobs, key, spec.max_inflight):
             out.append((poll_ms, Refusal.FAIR_SHARE))
+        if tenant_over_share(st.tenant_use, st.waiting_jobs, tenant, now, self._window_ms):
+            out.append((poll_ms, Refusal.TENANT_SHARE))
         slack_ms = self.policy.window_slack_s * 1000
         at_limit = False
         for limit in model_limits(spec, self.policy):

@@ -1,7 +1,7 @@
 -- Admit one gateway call, or say how long to wait. Atomic; clock = Redis TIME (ms).
--- Checks, all before any write: 429 pause, the tenant's share of the model's recent tokens
--- while other tenants wait (swarm.calls.admission.shares), in-flight leases (expired ones
--- purged first), the job's fair share of max_inflight while other jobs of its tenant wait,
+-- Checks, all before any write: 429 pause, in-flight leases (expired ones purged first),
+-- the job's fair share of max_inflight while other jobs of its tenant wait, the tenant's
+-- share of the model's recent tokens while other tenants wait (swarm.calls.admission.shares),
 -- then every GCRA rate limit. Jobs are kept under "<tenant>\t<job>" (their job key).
 -- Commits (TATs, lease, per-job count, counters) only when everything passes, or when
 -- only the rate limits refuse and their wait is at most the caller's reserve: then the
@@ -90,7 +90,8 @@ end
 -- them) together should ask about twice per lease released (finish.lua keeps the mean time
 -- between releases), not every poll ms each; while no more wait than max_inflight, none
 -- past the moment the oldest call out should end (its start plus the mean time calls hold
--- their lease, kept by finish.lua): a wave of calls frees its slots together, after a gap the mean gap would sleep through.
+-- their lease, kept by finish.lua): a wave of calls frees its slots together, after a gap
+-- the mean gap would sleep through.
 local preferred = false
 local function slot_poll()
   local dt = tonumber(redis.call('HGET', state, 'release_dt') or '0')
@@ -130,9 +131,9 @@ if pause_until > now then refuse('paused', pause_until - now); hard = true end
 
 -- Tenant share: a tenant's recent tokens decay with time constant window_ms; while another
 -- tenant waits, one whose tokens / weight is above the lowest of the waiting ones' waits.
--- Checked first: that reason wins over a full model (its task goes back to the queue and
--- its worker thread serves the waiting tenant's tasks). A tenant below every waiting one
--- is preferred: the others are refused while it waits, so its hint counts its own waiters.
+-- Computed first, refused last (a full model's reason wins). A tenant below every waiting
+-- one is preferred: the others are refused while it waits, so its hint counts its own
+-- waiters.
 local function recent_use(name)
   local v = redis.call('HGET', tenants, name)
   if not v then return 0, 1 end
@@ -140,7 +141,7 @@ local function recent_use(name)
   local keep = math.exp(-math.max(now - tonumber(at), 0) / window_ms)
   return math.max(tonumber(u), 0) * keep, tonumber(w)
 end
-local my_use = nil
+local my_use, over_share = nil, false
 if next(other_tenants) ~= nil then
   local lowest = math.huge
   for name in pairs(other_tenants) do
@@ -149,7 +150,7 @@ if next(other_tenants) ~= nil then
   end
   my_use = recent_use(tenant)
   preferred = my_use / weight < lowest
-  if my_use / weight > lowest then refuse('tenant_share', slot_poll()); hard = true end
+  over_share = my_use / weight > lowest
 end
 
 local inflight = redis.call('ZCARD', leases)
@@ -170,6 +171,8 @@ if others_wait and mine > 0 then
   for _ in pairs(active) do n = n + 1 end
   if mine >= math.ceil(max_inflight / n) then refuse('fair_share', slot_poll()); hard = true end
 end
+
+if over_share then refuse('tenant_share', slot_poll()); hard = true end
 
 -- A window limit: N x factor admissions in the (slack-widened) window, from the log.
 local log_span = 0
