@@ -16,6 +16,10 @@ answers in ``TTFT_MS`` plus the answer's length at ``TOKENS_PER_S`` (the length 
 
     python ops/bench/fairness.py                   # both scenarios
     python ops/bench/fairness.py --only 2 --measure-s 30
+    python ops/bench/fairness.py --only 1 --out /tmp/fairness-runs.md --label main
+
+Each run appends its section (time, label, command, load at the start and the end) to
+``--out`` (ops/bench/results/fairness-runs.md by default): past runs are kept.
 """
 
 from __future__ import annotations
@@ -39,7 +43,8 @@ from swarm.records import InputItem
 from swarm.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
-RESULTS = ROOT / "ops" / "bench" / "results" / "fairness.md"
+RESULTS = ROOT / "ops" / "bench" / "results" / "fairness-runs.md"
+"""Where runs append their sections unless ``--out`` names another file."""
 MODEL = "kimi-k2.5"
 QUEUE = f"llm.{MODEL}"
 MAX_INFLIGHT = 8
@@ -195,29 +200,36 @@ def main() -> None:
     parser.add_argument("--only", choices=["1", "2"], default=None)
     parser.add_argument("--warmup-s", type=float, default=20.0)
     parser.add_argument("--measure-s", type=float, default=60.0)
+    parser.add_argument("--out", type=Path, default=RESULTS, help="file the run appends to")
+    parser.add_argument("--label", default="", help="names the code measured (main, branch)")
     args = parser.parse_args()
     command = "python ops/bench/fairness.py " + " ".join(sys.argv[1:])
-    out = ["# Fairness between tenants\n", f"`{command.strip()}`"]
+    started = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
+    load_start = os.getloadavg()[0]
+    title = f"## Run {started}" + (f" ({args.label})" if args.label else "")
+    out = [title, "", f"`{command.strip()}`"]
     with tempfile.TemporaryDirectory(prefix="fairness-") as tmp:
         folder = Path(tmp)
         if args.only in (None, "1"):
-            out += ["", "## 1. A small job beside a large one (equal weights)", ""]
+            out += ["", "### 1. A small job beside a large one (equal weights)", ""]
             out += small_beside_large(folder / "one", args.warmup_s)
             print("\n".join(out), flush=True)
         if args.only in (None, "2"):
-            out += ["", "## 2. Weights 3:1 on a saturated model", ""]
+            out += ["", "### 2. Weights 3:1 on a saturated model", ""]
             out += weights_3_to_1(folder / "two", args.warmup_s, args.measure_s)
     load = os.getloadavg()[0]
     out += [
         "",
-        f"2 cores, load average {load:.1f} at the end; model {MODEL} held at "
+        f"2 cores, load average {load_start:.1f} at the start, {load:.1f} at the end; model "
+        f"{MODEL} held at "
         f"max_inflight {MAX_INFLIGHT}; sim {TTFT_MS} ms to first token, {TOKENS_PER_S} "
         f"tokens/s; answers {SHORT} (short) and {LONG} (long) tokens; 2 workers -c {THREADS}, "
         f"{NODE_THREADS} node threads.",
     ]
     text = "\n".join(out) + "\n"
     print(text)
-    RESULTS.write_text(text, "utf-8")
+    with args.out.open("a", encoding="utf-8") as results:
+        results.write(("\n" if results.tell() else "") + text)
 
 
 if __name__ == "__main__":

@@ -244,6 +244,28 @@ def test_tenants_share_tokens_by_weight_while_the_other_waits(h: Harness) -> Non
     assert rows["team-b"].target == 0.25
 
 
+def test_a_preferred_tenants_hint_counts_its_own_waiters(h: Harness) -> None:
+    ctl, model = h.controller(), spec(max_inflight=2)
+
+    def acquire(job: str, tenant: Tenant, lease: str) -> Decision:
+        h.advance(GAP_S)
+        return ctl.acquire(model, job, 100, lease_id=lease, tenant=tenant)
+
+    for i in range(5):  # calls of 0.1 s one after another: about 0.11 s between releases
+        permit = acquire("ja", A, f"warm{i}").permit
+        assert permit is not None
+        h.advance(0.1)
+        ctl.finish(model, permit, Outcome(used_tokens=100))
+    assert all(acquire("ja", A, f"held{i}").permit for i in range(2))
+    for i in range(20):  # team-a's callers wait for the full model: their hint grows
+        assert acquire("ja", A, f"a{i}").reason is Refusal.INFLIGHT
+    # team-b, below team-a's share, takes the permits given back while it waits (team-a is
+    # refused): its hint counts its own waiters (none yet), not team-a's 20
+    waits = acquire("jb", B, "b0")
+    assert waits.reason is Refusal.INFLIGHT and waits.retry_after_s < 0.3
+    assert acquire("ja", A, "a20").retry_after_s > 0.5  # team-a's counts all the waiters
+
+
 def test_a_refund_takes_back_the_tenants_charge(h: Harness) -> None:
     ctl, model = h.controller(), spec()
     permit = ctl.acquire(model, "ja", 5000, tenant=A).permit

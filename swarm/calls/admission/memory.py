@@ -55,6 +55,7 @@ from swarm.calls.admission.shares import (
     shares,
     tenant_of,
     tenant_over_share,
+    tenant_preferred,
 )
 from swarm.catalog import ModelSpec
 
@@ -73,6 +74,9 @@ class _ModelState:
     leases: dict[str, tuple[float, str]] = field(default_factory=dict)
     """lease id -> (expiry ms, job key: tenant and job, shares.job_key)."""
     waiters: dict[str, float] = field(default_factory=dict)
+    """lease id -> until when its caller counts as waiting."""
+    waiter_tenant: dict[str, str] = field(default_factory=dict)
+    """lease id -> the tenant of the waiting caller (acquire.lua's per-tenant waiters)."""
     waiting_jobs: dict[str, float] = field(default_factory=dict)
     """job key -> until when it counts as waiting."""
     tenant_use: dict[str, Use] = field(default_factory=dict)
@@ -105,6 +109,7 @@ class _ModelState:
             self.logged.pop(lease, None)
         self.expired += len(dead)
         self.waiters = {k: v for k, v in self.waiters.items() if v > now}
+        self.waiter_tenant = {k: v for k, v in self.waiter_tenant.items() if k in self.waiters}
         self.waiting_jobs = {k: v for k, v in self.waiting_jobs.items() if v > now}
 
     def job_inflight(self) -> dict[str, int]:
@@ -166,9 +171,12 @@ class MemoryAdmission(AdmissionController):
             if reason is not None:
                 until = now + wait_ms + self.policy.poll_s * 4000 + 1000
                 st.waiters[lease_id] = until
+                st.waiter_tenant[lease_id] = tenant.name
                 st.waiting_jobs[key] = max(until, st.waiting_jobs.get(key, 0.0))
                 st.refused += 1
                 return Decision(None, wait_ms / 1000.0, reason)
+            st.waiters.pop(lease_id, None)
+            st.waiter_tenant.pop(lease_id, None)
             st.tats.update(new_tats)
             if self._log(spec, st, now, now + start_ms):
                 st.logged[lease_id] = now + start_ms
@@ -190,24 +198,32 @@ class MemoryAdmission(AdmissionController):
     def _window_ms(self) -> float:
         return self.policy.tenant_window_s * 1000
 
+    def _poll_ms(self, spec: ModelSpec, st: _ModelState, tenant: Tenant, now: float) -> float:
+        """The retry hint of a count wait (acquire.lua's slot_poll): the waiters counted
+        are the tenant's own while it is preferred (shares.tenant_preferred), else all."""
+        next_end = None
+        if st.leases and st.hold_ms is not None:
+            oldest_start = min(exp for exp, _ in st.leases.values()) - self.policy.lease_s * 1000
+            next_end = oldest_start + st.hold_ms - now
+        waiters = len(st.waiters)
+        if tenant_preferred(st.tenant_use, st.waiting_jobs, tenant, now, self._window_ms):
+            waiters = sum(1 for name in st.waiter_tenant.values() if name == tenant.name)
+        return slot_poll_ms(
+            self.policy.poll_s * 1000,
+            self.policy.max_poll_s * 1000,
+            waiters,
+            st.release_dt or 0.0,
+            next_end,
+            spec.max_inflight,
+        )
+
     def _check(
         self, spec: ModelSpec, st: _ModelState, key: str, tenant: Tenant, tokens: int, now: float
     ) -> tuple[list[tuple[float, Refusal]], dict[str, float], bool]:
         """Every refusal (wait ms, reason), the TATs to store when there is none, and
         whether an admission now fills a window limit (see Permit.at_limit)."""
         new_tats: dict[str, float] = {}
-        next_end = None
-        if st.leases and st.hold_ms is not None:
-            oldest_start = min(exp for exp, _ in st.leases.values()) - self.policy.lease_s * 1000
-            next_end = oldest_start + st.hold_ms - now
-        poll_ms = slot_poll_ms(
-            self.policy.poll_s * 1000,
-            self.policy.max_poll_s * 1000,
-            len(st.waiters),
-            st.release_dt or 0.0,
-            next_end,
-            spec.max_inflight,
-        )
+        poll_ms = self._poll_ms(spec, st, tenant, now)
         out: list[tuple[float, Refusal]] = []
         if st.pause_until > now:
             out.append((st.pause_until - now, Refusal.PAUSED))

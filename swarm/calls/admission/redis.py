@@ -169,6 +169,7 @@ class RedisAdmission(AdmissionController):
             waiting_jobs=wjobs,
             log=log,
             tenants=tenants,
+            tenant_waiters=self._keys(spec.name, f"waiters:{tenant.name}")[0],
             lease_id=lease_id,
             job_id=job_id,
             tokens=tokens,

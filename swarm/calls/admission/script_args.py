@@ -22,7 +22,7 @@ class AcquireArgs(_AdmissionScript):
     """Admit one call or say how long to wait."""
 
     SCRIPT: ClassVar[str] = "acquire"
-    KEYS: ClassVar[int] = 8
+    KEYS: ClassVar[int] = 9
     state: str
     leases: str
     owners: str
@@ -31,6 +31,7 @@ class AcquireArgs(_AdmissionScript):
     waiting_jobs: str
     log: str
     tenants: str
+    tenant_waiters: str
     lease_id: str
     job_id: str
     tokens: int

@@ -14,6 +14,10 @@ weight, whatever the length of its calls. Nobody else waiting, nobody is refused
 share goes to whoever asks. A tenant idle for a while comes back with little recent use, so
 its first calls go ahead of a tenant that has been busy all along.
 
+While a tenant is below every waiting tenant's share (*preferred*), the permits given back
+are its callers' to take: their retry hint counts its own waiters, not the other tenants'
+(who are refused meanwhile).
+
 Within a tenant, jobs share the model's in-flight slots equally (the per-job fair share,
 counted between that tenant's jobs only): leases and waiting jobs are kept under
 ``job_key(tenant, job)``.
@@ -130,13 +134,33 @@ def job_over_share(
     return mine >= math.ceil(max_inflight / len(active))
 
 
+def _normalized(
+    uses: Mapping[str, Use], waiting: Iterable[str], tenant: Tenant, now_ms: float,
+    window_ms: float,
+) -> tuple[float, float]:  # fmt: skip
+    """``tenant``'s normalized use and the lowest of the other waiting tenants' (inf: none)."""
+    others = {tenant_of(k) for k in waiting} - {tenant.name}
+    recent = [uses.get(name, Use()) for name in others]
+    lowest = min((decayed_tokens(u, now_ms, window_ms) / u.weight for u in recent),
+                 default=math.inf)  # fmt: skip
+    return decayed_tokens(uses.get(tenant.name, Use()), now_ms, window_ms) / tenant.weight, lowest
+
+
 def tenant_over_share(
     uses: Mapping[str, Use], waiting: Iterable[str], tenant: Tenant, now_ms: float,
     window_ms: float,
 ) -> bool:  # fmt: skip
     """``over_share`` for ``tenant`` against the tenants of the waiting job keys."""
-    others = {tenant_of(k) for k in waiting} - {tenant.name}
-    recent = [uses.get(name, Use()) for name in others]
-    theirs = ((decayed_tokens(u, now_ms, window_ms), u.weight) for u in recent)
-    mine = decayed_tokens(uses.get(tenant.name, Use()), now_ms, window_ms)
-    return over_share(mine, tenant.weight, theirs)
+    mine, lowest = _normalized(uses, waiting, tenant, now_ms, window_ms)
+    return mine > lowest
+
+
+def tenant_preferred(
+    uses: Mapping[str, Use], waiting: Iterable[str], tenant: Tenant, now_ms: float,
+    window_ms: float,
+) -> bool:  # fmt: skip
+    """Whether another tenant waits and ``tenant``'s normalized use is below every waiting
+    one's: while it waits they are refused, so the permits given back are its callers' to
+    take (their retry hint counts them alone)."""
+    mine, lowest = _normalized(uses, waiting, tenant, now_ms, window_ms)
+    return mine < lowest < math.inf

@@ -21,6 +21,7 @@
 -- KEYS[6] waiting_jobs: zset job key -> expiry
 -- KEYS[7] log: zset lease -> admission time (window limits)
 -- KEYS[8] tenants: hash tenant -> "<recent tokens> <at ms> <weight>"
+-- KEYS[9] tenant_waiters: zset caller -> expiry, the callers of this tenant waiting
 -- ARGV[1] lease_id
 -- ARGV[2] job_id
 -- ARGV[3] tokens
@@ -45,6 +46,7 @@
 
 local state, leases, owners, jobs, waiters, waiting_jobs, log, tenants =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
+local tenant_waiters = KEYS[9]
 local tenant, weight, window_ms = ARGV[12], tonumber(ARGV[13]), tonumber(ARGV[15])
 local lease_id, job, tokens = ARGV[1], tenant .. '\t' .. ARGV[2], tonumber(ARGV[3])
 local lease_ms, max_inflight = tonumber(ARGV[4]), tonumber(ARGV[5])
@@ -69,6 +71,7 @@ if #expired > 0 then
   redis.call('HINCRBY', state, 'expired', #expired)
 end
 redis.call('ZREMRANGEBYSCORE', waiters, '-inf', now)
+redis.call('ZREMRANGEBYSCORE', tenant_waiters, '-inf', now)
 redis.call('ZREMRANGEBYSCORE', waiting_jobs, '-inf', now)
 
 -- Additive increase of the rate factor after a quiet period.
@@ -82,14 +85,17 @@ if factor < 1 then
   end
 end
 
--- In-flight and fair-share waits have no known end: the waiters together should ask about
--- twice per lease released (finish.lua keeps the mean time between releases), not every
--- poll ms each; while no more wait than max_inflight, none past the moment the oldest call
--- out should end (its start plus the mean time calls hold their lease, kept by finish.lua):
--- a wave of calls frees its slots together, after a gap the mean gap would sleep through.
+-- In-flight and fair-share waits have no known end: the waiters that may take the permits
+-- given back (for a tenant below every other waiting tenant's share, its own; else all of
+-- them) together should ask about twice per lease released (finish.lua keeps the mean time
+-- between releases), not every poll ms each; while no more wait than max_inflight, none
+-- past the moment the oldest call out should end (its start plus the mean time calls hold
+-- their lease, kept by finish.lua): a wave of calls frees its slots together, after a gap
+-- the mean gap would sleep through.
+local preferred = false
 local function slot_poll()
   local dt = tonumber(redis.call('HGET', state, 'release_dt') or '0')
-  local n = redis.call('ZCARD', waiters)
+  local n = redis.call('ZCARD', preferred and tenant_waiters or waiters)
   local hint = math.min(max_poll_ms, n * dt / 2)
   local hold = tonumber(redis.call('HGET', state, 'hold_ms') or '-1')
   if hold >= 0 and n <= max_inflight then
@@ -106,20 +112,12 @@ local function refuse(why, ms)
   if reason == '' or ms > wait then wait, reason = ms, why end
 end
 
-local pause_until = tonumber(redis.call('HGET', state, 'pause_until') or '0')
-if pause_until > now then refuse('paused', pause_until - now); hard = true end
-
-local inflight = redis.call('ZCARD', leases)
-if inflight >= max_inflight then refuse('inflight', slot_poll()); hard = true end
-
 local function tenant_of(key)
   local name = string.match(key, '^([^\t]*)\t')
   return name or 'default'
 end
 
--- Fair share: while other jobs of its tenant wait, a job may hold
--- ceil(max_inflight / the tenant's active jobs).
-local mine = tonumber(redis.call('HGET', jobs, job) or '0')
+-- The job keys waiting: other tenants' (tenant share), this tenant's other jobs (fair share).
 local waiting = redis.call('ZRANGE', waiting_jobs, 0, -1)
 local others_wait, other_tenants = false, {}
 for _, other in ipairs(waiting) do
@@ -127,6 +125,40 @@ for _, other in ipairs(waiting) do
   if owner ~= tenant then other_tenants[owner] = true
   elseif other ~= job then others_wait = true end
 end
+
+local pause_until = tonumber(redis.call('HGET', state, 'pause_until') or '0')
+if pause_until > now then refuse('paused', pause_until - now); hard = true end
+
+-- Tenant share: a tenant's recent tokens decay with time constant window_ms; while another
+-- tenant waits, one whose tokens / weight is above the lowest of the waiting ones' waits.
+-- Computed first, refused last (a full model's reason wins). A tenant below every waiting
+-- one is preferred: the others are refused while it waits, so its hint counts its own
+-- waiters.
+local function recent_use(name)
+  local v = redis.call('HGET', tenants, name)
+  if not v then return 0, 1 end
+  local u, at, w = string.match(v, '^(%S+) (%S+) (%S+)$')
+  local keep = math.exp(-math.max(now - tonumber(at), 0) / window_ms)
+  return math.max(tonumber(u), 0) * keep, tonumber(w)
+end
+local my_use, over_share = nil, false
+if next(other_tenants) ~= nil then
+  local lowest = math.huge
+  for name in pairs(other_tenants) do
+    local u, w = recent_use(name)
+    lowest = math.min(lowest, u / w)
+  end
+  my_use = recent_use(tenant)
+  preferred = my_use / weight < lowest
+  over_share = my_use / weight > lowest
+end
+
+local inflight = redis.call('ZCARD', leases)
+if inflight >= max_inflight then refuse('inflight', slot_poll()); hard = true end
+
+-- Fair share: while other jobs of its tenant wait, a job may hold
+-- ceil(max_inflight / the tenant's active jobs).
+local mine = tonumber(redis.call('HGET', jobs, job) or '0')
 if others_wait and mine > 0 then
   local active, n = {}, 0
   for _, name in ipairs(redis.call('HKEYS', jobs)) do
@@ -140,25 +172,7 @@ if others_wait and mine > 0 then
   if mine >= math.ceil(max_inflight / n) then refuse('fair_share', slot_poll()); hard = true end
 end
 
--- Tenant share: a tenant's recent tokens decay with time constant window_ms; while another
--- tenant waits, one whose tokens / weight is above the lowest of the waiting ones' waits.
-local function recent_use(name)
-  local v = redis.call('HGET', tenants, name)
-  if not v then return 0, 1 end
-  local u, at, w = string.match(v, '^(%S+) (%S+) (%S+)$')
-  local keep = math.exp(-math.max(now - tonumber(at), 0) / window_ms)
-  return math.max(tonumber(u), 0) * keep, tonumber(w)
-end
-local my_use = nil
-if next(other_tenants) ~= nil then
-  local lowest = math.huge
-  for name in pairs(other_tenants) do
-    local u, w = recent_use(name)
-    lowest = math.min(lowest, u / w)
-  end
-  my_use = recent_use(tenant)
-  if my_use / weight > lowest then refuse('tenant_share', slot_poll()); hard = true end
-end
+if over_share then refuse('tenant_share', slot_poll()); hard = true end
 
 -- A window limit: N x factor admissions in the (slack-widened) window, from the log.
 local log_span = 0
@@ -215,10 +229,11 @@ end
 if reason ~= '' then
   local until_ms = now + wait + poll_ms * 4 + 1000
   redis.call('ZADD', waiters, until_ms, lease_id)
+  redis.call('ZADD', tenant_waiters, until_ms, lease_id)
   redis.call('ZADD', waiting_jobs, 'GT', until_ms, job)
   -- the sets live as long as their latest entry (no waiter left behind keeps them forever)
   local keep_ms = math.ceil(until_ms - now)
-  for _, key in ipairs({waiters, waiting_jobs}) do
+  for _, key in ipairs({waiters, waiting_jobs, tenant_waiters}) do
     redis.call('PEXPIRE', key, keep_ms, 'NX')
     redis.call('PEXPIRE', key, keep_ms, 'GT')
   end
@@ -241,6 +256,7 @@ redis.call('HSET', tenants, tenant,
 -- longest lease, when e^-10 of any use is left)
 redis.call('PEXPIRE', tenants, math.ceil(lease_ms + 10 * window_ms))
 redis.call('ZREM', waiters, lease_id)
+redis.call('ZREM', tenant_waiters, lease_id)
 redis.call('HINCRBY', state, 'admitted', 1)
 if start_ms > 0 then
   return {1, string.format('%.3f', start_ms), 'reserved', inflight + 1, factor_s}

@@ -19,6 +19,7 @@ from swarm.calls.admission.shares import (
     shares,
     tenant_of,
     tenant_over_share,
+    tenant_preferred,
 )
 from swarm.catalog import ModelSpec, load_catalog
 
@@ -107,6 +108,43 @@ def test_the_tenant_rule_reads_the_waiting_tenants_from_their_job_keys() -> None
     assert tenant_over_share(uses, [A1, A2], Tenant("a", 3), 0, W) is False  # own jobs only
     assert tenant_over_share(uses, [A1], Tenant("b", 1), 0, W) is False
     assert tenant_over_share(uses, [job_key("c", "1")], Tenant("b", 1), 0, W) is True  # c: 0
+
+
+def test_a_tenant_below_every_waiting_one_is_preferred() -> None:
+    uses = {"a": Use(300, 0, 3), "b": Use(90, 0, 1)}
+    assert tenant_preferred(uses, [A1], Tenant("b", 1), 0, W) is True  # 90 < 100
+    assert tenant_preferred(uses, [B1], Tenant("a", 3), 0, W) is False
+    assert tenant_preferred(uses, [B1], Tenant("b", 1), 0, W) is False  # nobody else waits
+    assert tenant_preferred(uses, [], Tenant("b", 1), 0, W) is False
+    assert tenant_preferred({"a": Use(90, 0, 1), "b": Use(90, 0, 1)}, [A1], Tenant("b", 1), 0,
+                            W) is False  # fmt: skip  # level: not below
+
+
+def test_a_preferred_tenants_hint_counts_its_own_waiters_in_process() -> None:
+    clock = [1_000_000.0]
+    ctl = MemoryAdmission(AdmissionPolicy(), lambda: clock[0])
+    model = (
+        load_catalog()
+        .model("kimi-k2.5")
+        .model_copy(update={"rpm": 6_000_000, "rps": None, "tpm": 100_000_000, "max_inflight": 2})
+    )
+    a, b = Tenant("a", 1), Tenant("b", 1)
+
+    def acquire(job: str, tenant: Tenant, lease: str) -> Decision:
+        clock[0] += 10
+        return ctl.acquire(model, job, 100, lease_id=lease, tenant=tenant)
+
+    for i in range(5):  # 0.1 s calls one after another: 0.11 s between releases
+        permit = acquire("ja", a, f"w{i}").permit
+        assert permit is not None
+        clock[0] += 100
+        ctl.finish(model, permit, Outcome(used_tokens=100))
+    assert all(acquire("ja", a, f"h{i}").permit for i in range(2))
+    hints = [acquire("ja", a, f"a{i}").retry_after_s for i in range(20)]
+    assert hints[-1] == 1.0  # 20 waiters x 0.11 s / 2, at most max_poll_s
+    waits = acquire("jb", b, "b0")  # below team-a's share: its own waiters only (none)
+    assert waits.reason is Refusal.INFLIGHT and waits.retry_after_s < 0.2
+    assert acquire("ja", a, "a20").retry_after_s == 1.0  # team-a's counts all 21 waiters
 
 
 def test_shares_list_the_busy_tenants_with_their_weighted_targets() -> None:
