@@ -40,21 +40,13 @@ def trim_due(last: float | None, now: float, every_s: float) -> bool:
     return every_s > 0 and (last is None or now - last >= every_s)
 
 
-def _glibc_trim() -> Callable[[int], Any] | None:
-    """glibc's ``malloc_trim``, or None where the C library has none."""
+def _libc(function_name: str) -> Callable[..., Any] | None:
+    """The C library's ``function_name`` (glibc's ``malloc_trim``, ``mallopt``), or None
+    where the C library has none."""
     name = ctypes.util.find_library("c")
     if name is None:
         return None
-    function = getattr(ctypes.CDLL(name), "malloc_trim", None)
-    return function if callable(function) else None
-
-
-def _glibc_mallopt() -> Callable[[int, int], Any] | None:
-    """glibc's ``mallopt``, or None where the C library has none."""
-    name = ctypes.util.find_library("c")
-    if name is None:
-        return None
-    function = getattr(ctypes.CDLL(name), "mallopt", None)
+    function = getattr(ctypes.CDLL(name), function_name, None)
     return function if callable(function) else None
 
 
@@ -68,7 +60,7 @@ def limit_arenas(
     applied it) or where there is no glibc."""
     if arenas <= 0 or environ.get(ARENA_ENV):
         return False
-    function = mallopt if mallopt is not None else _glibc_mallopt()
+    function = mallopt if mallopt is not None else _libc("mallopt")
     if function is None or not function(M_ARENA_MAX, arenas):
         return False
     log.debug("swarm: malloc arenas capped at %d", arenas)
@@ -86,7 +78,7 @@ class Trimmer:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.every_s = every_s
-        self._trim = trim if trim is not None else _glibc_trim()
+        self._trim = trim if trim is not None else _libc("malloc_trim")
         self._clock = clock
         self._last: float | None = None
         self._lock = threading.Lock()

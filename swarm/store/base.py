@@ -392,10 +392,6 @@ class JobStore(ABC):
         found = {n: self.envelope(job_id, n) for n in node_ids}
         return {n: env for n, env in found.items() if env is not None}
 
-    def ended_nodes(self, job_id: str) -> set[str]:
-        """Ids of the nodes that have an envelope (ok or error)."""
-        return {env.node_id for env in self.envelopes(job_id)}
-
     def not_ended(self, job_id: str, node_ids: Sequence[str]) -> list[str]:
         """Those of ``node_ids`` that have no envelope, in their order (a page of the
         job's nodes: what is read and held grows with ``node_ids``, not with the job)."""

@@ -860,10 +860,6 @@ class RedisJobStore(JobStore):
             if found
         }
 
-    def ended_nodes(self, job_id: str) -> set[str]:
-        """HKEYS of the envelopes: their ids without reading their contents."""
-        return {str(node_id) for node_id in self._r.hkeys(_key(job_id, "env"))}
-
     def not_ended(self, job_id: str, node_ids: Sequence[str]) -> list[str]:
         """One HEXISTS per node, pipelined (one round trip): no envelope is read."""
         if not node_ids:

@@ -273,14 +273,6 @@ def test_redis_report_names_the_ok_envelopes_instead_of_copying_them(redis_url: 
     assert entries[0] == "@n0" and entries[1:] == lines[1:]
 
 
-def test_ended_nodes_are_those_with_an_envelope(store: JobStore) -> None:
-    store.create_job(spec(), ["a", "b", "c"])
-    store.mark_running("job", "n0", "m")
-    store.finish_node("job", env("n1", ok=True))
-    store.finish_node("job", env("n2", ok=False))
-    assert store.ended_nodes("job") == {"n1", "n2"}
-
-
 def test_the_nodes_of_a_page_that_have_not_ended_are_those_without_an_envelope(
     store: JobStore,
 ) -> None:

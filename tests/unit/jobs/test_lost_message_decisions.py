@@ -194,9 +194,6 @@ class PagedChecks(MemoryJobStore):
         super().__init__()
         self.pages: list[int] = []
 
-    def ended_nodes(self, job_id: str) -> set[str]:
-        raise AssertionError("every node's id read at once")
-
     def envelopes(self, job_id: str) -> list[NodeEnvelope]:
         raise AssertionError("every envelope read at once")
 
