@@ -54,7 +54,12 @@ def items(n: int, marker: str = "") -> list[InputItem]:
 
 def test_three_workers_never_exceed_the_catalog_rps(stack: Stack, tmp_logs: Path) -> None:
     path = catalog(tmp_logs, rps=5, max_inflight=50)
-    start_workers(stack, tmp_logs, 3, {"SWARM_CONFIG": str(path)})
+    # The slack is the shift of arrivals at the gateway against admission times that the
+    # spacing absorbs (T = (1 s + 2 x slack) / 4): on a loaded CI machine a worker thread or
+    # the simulator's event loop can be held up for hundreds of milliseconds, and at the
+    # default 0.1 s one such stall put 6 arrivals in one second. 0.4 s takes a 1.25 s stall.
+    env = {"SWARM_CONFIG": str(path), "SWARM_ADMISSION_WINDOW_SLACK_S": "0.4"}
+    start_workers(stack, tmp_logs, 3, env)
     stack.reset_stats()
     report = client(stack, path).submit(items(36), "Summarise").wait(timeout=120).to_dict()
     assert report["status"] == "succeeded", report.get("error")
