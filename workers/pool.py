@@ -10,8 +10,9 @@ follows the node count, a few such messages stop the worker taking anything).
 ``TaskPool`` calls the request's error callback with a ``WorkerLostError`` instead, as the
 prefork pool does: with ``task_acks_late`` and ``task_reject_on_worker_lost`` the message
 is rejected back to its queue and runs again (the call guard's idempotency makes a second
-run reuse what the first stored). ``use_for`` puts it in place of Celery's threads pool
-when a worker starts (``worker_init``, before the pool is made).
+run reuse what the first stored); a message acknowledged before the raise is left as it
+is. ``use_for`` puts it in place of Celery's threads pool when a worker starts
+(``worker_init``, before the pool is made).
 """
 
 from __future__ import annotations
@@ -50,12 +51,28 @@ def hand_back(error_callback: Callable[..., Any], future: Future[Any]) -> None:
     exc = future.exception()
     if exc is None:
         return
+    if _settled(error_callback):
+        log.warning("swarm: a task raised after its message was acknowledged (%r); nothing "
+                    "goes back to the queue", exc)  # fmt: skip
+        return
     log.warning("swarm: a task raised outside its body (%r); its message goes back to the queue",
                 exc)  # fmt: skip
     try:
         raise WorkerLostError(f"the task raised outside its body: {exc!r}") from exc
     except WorkerLostError:
         error_callback(ExceptionInfo())
+
+
+def _settled(error_callback: Callable[..., Any]) -> bool:
+    """True when the callback's request (a bound ``Request.on_failure``) has its message
+    acknowledged or rejected already. Celery's ack after a broker reconnection also restores
+    the prefetch count, which raises on a dead connection after the ack went out; rejecting
+    that message raises MessageStateError in the consumer's loop, which stops the worker."""
+    request = getattr(error_callback, "__self__", None)
+    message = getattr(request, "message", None)
+    return getattr(request, "acknowledged", False) is True or (
+        getattr(message, "acknowledged", False) is True
+    )
 
 
 def use_for(sender: Any = None, **_: Any) -> None:

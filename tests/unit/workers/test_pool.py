@@ -95,3 +95,34 @@ def test_celery_sends_such_a_task_back_to_its_queue() -> None:
     [(_, _, requeue)] = [call.args for call in reject.call_args_list]
     assert requeue is True
     ack.assert_not_called()
+
+
+def test_a_run_that_raised_after_its_ack_is_not_rejected() -> None:
+    """Celery's ack after a broker reconnection also restores the prefetch count, which can
+    raise on the dead connection once the ack went out: rejecting that message as well
+    raises MessageStateError in the consumer's loop and stops the worker (seen in CI)."""
+    from celery import Celery
+    from celery.contrib.testing.mocks import TaskMessage
+    from celery.worker.request import Request
+
+    app = Celery(set_as_current=False, broker="memory://", backend="cache+memory://")
+    app.conf.update(task_acks_late=True, task_reject_on_worker_lost=True)
+    app.task(name="t", ignore_result=True)(noop)
+    message = TaskMessage("t", id="tid")
+    message.acknowledged = False
+
+    def ack_then_restore_prefetch_fails(*_: Any) -> None:
+        message.acknowledged = True
+        raise ConnectionResetError(104, "Connection reset by peer")
+
+    reject = Mock()
+    request = Request(message, on_ack=ack_then_restore_prefetch_fails, on_reject=reject,
+                      app=app, task=app.tasks["t"])  # fmt: skip
+    pool = TaskPool(limit=1)
+    pool.start()
+    try:
+        pool.apply_async(request.acknowledge, error_callback=request.on_failure)
+    finally:
+        pool.stop()  # joins the thread: its done-callbacks have run
+    assert message.acknowledged is True
+    reject.assert_not_called()
