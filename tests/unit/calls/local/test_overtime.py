@@ -7,6 +7,7 @@ import threading
 import time
 from collections.abc import Callable
 
+import httpx2
 import openai
 import pytest
 
@@ -93,7 +94,7 @@ def test_past_the_deadline_the_node_times_out_and_the_answer_comes_late() -> Non
 def test_a_request_that_fails_late_is_told_too() -> None:
     overtime, lates = Overtime(grace_s=30, max_requests=2), Lates()
     release = threading.Event()
-    error = openai.APITimeoutError(request=None)  # type: ignore[arg-type]
+    error = openai.APITimeoutError(request=httpx2.Request("POST", "http://gw/v1"))
     send, _ = held(release, error)
     with pytest.raises(openai.APITimeoutError) as raised:
         overtime.send(send, 0.05, lates)
