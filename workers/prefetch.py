@@ -6,13 +6,14 @@ prefetch itself moves: it is the messages the worker holds plus one while its no
 have room (``NodeIntake.wanted``), never more than Celery's own (``-c`` messages plus the
 ETA messages it waits on), never 0 (unlimited in AMQP).
 
-Only the consumer thread talks on the channel. Celery's event loop already applies its
-``c.qos`` whenever ``qos.value`` differs from what it last sent (as for ETA tasks and the
-autoscaler); ``NodeQoS.value`` computes the count each time it is read, so the loop applies
-it, and a node thread whose node ended only wakes the loop (``Hub.call_soon``). A message
-that ends lowers the prefetch *before* its ack goes out (the channel's ``basic_ack`` and
-``basic_reject`` apply the QoS first, in the consumer thread), or RabbitMQ would send a
-replacement into the slot the ack frees.
+Only the consumer thread talks on the channel (Celery's own raising of the prefetch after a
+reconnection, which runs in the acking pool thread, is off: swarm.jobs.queueing). Celery's
+event loop already applies its ``c.qos`` whenever ``qos.value`` differs from what it last
+sent (as for ETA tasks and the autoscaler); ``NodeQoS.value`` computes the count each time
+it is read, so the loop applies it, and a node thread whose node ended only wakes the loop
+(``Hub.call_soon``). A message that ends lowers the prefetch *before* its ack goes out (the
+channel's ``basic_ack`` and ``basic_reject`` apply the QoS first, in the consumer thread),
+or RabbitMQ would send a replacement into the slot the ack frees.
 
 This needs channel-global QoS (RabbitMQ's ``global=true``: Celery uses it for classic
 queues), which RabbitMQ changes for running consumers. With quorum queues Celery uses

@@ -57,6 +57,12 @@ def celery_config(settings: Settings, catalog: Catalog) -> dict[str, Any]:
         # visibility timeout. Explicit: Celery 6 changes the default.
         "worker_cancel_long_running_tasks_on_connection_loss": False,
         "worker_prefetch_multiplier": 1,
+        # After a broker reconnection Celery lowers its prefetch and raises it again from
+        # each ack's callback, in the pool thread that acks (py-amqp's channel is not
+        # thread-safe: its reply read raced the consumer's, and on a dead connection it
+        # raised after the ack, workers/pool.py). The node-counted prefetch
+        # (workers/prefetch.py) already sets the count from the consumer thread.
+        "worker_enable_prefetch_count_reduction": False,
         "broker_transport_options": _transport_options(settings),
         "result_backend_transport_options": sentinel_transport_options(
             settings, settings.backend_url()

@@ -112,3 +112,30 @@ def test_per_consumer_qos_keeps_celerys_prefetch_and_says_why(
         assert install(c, lambda: 1) is None
     assert c.qos is celery_qos and wire.sent == []
     assert "per-consumer QoS (quorum queues)" in caplog.text
+
+
+def test_an_ack_after_a_reconnection_sends_nothing_on_the_channel_from_its_thread() -> None:
+    """Celery's reconnection step lowers its prefetch and, by default, raises it again from
+    each ack's callback in the acking (pool) thread; swarm's config turns that off, so only
+    the consumer thread sets the count (workers/prefetch.py)."""
+    from celery.worker.consumer.consumer import Consumer
+
+    from swarm.catalog import load_catalog
+    from swarm.jobs.queueing import celery_config
+    from swarm.settings import Settings
+
+    wire = Wire()
+    conf = celery_config(Settings(broker_url="amqp://guest@localhost//"), load_catalog(None))
+    restarted = SimpleNamespace(
+        app=SimpleNamespace(conf=SimpleNamespace(**conf)),
+        qos=QoS(wire.basic_qos, 1),
+        _maximum_prefetch_restored=False,
+        _new_prefetch_count=4,
+        max_prefetch_count=50,
+        initial_prefetch_count=1,
+    )
+    Consumer._restore_prefetch_count_after_connection_restart(restarted, None)  # an ack's callback
+    assert wire.sent == [] and restarted.initial_prefetch_count == 1
+    restarted.app.conf.worker_enable_prefetch_count_reduction = True  # Celery's default
+    Consumer._restore_prefetch_count_after_connection_restart(restarted, None)
+    assert wire.sent == [("qos", 4)]  # what the setting stops: basic_qos from the ack's thread
