@@ -22,6 +22,12 @@ and the metrics already record every call. Warnings and errors still show."""
 def create_app(settings: Settings, catalog: Catalog) -> Celery:
     """A worker-capable app for this deployment."""
     app = make_celery(settings, catalog, name="workers")
+    # Every message a worker sends (a task's retry, the watchdog's next check, a re-sent
+    # node) keeps trying through a broker failover for about SWARM_STORE_OUTAGE_S: with
+    # kombu's default (three tries in 0.4 s) a retry sent while Sentinel promoted a replica
+    # failed, and Celery then rejects the running message without requeue, so the
+    # watchdog's chain (or a requeued node) was gone for good.
+    app.conf.task_publish_retry_policy = tasks.outage_retry_policy(settings.store_outage_s)
     tasks.register(app)
     batch.register(app)
     app.steps["consumer"].add(NodeIntakeStep)

@@ -166,13 +166,12 @@ def again_later(task: Task, exc: Exception) -> Exception:
     unreachable Redis, and a run whose state cannot be stored never ends in the threads
     pool: its message stays unacked, holding a prefetch slot for good). If the broker is
     down too (the same Redis failing over behind Sentinel), sending the retry is tried
-    again for SWARM_STORE_OUTAGE_S (the failover window is waited out, then the retry goes
-    to the promoted primary); past that it cannot be sent (Reject), the ack neither, and
-    the broker redelivers the task after the visibility timeout."""
+    again for SWARM_STORE_OUTAGE_S (the worker app's publish retry policy, workers.factory:
+    the failover window is waited out, then the retry goes to the promoted primary); past
+    that it cannot be sent (Reject), the ack neither, and the broker redelivers the task
+    after the visibility timeout."""
     log.warning("swarm: Redis unreachable (%s); task %s runs again", exc, task.request.id)
-    rt = process.current()
-    policy = outage_retry_policy(rt.settings.store_outage_s if rt else 0.0)
-    task.retry(countdown=STORE_RETRY_S, exc=exc, throw=False, retry_policy=policy)
+    task.retry(countdown=STORE_RETRY_S, exc=exc, throw=False)
     ignored: Exception = Ignore()
     return ignored
 
