@@ -16,6 +16,12 @@ do (glibc's ``mallopt(M_ARENA_MAX)``, what ``MALLOC_ARENA_MAX`` sets; the variab
 set, wins). The scale bench at 100,000 inputs: the aggregating worker ended at 183 MB
 with glibc's arenas, 144 MB with two and a trim after the aggregation
 (ops/bench/results/scale.md, "Worker memory at 100,000 inputs").
+
+glibc's per-thread caches (tcache: up to 7 freed chunks of each of 64 sizes per thread)
+are out of a running process's reach: no ``mallopt`` sets them and ``malloc_trim`` does not
+return them. Whoever starts a worker turns them off with ``GLIBC_TUNABLES``
+(swarm.procs.tunables: docker-compose.yml, ``swarm stack``, the scale bench); nothing here
+does.
 """
 
 from __future__ import annotations

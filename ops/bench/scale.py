@@ -14,14 +14,15 @@ the bench then waits for the report (EXISTS of its key) and prints:
   how long each took;
 - workers: their RSS summed, peak while the job ran and at its end.
 
-The workers run with glibc's malloc defaults, as the deployment starts them;
-``--tcache-off`` starts them with glibc's per-thread caches off (``GLIBC_TUNABLES`` =
-``glibc.malloc.tcache_count=0`` before any tunables the shell exported, which win).
+The workers run with the deployment's glibc tunables (``GLIBC_TUNABLES`` carrying
+``glibc.malloc.tcache_count=0``, over any the shell exported: swarm.procs.tunables), as
+docker-compose.yml and `swarm stack` start them; ``--glibc-defaults`` runs them without
+(glibc's per-thread caches on), for comparison.
 
     python ops/bench/scale.py                     # 1,000 and 10,000
     python ops/bench/scale.py --inputs 1000       # one row
     python ops/bench/scale.py --with-100k         # adds the 100,000 row (long on 2 cores)
-    python ops/bench/scale.py --tcache-off        # workers without glibc's tcache
+    python ops/bench/scale.py --glibc-defaults    # workers with glibc's tcache on
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ import redis
 
 from swarm.bench import procs
 from swarm.bench.sweep import swarm_env
+from swarm.procs.tunables import with_tcache_off
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKERS = 2
@@ -52,8 +54,6 @@ TIMEOUT_S = 3600.0
 INSTRUCTION = "Review this diff"
 QUEUE = "llm.kimi-k2.5"
 """The queue of the catalog's default and aggregate model."""
-TCACHE_OFF = "glibc.malloc.tcache_count=0"
-"""glibc's per-thread malloc caches off (``--tcache-off``)."""
 
 
 def roomy_catalog(path: Path) -> Path:
@@ -179,21 +179,18 @@ def bytes_by_kind(url: str) -> Counter[str]:
     return kinds
 
 
-def worker_env(env: dict[str, str], tcache_off: bool) -> dict[str, str]:
-    """The workers' environment: ``env``, with ``TCACHE_OFF`` first in ``GLIBC_TUNABLES``
-    when ``tcache_off`` (glibc applies them in order: the shell's own win)."""
-    if not tcache_off:
-        return dict(env)
-    theirs = env.get("GLIBC_TUNABLES")
-    return {**env, "GLIBC_TUNABLES": f"{TCACHE_OFF}:{theirs}" if theirs else TCACHE_OFF}
+def worker_env(env: dict[str, str], glibc_defaults: bool) -> dict[str, str]:
+    """The workers' environment: ``env``, with the deployment's glibc tunables unless
+    ``glibc_defaults``."""
+    return dict(env) if glibc_defaults else with_tcache_off(env)
 
 
-def run_row(folder: Path, count: int, tcache_off: bool = False) -> Row:
+def run_row(folder: Path, count: int, glibc_defaults: bool = False) -> Row:
     with procs.redis_server(folder) as url, procs.sim(folder, SIM_ARGS) as sim:
         env = {**os.environ, **swarm_env(url, sim.base_url, roomy_catalog(folder / "c.toml"),
                                          CONCURRENCY)}  # fmt: skip
         client = redis.Redis.from_url(db_url(url, 1), decode_responses=True)  # the job store
-        workers_env = worker_env(env, tcache_off)
+        workers_env = worker_env(env, glibc_defaults)
         with procs.workers(folder, workers_env, WORKERS, CONCURRENCY, QUEUE) as ws:
             client.memory_purge()
             before = int(client.info("memory")["used_memory"])
@@ -269,9 +266,9 @@ def main() -> None:
     parser.add_argument("--inputs", type=int, action="append", help="rows (default 1000, 10000)")
     parser.add_argument("--with-100k", action="store_true", help="add the 100,000 row")
     parser.add_argument(
-        "--tcache-off",
+        "--glibc-defaults",
         action="store_true",
-        help=f"workers with GLIBC_TUNABLES={TCACHE_OFF} (glibc's per-thread caches off)",
+        help="workers without the deployment's GLIBC_TUNABLES (glibc's per-thread caches on)",
     )
     args = parser.parse_args()
     counts = args.inputs or [1000, 10000]
@@ -280,7 +277,7 @@ def main() -> None:
     rows = []
     for count in counts:
         with tempfile.TemporaryDirectory(prefix="swarm-scale-") as tmp:
-            rows.append(run_row(Path(tmp), count, args.tcache_off))
+            rows.append(run_row(Path(tmp), count, args.glibc_defaults))
         print(table(rows[-1:]), flush=True)
     print()
     print(table(rows))

@@ -1,7 +1,7 @@
 #!/bin/sh
-# The scale bench per size with glibc's malloc defaults and with its per-thread caches off
-# (scale.py --tcache-off), back to back, the order alternating per size, from this tree,
-# MALLOC_ARENA_MAX and GLIBC_TUNABLES unset (the workers cap their arenas at 2 themselves).
+# The scale bench per size with glibc's malloc defaults (scale.py --glibc-defaults) and with
+# its per-thread caches off (the deployment default), back to back, the order alternating per
+# size, from this tree, MALLOC_ARENA_MAX and GLIBC_TUNABLES unset (the workers cap their arenas at 2 themselves).
 #   flock /work/wt/bench.lock ops/bench/tcache_side_by_side.sh [1000 10000 100000 100000]
 set -e
 HERE=$(cd "$(dirname "$0")/../.." && pwd)
@@ -15,7 +15,7 @@ for n in $SIZES; do
   i=$((i + 1))
   for arm in $ORDER; do
     echo "== $arm $n $(date -u +%T) $(uptime)"
-    if [ "$arm" = tcache0 ]; then FLAG=--tcache-off; else FLAG=; fi
+    if [ "$arm" = defaults ]; then FLAG=--glibc-defaults; else FLAG=; fi
     env -u MALLOC_ARENA_MAX -u GLIBC_TUNABLES "$PY" ops/bench/scale.py --inputs "$n" $FLAG \
       | sed -n '/^| inputs/,/^$/p' | head -3
   done

@@ -11,13 +11,14 @@ from __future__ import annotations
 import os
 import signal
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from swarm.errors import ProcessError, StackError
 from swarm.procs import Process, port_open, stop_groups, wait_ready
 from swarm.procs.services import CELERY_READY
+from swarm.procs.tunables import TUNABLES_ENV, merge
 from swarm.stack.plan import LocalProcess
 from swarm.stack.state import (
     ProcessState,
@@ -64,8 +65,18 @@ def up(
 def _start(proc: LocalProcess, logs: Path, cwd: Path) -> Process:
     log_path = logs / f"{proc.name}.log"
     log_path.write_bytes(b"")  # a fresh log: readiness is read from it
-    env = {**os.environ, **proc.env}
+    env = process_env(proc.env, os.environ)
     return Process(proc.argv, log_path, env=env, cwd=cwd, name=proc.name, stop_at_exit=False)
+
+
+def process_env(service_env: Mapping[str, str], environ: Mapping[str, str]) -> dict[str, str]:
+    """A process's environment: the shell's (``environ``) under its service's, except
+    ``GLIBC_TUNABLES``: the shell's tunables win over the compose file's one by one
+    (``tcache_count=0`` stays beside an exported ``glibc.pthread.rseq=0``)."""
+    env = {**environ, **service_env}
+    if TUNABLES_ENV in service_env and environ.get(TUNABLES_ENV):
+        env[TUNABLES_ENV] = merge(service_env[TUNABLES_ENV], environ[TUNABLES_ENV])
+    return env
 
 
 def _recorded(proc: LocalProcess, child: Process) -> ProcessState:

@@ -163,3 +163,20 @@ def test_compose_durations() -> None:
     assert parse_duration_s(None) == 10
     with pytest.raises(Exception, match="duration"):
         parse_duration_s("soon")
+
+
+def test_workers_run_without_glibcs_per_thread_malloc_cache() -> None:
+    """Every worker gets GLIBC_TUNABLES with tcache_count=0 (its RSS does not grow with the
+    job); SWARM_STACK_GLIBC_TUNABLES replaces it."""
+    for env, expected in (
+        ({}, "glibc.malloc.tcache_count=0"),
+        (
+            {"SWARM_STACK_GLIBC_TUNABLES": "glibc.malloc.tcache_count=7"},
+            "glibc.malloc.tcache_count=7",
+        ),
+        ({"GLIBC_TUNABLES": "glibc.pthread.rseq=0"}, "glibc.malloc.tcache_count=0"),  # not read
+    ):
+        compose = load_compose(COMPOSE, {**FILLED, **env})
+        for name in WORKERS:
+            assert compose.services[name].environment["GLIBC_TUNABLES"] == expected
+    assert dotenv_values(ENV_EXAMPLE)["SWARM_STACK_GLIBC_TUNABLES"] == "glibc.malloc.tcache_count=0"

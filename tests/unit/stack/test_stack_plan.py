@@ -9,6 +9,7 @@ import pytest
 from swarm.errors import ConfigError
 from swarm.stack.compose import interpolate, load_compose, load_env, variables_in
 from swarm.stack.plan import LocalProcess, plan
+from swarm.stack.runner import process_env
 
 ROOT = Path(__file__).resolve().parents[3]
 ENV = {"REDIS_PASSWORD": "pw", "FLOWER_PASSWORD": "fpw", "SWARM_API_KEY": "k"}
@@ -67,3 +68,19 @@ def test_a_url_to_a_service_that_does_not_start_is_refused(tmp_path: Path) -> No
 def test_unknown_service_names_are_refused(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="no service 'worker-x'"):
         _plan(tmp_path, profiles=["sim"], replicas={"worker-x": 2})
+
+
+def test_local_workers_get_the_tcache_tunable_beside_the_shells_own(tmp_path: Path) -> None:
+    """`swarm stack` gives each worker the compose file's GLIBC_TUNABLES; tunables the
+    shell exports are kept and win over the compose file's one by one."""
+    worker = _plan(tmp_path, profiles=["sim"])["worker-fast-1"]
+    shell = {"PATH": "/bin"}
+    assert process_env(worker.env, shell)["GLIBC_TUNABLES"] == "glibc.malloc.tcache_count=0"
+    assert process_env(worker.env, shell)["PATH"] == "/bin"
+    rseq = {**shell, "GLIBC_TUNABLES": "glibc.pthread.rseq=0"}
+    assert process_env(worker.env, rseq)["GLIBC_TUNABLES"] == (
+        "glibc.malloc.tcache_count=0:glibc.pthread.rseq=0"
+    )
+    cached = {"GLIBC_TUNABLES": "glibc.malloc.tcache_count=7:glibc.malloc.arena_max=4"}
+    assert process_env(worker.env, cached)["GLIBC_TUNABLES"] == cached["GLIBC_TUNABLES"]
+    assert process_env({}, rseq)["GLIBC_TUNABLES"] == "glibc.pthread.rseq=0"  # not a worker's
