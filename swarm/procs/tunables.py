@@ -5,8 +5,9 @@ tcache, which ``malloc_trim`` does not return and which keeps the free chunks be
 from merging; the scale bench's workers ended a 100,000-node job ~14% above a 1,000-node
 one with it (ops/bench/results/scale.md, "glibc's per-thread caches"). glibc reads
 ``GLIBC_TUNABLES`` only as a process starts (no ``mallopt`` sets it), so whoever starts a
-worker sets it: docker-compose.yml, ``swarm stack`` (through the compose file, then
-``with_tcache_off`` over the operator's own variable) and the scale bench.
+worker sets it: docker-compose.yml, ``swarm stack`` (the compose file's value ``merge``d
+with the operator's own variable, swarm.stack.runner.process_env) and the scale bench
+(``with_tcache_off``).
 """
 
 from __future__ import annotations
