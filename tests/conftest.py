@@ -3,6 +3,7 @@ project code; integration machinery lives in tests/integration/conftest.py."""
 
 from __future__ import annotations
 
+import ctypes
 import os
 
 import pytest
@@ -26,18 +27,32 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups (--dist loadgroup)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Tests sharing a module's fixture get one xdist group; tests marked ``real_llm`` run
-    only when a ``-m`` expression names them."""
+    """Tests sharing a module's fixture get one xdist group; tests marked ``glibc`` are
+    skipped where the C library is not glibc 2.33 or newer, except under CI, where they run
+    (and fail there); tests marked ``real_llm`` run only when a ``-m`` expression names
+    them."""
+    no_glibc = None if _in_ci() else _without_glibc()
     for item in items:
         group = _shared_fixture_group(item)
         if group is not None:
             item.add_marker(pytest.mark.xdist_group(group))
+        if no_glibc and item.get_closest_marker("glibc") is not None:
+            item.add_marker(pytest.mark.skip(reason=no_glibc))
     if "real_llm" in (config.getoption("markexpr", "") or ""):
         return
     kept = [item for item in items if item.get_closest_marker("real_llm") is None]
     if len(kept) != len(items):
         config.hook.pytest_deselected(items=[i for i in items if i not in kept])
         items[:] = kept
+
+
+def _without_glibc() -> str | None:
+    """Why glibc tests cannot run here (no glibc with ``mallinfo2``), or None."""
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+    except OSError:
+        return "no glibc"
+    return None if hasattr(libc, "mallinfo2") else "glibc older than 2.33 (no mallinfo2)"
 
 
 _SHARED_SCOPES = frozenset({"module", "class", "package"})

@@ -3,7 +3,6 @@ winning; glibc applies what a child is started with."""
 
 from __future__ import annotations
 
-import ctypes
 import os
 import subprocess
 import sys
@@ -11,13 +10,6 @@ import sys
 import pytest
 
 from swarm.procs.tunables import TCACHE_OFF, merge, pairs, with_tcache_off
-
-
-def _has_mallinfo2() -> bool:
-    try:
-        return hasattr(ctypes.CDLL("libc.so.6"), "mallinfo2")
-    except OSError:
-        return False
 
 
 def test_pairs_are_read_by_name_in_order() -> None:
@@ -44,7 +36,6 @@ def test_with_tcache_off_keeps_the_rest_of_the_environment() -> None:
 
 
 FREED = """
-import ctypes
 class MallInfo2(ctypes.Structure):
     _fields_ = [(n, ctypes.c_size_t) for n in (
         "arena ordblks smblks hblks hblkhd usmblks fsmblks uordblks fordblks keepcost".split()
@@ -69,7 +60,7 @@ def _freed(env: dict[str, str]) -> int:
     return int(done.stdout)
 
 
-@pytest.mark.skipif(not _has_mallinfo2(), reason="glibc >= 2.33 (mallinfo2)")
+@pytest.mark.glibc
 def test_a_child_started_with_the_tunables_keeps_no_freed_chunk_per_thread() -> None:
     environ = {k: v for k, v in os.environ.items() if k != "GLIBC_TUNABLES"}
     assert _freed(environ) < 20 * 200  # glibc's defaults: the thread's cache keeps some

@@ -14,8 +14,6 @@ from swarm.jobs.queueing import AGGREGATE_TASK, SUBAGENTS_TASK
 from workers import process, signals
 from workers.allocator import M_ARENA_MAX, Trimmer, limit_arenas, trim_due
 
-CI_ON = {"true", "1", "yes"}
-
 HEAPS = """
 import ctypes, sys, threading
 if sys.argv[1] == "worker":
@@ -46,10 +44,7 @@ def _arenas(mode: str, tmp: str, **env: str) -> int:
     return int(done.stdout.split()[-1])
 
 
-@pytest.mark.skipif(
-    not sys.platform.startswith("linux") and os.environ.get("CI", "").lower() not in CI_ON,
-    reason="glibc's malloc_info",
-)  # under CI=true it runs, and fails where there is no glibc
+@pytest.mark.glibc  # malloc_info
 def test_a_worker_process_keeps_its_threads_in_two_malloc_arenas(tmp_path: Any) -> None:
     assert _arenas("plain", str(tmp_path)) > 2  # glibc alone: an arena per busy thread
     assert _arenas("worker", str(tmp_path)) <= 2
