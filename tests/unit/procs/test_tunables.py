@@ -36,6 +36,7 @@ def test_with_tcache_off_keeps_the_rest_of_the_environment() -> None:
 
 
 FREED = """
+import ctypes
 class MallInfo2(ctypes.Structure):
     _fields_ = [(n, ctypes.c_size_t) for n in (
         "arena ordblks smblks hblks hblkhd usmblks fsmblks uordblks fordblks keepcost".split()
