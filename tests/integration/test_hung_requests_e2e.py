@@ -1,5 +1,4 @@
-"""Requests the gateway never answers do not hold a small in-flight limit shut; one
-answered late while its call retries is the call's answer.
+"""Requests the gateway never answers do not hold a small in-flight limit shut.
 
 A request past its node's deadline goes on in overtime and keeps its admission permits
 until it ends (swarm.calls.local.overtime, swarm.calls.local.abandoned). Here the kimi model
@@ -10,8 +9,7 @@ whole 600 s and nothing else could be sent: the job would not end. Their permits
 when a request sent after them is answered (overtaken), or when the backend ends nothing
 for a node timeout while calls wait (starved).
 
-A request answered after its deadline but while its call still waits for a permit is taken
-by the call's next attempt (swarm.calls.local.late): the gateway computes it once.
+(A late answer taken by its call's next attempt: tests/integration/test_late_answer_e2e.py.)
 """
 
 from __future__ import annotations
@@ -76,25 +74,3 @@ def test_hung_requests_give_their_permits_back_and_the_job_ends(narrow: Narrow) 
     attempts = {node["input_ref"]: node["attempts"] for node in report["nodes"]}
     assert [attempts[f"d{i}"] for i in range(STRAGGLERS)] == [2] * STRAGGLERS  # timed out once
     assert all(attempts[f"d{STRAGGLERS + i}"] == 1 for i in range(OTHERS))
-
-
-def test_an_answer_that_comes_while_its_call_waits_for_a_permit_is_its_answer(
-    narrow: Narrow,
-) -> None:
-    # Both first requests take 3.5 s (past the 3 s timeout) and hold both permits; the
-    # retries wait for them, and take the late answers instead of asking again.
-    narrow.stack.reset_stats()
-    late = [InputItem(ref=f"s{i}", text=f"page {i} [[sim:straggle_ms=3500]]") for i in range(2)]
-    handle = narrow.client.submit(late, "Review", aggregate_instruction="Merge.")
-    report = handle.wait(timeout=WAIT_S).to_dict()
-    assert report["status"] == "succeeded", report["failures_by_kind"]
-    assert [node["attempts"] for node in report["nodes"]] == [2, 2]  # timed out, took it
-    stats = narrow.stack.stats()
-    assert (stats["requests"], stats["completed"]) == (3, 3)  # two firsts, the aggregation
-    ledger = narrow.client.store.ledger(handle.id)
-    assert sum(line.calls for line in ledger.values()) == 3
-    assert usage_pair(report["usage"]) == usage_pair(stats)
-
-
-def usage_pair(counts: dict[str, Any]) -> tuple[int, int]:
-    return counts["prompt_tokens"], counts["completion_tokens"]
