@@ -104,11 +104,11 @@ def redis_client(url: str, sentinel: SentinelOptions | None = None, **kwargs: An
             "sentinels monitor, e.g. mymaster)"
         )
     parsed = parse_sentinel_url(url)
-    sentinels = Sentinel(  # type: ignore[no-untyped-call]
+    sentinels = Sentinel(  # type: ignore[no-untyped-call, unused-ignore]
         list(parsed.sentinels),
         sentinel_kwargs={"socket_timeout": SENTINEL_TIMEOUT_S, **options.sentinel_kwargs()},
     )
-    client: redis.Redis = sentinels.master_for(  # type: ignore[no-untyped-call]
+    client: redis.Redis = sentinels.master_for(  # type: ignore[no-untyped-call, unused-ignore]
         options.master,
         db=parsed.db,
         password=parsed.password,

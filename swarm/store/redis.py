@@ -531,7 +531,7 @@ class RedisJobStore(JobStore):
         """Subscribed to the job's ``done`` channel, so the report is read as soon as it is
         written instead of at the next poll."""
         read = self.report_summary if summary else self.report
-        pubsub = self._r.pubsub(ignore_subscribe_messages=True)  # type: ignore[no-untyped-call]
+        pubsub = self._r.pubsub(ignore_subscribe_messages=True)  # type: ignore[no-untyped-call, unused-ignore]
         try:
             pubsub.subscribe(_key(job_id, "done"))
             deadline = time.monotonic() + timeout_s
