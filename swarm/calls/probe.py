@@ -26,7 +26,7 @@ LEVELS = (1, 2, 4, 8)
 ROUNDS = 2
 """Rounds of requests at each level (the first request of a level may warm a cache)."""
 RISE = 1.25
-"""More in flight is worth it while throughput rises by at least this factor."""
+"""More in flight is worth it while it raises throughput by at least this factor."""
 HUGE_MAX_TOKENS = 10_000_000
 LONG_PROMPT_TOKENS = 40_000
 """A prompt longer than a local server's usual window (llama.cpp: 4096 to 32768)."""
@@ -94,13 +94,12 @@ def measure_level(client: openai.OpenAI, model: str, inflight: int) -> Level:
 
 
 def suggest_inflight(levels: tuple[Level, ...]) -> int:
-    """The highest level reached while each doubling raised throughput by ``RISE``."""
-    best = levels[0]
-    for level in levels[1:]:
-        if level.throughput < best.throughput * RISE:
-            break
-        best = level
-    return best.inflight
+    """The fewest in flight whose throughput is within ``RISE`` of the best measured: where
+    more at once stopped paying. Judged on every level, not on the first doubling that did
+    not rise: one stalled level (a slow answer of a hosted gateway, a busy client machine)
+    reads as a dip that a later level recovers from, not as the server's limit."""
+    best = max(level.throughput for level in levels)
+    return next(level.inflight for level in levels if level.throughput * RISE >= best)
 
 
 def json_mode_works(client: openai.OpenAI, model: str) -> bool:

@@ -29,6 +29,8 @@ def levels(*throughputs: float) -> tuple[Level, ...]:
         ((10, 10.5, 10.2, 10.1), 1),  # one slot: more in flight only queues
         ((10, 19, 21, 22), 2),  # two slots
         ((10, 20, 40, 80), 8),  # parallel: as far as measured
+        ((20, 30, 30, 35), 2),  # two slots, the first level slow
+        ((1.34, 1.93, 2.0, 10.78), 8),  # parallel, one level stalled (a loaded machine)
     ],
 )
 def test_in_flight_is_where_throughput_stops_rising(
@@ -61,7 +63,12 @@ def test_the_snippet_is_a_catalog_with_zero_prices_for_a_local_server() -> None:
 
 @pytest.mark.parametrize(
     ("throughputs", "kind"),
-    [((10, 10.5, 10.2, 10.1), "local"), ((10, 19, 21, 22), "local"), ((10, 20, 40, 80), "hosted")],
+    [
+        ((10, 10.5, 10.2, 10.1), "local"),
+        ((10, 19, 21, 22), "local"),
+        ((10, 20, 40, 80), "hosted"),
+        ((1.34, 1.93, 2.0, 10.78), "hosted"),  # a stalled level is not the server's limit
+    ],
 )
 def test_a_server_whose_throughput_stops_rising_looks_local(
     throughputs: tuple[float, ...], kind: str
