@@ -2,12 +2,13 @@
 
 Put this folder on ``PYTHONPATH`` and set ``MEMPROBE_DIR``: every ``celery ... worker``
 process started with it appends one JSON line every ``MEMPROBE_EVERY`` seconds (10) to
-``MEMPROBE_DIR/probe-<pid>.jsonl``: VmRSS, glibc's mallinfo2 (arena, mmapped, in use,
-free), ``sys.getallocatedblocks()``, Celery's ``worker.state`` sizes and task counts, the
-intake's ``_released`` entries, the thread count, an object census by type every third
-sample, and, with ``MEMPROBE_TRACE=1``, tracemalloc's top tracebacks and their diff from
-the ``MEMPROBE_BASE_AT``-th sample (tracing starts at the first sample, after the
-imports; ``MEMPROBE_FRAMES`` frames, 8: slow, a 20,000-input row took 9 minutes).
+``MEMPROBE_DIR/probe-<pid>.jsonl``: VmRSS (and its RssAnon and RssFile parts), glibc's
+mallinfo2 (arena, mmapped, in use, free), ``sys.getallocatedblocks()``, Celery's
+``worker.state`` sizes and task counts, the intake's ``_released`` entries, the thread
+count, an object census by type every third sample, and, with ``MEMPROBE_TRACE=1``,
+tracemalloc's top tracebacks and their diff from the ``MEMPROBE_BASE_AT``-th sample
+(tracing starts at the first sample, after the imports; ``MEMPROBE_FRAMES`` frames, 8:
+slow, a 20,000-input row took 9 minutes).
 Other processes (the CLI, the simulator) are left alone.
 """
 
@@ -46,9 +47,14 @@ def _mallinfo() -> dict[str, int]:
             "ford": info.fordblks}  # fmt: skip
 
 
-def _rss_mb() -> float:
+def _status_mb(field: str) -> float:
+    """``field`` of /proc/self/status (VmRSS, RssAnon, RssFile) in MB."""
     with open("/proc/self/status") as f:
-        return int(f.read().split("VmRSS:")[1].split()[0]) / 1024
+        return int(f.read().split(f"{field}:")[1].split()[0]) / 1024
+
+
+def _rss_mb() -> float:
+    return _status_mb("VmRSS")
 
 
 def _celery_state() -> dict[str, Any]:
@@ -71,6 +77,8 @@ def _sample(n: int, trace: bool, base: list[Any]) -> dict[str, Any]:
     record: dict[str, Any] = {
         "t": time.time(),
         "rss": _rss_mb(),
+        "anon": _status_mb("RssAnon"),
+        "file": _status_mb("RssFile"),
         "blocks": sys.getallocatedblocks(),
         "malloc": _mallinfo(),
         "celery": _celery_state(),
