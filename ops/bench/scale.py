@@ -12,7 +12,13 @@ the bench then waits for the report (EXISTS of its key) and prints:
   minus before the submit, over N), split by key kind (MEMORY USAGE per key);
 - report: bytes of `swarm status JOB --json` and of `swarm status JOB` (the summary), and
   how long each took;
-- workers: their RSS summed, peak while the job ran and at its end.
+- workers: their RSS summed, peak while the job ran and at its end;
+- with ``--rss-series``: each worker's RSS (and their sum) before the job and when 10, 25,
+  50, 75 and 100% of its nodes had ended (envelopes written, HLEN), and once the report
+  was written: memory that grows with the nodes done (a slope) against a warm-up that
+  levels off (a plateau);
+- with ``--jobs K``: K jobs of N inputs one after the other on the same workers (one row
+  each): what a second job adds on workers already warm.
 
 The workers run with the deployment's glibc tunables (``GLIBC_TUNABLES`` carrying
 ``glibc.malloc.tcache_count=0``, over any the shell exported: swarm.procs.tunables), as
@@ -23,6 +29,8 @@ docker-compose.yml and `swarm stack` start them; ``--glibc-defaults`` runs them 
     python ops/bench/scale.py --inputs 1000       # one row
     python ops/bench/scale.py --with-100k         # adds the 100,000 row (long on 2 cores)
     python ops/bench/scale.py --glibc-defaults    # workers with glibc's tcache on
+    python ops/bench/scale.py --inputs 100000 --rss-series          # RSS against nodes done
+    python ops/bench/scale.py --inputs 50000 --jobs 2 --rss-series  # two jobs, same workers
 """
 
 from __future__ import annotations
@@ -45,6 +53,7 @@ import redis
 from swarm.bench import procs
 from swarm.bench.sweep import swarm_env
 from swarm.procs.tunables import with_tcache_off
+from swarm.store.redis import JOB_INDEX
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKERS = 2
@@ -86,21 +95,50 @@ def rss_mb(pid: int) -> float:
     return int(status.split("VmRSS:")[1].split()[0]) / 1024
 
 
+SERIES_AT = (0.10, 0.25, 0.50, 0.75, 1.0)
+"""Fractions of the job's nodes ended at which --rss-series reports the workers' RSS."""
+
+
+@dataclass(frozen=True)
+class RssSample:
+    """The workers' RSS (MB, each) when ``done`` of the job's nodes had ended."""
+
+    done: int
+    each_mb: tuple[float, ...]
+
+
 @dataclass
 class Sampler:
-    """Samples the workers' summed RSS and Redis's used_memory every second."""
+    """Samples the workers' RSS, the job's ended nodes and Redis's used_memory every second.
+
+    The job is the newest in the store's index that is not in ``earlier`` (the submit
+    streams its inputs and nodes run before it prints the job id)."""
 
     pids: list[int]
     client: redis.Redis
+    earlier: frozenset[str] = frozenset()
     peak_rss_mb: float = 0.0
     peak_redis: int = 0
+    series: list[RssSample] = field(default_factory=list)
+    _job_id: str | None = None
     _stop: threading.Event = field(default_factory=threading.Event)
 
     def run(self) -> None:
         while not self._stop.wait(1.0):
-            self.peak_rss_mb = max(self.peak_rss_mb, sum(rss_mb(p) for p in self.pids))
+            each = tuple(rss_mb(p) for p in self.pids)
+            self.peak_rss_mb = max(self.peak_rss_mb, sum(each))
             used = int(self.client.info("memory")["used_memory"])
             self.peak_redis = max(self.peak_redis, used)
+            self.series.append(RssSample(self._ended(), each))
+
+    def _ended(self) -> int:
+        """Envelopes written so far (one per ended node), 0 before the job is indexed."""
+        if self._job_id is None:
+            newest = [str(j) for j in self.client.zrevrange(JOB_INDEX, 0, 4)]
+            self._job_id = next((j for j in newest if j not in self.earlier), None)
+        if self._job_id is None:
+            return 0
+        return int(self.client.hlen(f"swarm:{{job:{self._job_id}}}:env"))
 
     def stop(self) -> None:
         self._stop.set()
@@ -125,6 +163,11 @@ class Row:
     workers_cpu_ms: float
     """Both workers' CPU per node (robust to the machine's other load, unlike nodes/s)."""
     redis_cpu_ms: float
+    workers_before_mb: tuple[float, ...] = ()
+    """Each worker's RSS just before the submit."""
+    series: tuple[RssSample, ...] = ()
+    job: int = 1
+    """1 for the first job on fresh workers, 2 for the next on the same workers, ..."""
 
     @property
     def nodes_per_s(self) -> float:
@@ -185,40 +228,53 @@ def worker_env(env: dict[str, str], glibc_defaults: bool) -> dict[str, str]:
     return dict(env) if glibc_defaults else with_tcache_off(env)
 
 
-def run_row(folder: Path, count: int, glibc_defaults: bool = False) -> Row:
+def run_rows(folder: Path, count: int, jobs: int = 1, glibc_defaults: bool = False) -> list[Row]:
+    """``jobs`` jobs of ``count`` inputs, one after the other, on one set of fresh
+    processes (Redis, the simulator, the workers)."""
     with procs.redis_server(folder) as url, procs.sim(folder, SIM_ARGS) as sim:
         env = {**os.environ, **swarm_env(url, sim.base_url, roomy_catalog(folder / "c.toml"),
                                          CONCURRENCY)}  # fmt: skip
-        client = redis.Redis.from_url(db_url(url, 1), decode_responses=True)  # the job store
         workers_env = worker_env(env, glibc_defaults)
         with procs.workers(folder, workers_env, WORKERS, CONCURRENCY, QUEUE) as ws:
-            client.memory_purge()
-            before = int(client.info("memory")["used_memory"])
-            before_kinds = bytes_by_kind(url)
-            cpu_before = sum(cpu_s(w.pid) for w in ws)
-            redis_before = redis_cpu_s(client)
-            sampler = Sampler([w.pid for w in ws], client)
-            thread = threading.Thread(target=sampler.run, daemon=True)
-            thread.start()
-            started = time.perf_counter()
-            job_id, submit_s, producer_mb = submit(env, count, folder)
-            report_key = f"swarm:{{job:{job_id}}}:report"
-            deadline = time.monotonic() + TIMEOUT_S
-            while not client.exists(report_key) and time.monotonic() < deadline:
-                time.sleep(0.2)
-            wall = time.perf_counter() - started
-            sampler.stop()
-            thread.join()
-            each_rss = tuple(rss_mb(w.pid) for w in ws)
-            end_rss = sum(each_rss)
-            cpu = sum(cpu_s(w.pid) for w in ws) - cpu_before
-            redis_cpu = redis_cpu_s(client) - redis_before
-            after = int(client.info("memory")["used_memory"])
-            peak = int(client.info("memory")["used_memory_peak"])
-            kinds = bytes_by_kind(url)
-            kinds.subtract(before_kinds)
-            full, full_s = swarm_cli(env, "status", job_id, "--json")
-            summary, summary_s = swarm_cli(env, "status", job_id)
+            rows: list[Row] = []
+            for job in range(1, jobs + 1):
+                rows.append(run_job(folder, url, env, [w.pid for w in ws], count, job))
+    return rows
+
+
+def run_job(folder: Path, url: str, env: dict[str, str], pids: list[int], count: int,
+            job: int) -> Row:  # fmt: skip
+    """One job of ``count`` inputs on running workers ``pids``; its row."""
+    client = redis.Redis.from_url(db_url(url, 1), decode_responses=True)  # the job store
+    earlier = frozenset(str(j) for j in client.zrange(JOB_INDEX, 0, -1))
+    client.memory_purge()
+    before = int(client.info("memory")["used_memory"])
+    before_kinds = bytes_by_kind(url)
+    before_rss = tuple(rss_mb(p) for p in pids)
+    cpu_before = sum(cpu_s(p) for p in pids)
+    redis_before = redis_cpu_s(client)
+    sampler = Sampler(pids, client, earlier)
+    thread = threading.Thread(target=sampler.run, daemon=True)
+    thread.start()
+    started = time.perf_counter()
+    job_id, submit_s, producer_mb = submit(env, count, folder)
+    report_key = f"swarm:{{job:{job_id}}}:report"
+    deadline = time.monotonic() + TIMEOUT_S
+    while not client.exists(report_key) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    wall = time.perf_counter() - started
+    sampler.stop()
+    thread.join()
+    each_rss = tuple(rss_mb(p) for p in pids)
+    end_rss = sum(each_rss)
+    cpu = sum(cpu_s(p) for p in pids) - cpu_before
+    redis_cpu = redis_cpu_s(client) - redis_before
+    after = int(client.info("memory")["used_memory"])
+    peak = int(client.info("memory")["used_memory_peak"])
+    kinds = bytes_by_kind(url)
+    kinds.subtract(before_kinds)
+    full, full_s = swarm_cli(env, "status", job_id, "--json")
+    summary, summary_s = swarm_cli(env, "status", job_id)
     return Row(
         inputs=count,
         submit_s=submit_s,
@@ -236,17 +292,44 @@ def run_row(folder: Path, count: int, glibc_defaults: bool = False) -> Row:
         workers_each_mb=each_rss,
         workers_cpu_ms=cpu * 1000 / count,
         redis_cpu_ms=redis_cpu * 1000 / count,
+        workers_before_mb=before_rss,
+        series=(*sampler.series, RssSample(count, each_rss)),
+        job=job,
     )
 
 
+def series_points(row: Row) -> list[tuple[str, RssSample]]:
+    """The row's RSS before the job, at each of SERIES_AT's fractions of its nodes ended
+    (the first sample at or past it), and once its report was written."""
+    points = [("before", RssSample(0, row.workers_before_mb))]
+    for fraction in SERIES_AT:
+        reached = next((s for s in row.series if s.done >= fraction * row.inputs), None)
+        if reached is not None:
+            points.append((f"{fraction:.0%}", reached))
+    points.append(("report", row.series[-1]))
+    return points
+
+
+def series_table(rows: list[Row]) -> str:
+    """Each worker's RSS (MB) against the nodes ended, per row."""
+    lines = ["| inputs | job | point | nodes ended | workers' RSS (each) MB |", "|" + "---|" * 5]
+    for r in rows:
+        for label, s in series_points(r):
+            each = " + ".join(f"{mb:.1f}" for mb in s.each_mb)
+            lines.append(f"| {r.inputs:,} | {r.job} | {label} | {s.done:,} "
+                         f"| {sum(s.each_mb):.1f} ({each}) |")  # fmt: skip
+    return "\n".join(lines)
+
+
 def table(rows: list[Row]) -> str:
-    head = ("| inputs | submit | producer RSS | wall | nodes/s | Redis peak | bytes/node "
+    head = ("| inputs | job | submit | producer RSS | wall | nodes/s | Redis peak | bytes/node "
             "| `status --json` | `status` | workers' RSS peak / end "
             "| CPU ms/node workers / Redis |")  # fmt: skip
-    lines = [head, "|" + "---|" * 11]
+    lines = [head, "|" + "---|" * 12]
     for r in rows:
         lines.append(
-            f"| {r.inputs:,} | {r.submit_s:.1f} s | {r.producer_mb:.0f} MB | {r.wall_s:.1f} s "
+            f"| {r.inputs:,} | {r.job} | {r.submit_s:.1f} s | {r.producer_mb:.0f} MB "
+            f"| {r.wall_s:.1f} s "
             f"| {r.nodes_per_s:.0f} | {r.redis_peak_mb:.1f} MB | {r.bytes_per_node:,.0f} "
             f"| {r.report_json_bytes / 1e6:.2f} MB in {r.report_json_s:.1f} s "
             f"| {r.summary_bytes:,} B in {r.summary_s:.1f} s "
@@ -257,7 +340,7 @@ def table(rows: list[Row]) -> str:
     lines += ["", "Bytes per node by key kind (MEMORY USAGE once the report is written):", ""]
     for r in rows:
         parts = ", ".join(f"{k} {v:,.0f}" for k, v in r.by_kind.items() if v >= 1)
-        lines.append(f"- {r.inputs:,}: {parts}")
+        lines.append(f"- {r.inputs:,} (job {r.job}): {parts}")
     return "\n".join(lines)
 
 
@@ -270,17 +353,27 @@ def main() -> None:
         action="store_true",
         help="workers without the deployment's GLIBC_TUNABLES (glibc's per-thread caches on)",
     )
+    parser.add_argument("--jobs", type=int, default=1, help="jobs per row on the same workers")
+    parser.add_argument(
+        "--rss-series", action="store_true", help="each worker's RSS against the nodes ended"
+    )
     args = parser.parse_args()
     counts = args.inputs or [1000, 10000]
     if args.with_100k:
         counts.append(100_000)
-    rows = []
+    rows: list[Row] = []
     for count in counts:
         with tempfile.TemporaryDirectory(prefix="swarm-scale-") as tmp:
-            rows.append(run_row(Path(tmp), count, args.glibc_defaults))
-        print(table(rows[-1:]), flush=True)
+            done = run_rows(Path(tmp), count, args.jobs, args.glibc_defaults)
+        rows += done
+        print(table(done), flush=True)
+        if args.rss_series:
+            print(series_table(done), flush=True)
     print()
     print(table(rows))
+    if args.rss_series:
+        print()
+        print(series_table(rows))
 
 
 if __name__ == "__main__":
