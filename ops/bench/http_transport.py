@@ -8,6 +8,9 @@ Starts `swarm sim --latency-ms 0` (its own process, so its CPU is not counted) a
     urllib3          openai.DefaultHttpxClient(transport=Urllib3Transport(...)): an httpx2
                      transport on a urllib3 pool, the candidate for the workers' client
     lean urllib3     the least a urllib3 transport can do per request (LeanUrllib3Transport)
+    libcurl          an httpx2 transport on pycurl (CurlTransport: libcurl does the HTTP in C,
+                     one easy handle per thread keeps its connection), when pycurl is
+                     installed (`pip install pycurl`; not a dependency of swarm)
 
 Arms alternate for ``--rounds`` rounds after a warm-up; per arm, the median over rounds of
 the process's CPU seconds (utime + stime) per request and of requests per second. Prints a
@@ -20,6 +23,7 @@ table and writes ops/bench/results/http_transport.md.
 from __future__ import annotations
 
 import argparse
+import io
 import os
 import statistics
 import tempfile
@@ -27,10 +31,16 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx2
 import openai
 import urllib3
+
+try:
+    import pycurl
+except ImportError:  # an optional arm
+    pycurl = None
 
 from swarm.bench import procs
 
@@ -131,6 +141,50 @@ class LeanUrllib3Transport(httpx2.BaseTransport):
                                content=response.data)  # fmt: skip
 
 
+class CurlTransport(httpx2.BaseTransport):
+    """httpx2 requests on libcurl (pycurl), one easy handle per thread: the handle keeps its
+    connection alive between requests. The whole body is read at once; the request's read
+    and connect timeouts bound the transfer (libcurl has a total timeout, not a per-read
+    one). A bench arm, to measure what HTTP done in C saves under the SDK."""
+
+    def __init__(self) -> None:
+        self._local = threading.local()
+
+    def _handle(self) -> Any:
+        handle = getattr(self._local, "handle", None)
+        if handle is None:
+            handle = self._local.handle = pycurl.Curl()
+            handle.setopt(pycurl.NOSIGNAL, 1)
+        return handle
+
+    def handle_request(self, request: httpx2.Request) -> httpx2.Response:
+        handle = self._handle()
+        timeouts: dict[str, float | None] = request.extensions.get("timeout", {})
+        body, lines = io.BytesIO(), list[bytes]()
+        handle.setopt(pycurl.URL, str(request.url))
+        handle.setopt(pycurl.HTTPHEADER, [f"{k}: {v}" for k, v in request.headers.items()
+                                          if k not in ("host", "content-length")])  # fmt: skip
+        handle.setopt(pycurl.POSTFIELDS, request.read())
+        handle.setopt(pycurl.CONNECTTIMEOUT_MS, int((timeouts.get("connect") or 5.0) * 1000))
+        handle.setopt(pycurl.TIMEOUT_MS, int((timeouts.get("read") or 30.0) * 1000))
+        handle.setopt(pycurl.WRITEDATA, body)
+        handle.setopt(pycurl.HEADERFUNCTION, lines.append)
+        handle.perform()
+        headers = [_header(line) for line in lines[1:] if b":" in line]
+        return httpx2.Response(handle.getinfo(pycurl.RESPONSE_CODE), headers=headers,
+                               content=body.getvalue())  # fmt: skip
+
+
+def _header(line: bytes) -> tuple[str, str]:
+    name, _, value = line.decode("latin-1").partition(":")
+    return name, value.strip()
+
+
+def curl_client(base_url: str, threads: int) -> openai.OpenAI:
+    http = openai.DefaultHttpxClient(timeout=TIMEOUT, transport=CurlTransport())
+    return openai.OpenAI(base_url=base_url, api_key="k", max_retries=0, http_client=http)
+
+
 def default_client(base_url: str, threads: int) -> openai.OpenAI:
     limits = httpx2.Limits(max_connections=threads, max_keepalive_connections=threads,
                            keepalive_expiry=30.0)  # fmt: skip
@@ -153,6 +207,8 @@ ARMS: dict[str, Callable[[str, int], openai.OpenAI]] = {
     "urllib3 transport": urllib3_client,
     "lean urllib3 (best case)": lean_client,
 }
+if pycurl is not None:
+    ARMS["libcurl (pycurl)"] = curl_client
 
 
 def run(client: openai.OpenAI, requests: int, threads: int) -> tuple[float, float]:
