@@ -49,13 +49,15 @@ from swarm.calls.admission.shares import (
     Tenant,
     Use,
     charged,
+    completed,
     correction,
+    expected_completion,
     job_key,
     job_over_share,
     shares,
     tenant_of,
-    tenant_over_share,
     tenant_preferred,
+    tenant_share_wait_ms,
 )
 from swarm.catalog import ModelSpec
 
@@ -181,8 +183,8 @@ class MemoryAdmission(AdmissionController):
             if self._log(spec, st, now, now + start_ms):
                 st.logged[lease_id] = now + start_ms
             st.leases[lease_id] = (now + start_ms + self.policy.lease_s * 1000, key)
-            charge = tokens if charge is None else charge
             use = st.tenant_use.get(tenant.name, Use())
+            charge = (tokens if charge is None else charge) + round(expected_completion(use))
             st.tenant_use[tenant.name] = charged(use, now, self._window_ms, charge, tenant.weight)
             st.admitted += 1
             permit = Permit(spec.name, lease_id, job_id, tokens, tenant.name, charge,
@@ -231,8 +233,10 @@ class MemoryAdmission(AdmissionController):
             out.append((poll_ms, Refusal.INFLIGHT))
         if job_over_share(st.job_inflight(), st.waiting_jobs, key, spec.max_inflight):
             out.append((poll_ms, Refusal.FAIR_SHARE))
-        if tenant_over_share(st.tenant_use, st.waiting_jobs, tenant, now, self._window_ms):
-            out.append((poll_ms, Refusal.TENANT_SHARE))
+        share_wait = tenant_share_wait_ms(st.tenant_use, st.waiting_jobs, tenant, now,
+                                          self._window_ms)  # fmt: skip
+        if share_wait > 0:
+            out.append((max(poll_ms, share_wait), Refusal.TENANT_SHARE))
         slack_ms = self.policy.window_slack_s * 1000
         at_limit = False
         for limit in model_limits(spec, self.policy):
@@ -297,6 +301,10 @@ class MemoryAdmission(AdmissionController):
                 t_ms = interval_ms(tpm, st.factor, self.policy.window_slack_s * 1000)
                 st.tats["tpm"] = refund_tat(st.tats.get("tpm", 0.0), now, delta, t_ms)
                 self._correct_use(st, lease, outcome.used_tokens - permit.charged, now)
+            if lease is not None and outcome.completion_tokens is not None:
+                name = tenant_of(lease[1])
+                use = st.tenant_use.get(name, Use())
+                st.tenant_use[name] = completed(use, outcome.completion_tokens)
             if outcome.sent:
                 self._count_recent(st, outcome, now)
             if outcome.rate_limited:
