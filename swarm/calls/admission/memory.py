@@ -46,12 +46,16 @@ from swarm.calls.admission.limits import (
 )
 from swarm.calls.admission.shares import (
     DEFAULT,
+    Hold,
     Tenant,
     Use,
+    call_shift,
     charged,
     completed,
     correction,
     expected_completion,
+    held_after_admission,
+    held_after_refusal,
     job_key,
     job_over_share,
     shares,
@@ -83,6 +87,8 @@ class _ModelState:
     """job key -> until when it counts as waiting."""
     tenant_use: dict[str, Use] = field(default_factory=dict)
     """tenant -> its recent token use (shares.Use)."""
+    holds: dict[str, Hold] = field(default_factory=dict)
+    """tenant -> its largest call refused lately while another tenant waits (shares.Hold)."""
     job_429: dict[str, int] = field(default_factory=dict)
     factor: float = 1.0
     factor_at: float = 0.0
@@ -162,7 +168,10 @@ class MemoryAdmission(AdmissionController):
             now, st = self._clock_ms(), self._state(spec.name)
             st.purge(now)
             self._recover(st, now)
-            refusals, new_tats, at_limit = self._check(spec, st, key, tenant, tokens, now)
+            use = st.tenant_use.get(tenant.name, Use())
+            charge = (tokens if charge is None else charge) + round(expected_completion(use))
+            shift = call_shift(charge, tenant.weight)
+            refusals, new_tats, at_limit = self._check(spec, st, key, tenant, tokens, now, shift)
             wait_ms, reason = max(refusals, key=lambda r: r[0], default=(0.0, None))
             start_ms = 0.0
             if all(why in RATE_REFUSALS for _, why in refusals):  # only rates: may book
@@ -176,6 +185,9 @@ class MemoryAdmission(AdmissionController):
                 st.waiter_tenant[lease_id] = tenant.name
                 st.waiting_jobs[key] = max(until, st.waiting_jobs.get(key, 0.0))
                 st.refused += 1
+                self._keep_place(st, tenant.name, shift, now, admitted=False)
+                log.debug("admission: %s refused for tenant %s (%s), %.3f s", spec.name,
+                          tenant.name, reason, wait_ms / 1000.0)  # fmt: skip
                 return Decision(None, wait_ms / 1000.0, reason)
             st.waiters.pop(lease_id, None)
             st.waiter_tenant.pop(lease_id, None)
@@ -183,13 +195,26 @@ class MemoryAdmission(AdmissionController):
             if self._log(spec, st, now, now + start_ms):
                 st.logged[lease_id] = now + start_ms
             st.leases[lease_id] = (now + start_ms + self.policy.lease_s * 1000, key)
-            use = st.tenant_use.get(tenant.name, Use())
-            charge = (tokens if charge is None else charge) + round(expected_completion(use))
             st.tenant_use[tenant.name] = charged(use, now, self._window_ms, charge, tenant.weight)
+            self._keep_place(st, tenant.name, shift, now, admitted=True)
             st.admitted += 1
             permit = Permit(spec.name, lease_id, job_id, tokens, tenant.name, charge,
                             at_limit=at_limit or start_ms > 0)  # fmt: skip
             return Decision(permit, start_in_s=start_ms / 1000.0)
+
+    def _keep_place(self, st: _ModelState, tenant: str, shift: float, now: float, *,
+              admitted: bool) -> None:  # fmt: skip
+        """A call of ``shift`` admitted lets go of its tenant's hold when it was the held
+        one; refused while another tenant waits, it holds its tenant's place."""
+        hold = st.holds.get(tenant)
+        if admitted:
+            hold = held_after_admission(hold, shift, now)
+        elif any(tenant_of(k) != tenant for k in st.waiting_jobs):
+            hold = held_after_refusal(hold, shift, now)
+        if hold is None:
+            st.holds.pop(tenant, None)
+        else:
+            st.holds[tenant] = hold
 
     def _recover(self, st: _ModelState, now: float) -> None:
         if st.factor < 1 and now - st.factor_at >= self.policy.quiet_s * 1000:
@@ -200,7 +225,9 @@ class MemoryAdmission(AdmissionController):
     def _window_ms(self) -> float:
         return self.policy.tenant_window_s * 1000
 
-    def _poll_ms(self, spec: ModelSpec, st: _ModelState, tenant: Tenant, now: float) -> float:
+    def _poll_ms(
+        self, spec: ModelSpec, st: _ModelState, tenant: Tenant, now: float, shift: float
+    ) -> float:
         """The retry hint of a count wait (acquire.lua's slot_poll): the waiters counted
         are the tenant's own while it is preferred (shares.tenant_preferred), else all."""
         next_end = None
@@ -208,7 +235,8 @@ class MemoryAdmission(AdmissionController):
             oldest_start = min(exp for exp, _ in st.leases.values()) - self.policy.lease_s * 1000
             next_end = oldest_start + st.hold_ms - now
         waiters = len(st.waiters)
-        if tenant_preferred(st.tenant_use, st.waiting_jobs, tenant, now, self._window_ms):
+        if tenant_preferred(st.tenant_use, st.waiting_jobs, tenant, now, self._window_ms,
+                            st.holds, shift):  # fmt: skip
             waiters = sum(1 for name in st.waiter_tenant.values() if name == tenant.name)
         return slot_poll_ms(
             self.policy.poll_s * 1000,
@@ -220,12 +248,14 @@ class MemoryAdmission(AdmissionController):
         )
 
     def _check(
-        self, spec: ModelSpec, st: _ModelState, key: str, tenant: Tenant, tokens: int, now: float
-    ) -> tuple[list[tuple[float, Refusal]], dict[str, float], bool]:
+        self, spec: ModelSpec, st: _ModelState, key: str, tenant: Tenant, tokens: int,
+        now: float, shift: float,
+    ) -> tuple[list[tuple[float, Refusal]], dict[str, float], bool]:  # fmt: skip
         """Every refusal (wait ms, reason), the TATs to store when there is none, and
-        whether an admission now fills a window limit (see Permit.at_limit)."""
+        whether an admission now fills a window limit (see Permit.at_limit). ``shift``:
+        half the call's charge over its tenant's weight (shares.standing)."""
         new_tats: dict[str, float] = {}
-        poll_ms = self._poll_ms(spec, st, tenant, now)
+        poll_ms = self._poll_ms(spec, st, tenant, now, shift)
         out: list[tuple[float, Refusal]] = []
         if st.pause_until > now:
             out.append((st.pause_until - now, Refusal.PAUSED))
@@ -234,7 +264,7 @@ class MemoryAdmission(AdmissionController):
         if job_over_share(st.job_inflight(), st.waiting_jobs, key, spec.max_inflight):
             out.append((poll_ms, Refusal.FAIR_SHARE))
         share_wait = tenant_share_wait_ms(st.tenant_use, st.waiting_jobs, tenant, now,
-                                          self._window_ms)  # fmt: skip
+                                          self._window_ms, st.holds, shift)  # fmt: skip
         if share_wait > 0:
             out.append((max(poll_ms, share_wait), Refusal.TENANT_SHARE))
         slack_ms = self.policy.window_slack_s * 1000

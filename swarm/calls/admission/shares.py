@@ -179,53 +179,120 @@ def job_over_share(
     return mine >= math.ceil(max_inflight / len(active))
 
 
-def _normalized(
+HOLD_MS = 3_000.0
+"""How long a refused call's hold lasts unless it asks again (its retries come within
+SWARM_ADMISSION_MAX_WAIT_S, or the 1 s countdown of a requeue)."""
+
+
+@dataclass(frozen=True)
+class Hold:
+    """A tenant's largest call refused lately while another tenant waits: half its
+    normalized cost, until when. It stands for the tenant on the line (``standing``)."""
+
+    shift: float = 0.0
+    until_ms: float = 0.0
+
+
+def hold_shift(hold: Hold | None, now_ms: float) -> float:
+    """The normalized tokens ``hold`` adds to its tenant's position (0 once it lapsed)."""
+    return hold.shift if hold is not None and hold.until_ms > now_ms else 0.0
+
+
+def call_shift(cost: float, weight: float) -> float:
+    """Half a call's cost (its charge at admission) over its tenant's weight."""
+    return max(cost, 0.0) / (2.0 * weight)
+
+
+def held_after_refusal(hold: Hold | None, shift: float, now_ms: float) -> Hold | None:
+    """A refused call of ``shift`` holds its tenant's place for HOLD_MS unless a larger
+    one already does (a call asking again renews its own hold)."""
+    if shift <= 0 or shift < hold_shift(hold, now_ms):
+        return hold
+    return Hold(shift, now_ms + HOLD_MS)
+
+
+def held_after_admission(hold: Hold | None, shift: float, now_ms: float) -> Hold | None:
+    """The hold once a call of ``shift`` is admitted: gone when the call was as large (the
+    held call, or a larger one), else kept for the larger call still waiting."""
+    return None if shift >= hold_shift(hold, now_ms) else hold
+
+
+@dataclass(frozen=True)
+class Standing:
+    """A tenant's place on the share line against the other tenants waiting."""
+
+    mine: float
+    """Its normalized use plus the larger of half its call's cost and its hold."""
+    lowest: float
+    """The lowest of the waiting tenants' normalized use plus their holds (inf: none)."""
+    lowest_weight: float = 1.0
+    """The weight of that tenant."""
+
+    @property
+    def over(self) -> bool:
+        return self.mine > self.lowest
+
+    @property
+    def preferred(self) -> bool:
+        return self.mine < self.lowest < math.inf
+
+
+def standing(
     uses: Mapping[str, Use], waiting: Iterable[str], tenant: Tenant, now_ms: float,
-    window_ms: float,
-) -> tuple[float, float]:  # fmt: skip
-    """``tenant``'s normalized use and the lowest of the other waiting tenants' (inf: none)."""
+    window_ms: float, holds: Mapping[str, Hold] | None = None, shift: float = 0.0,
+) -> Standing:  # fmt: skip
+    """Where ``tenant``, asking for a call of ``shift`` (``call_shift``), stands against the
+    tenants of the waiting job keys. Each tenant is placed at its normalized use plus half
+    of its call: a call is admitted when half of it fits below the others, so a large call
+    (an aggregation's prompt) goes when its tenant is half its size below the line and
+    ends half its size above, not all of it: a tenant left above the line most of the time
+    has its excess forgiven by the decay (the long-run gap in tokens per minute is the mean
+    gap over the window), and lumps gave their tenant more than its share. The waiting
+    tenants' holds (their largest call refused lately) place them the same way; a tenant's
+    own hold keeps its small calls from overtaking its large one."""
+    holds = holds or {}
     others = {tenant_of(k) for k in waiting} - {tenant.name}
-    recent = [uses.get(name, Use()) for name in others]
-    lowest = min((decayed_tokens(u, now_ms, window_ms) / u.weight for u in recent),
-                 default=math.inf)  # fmt: skip
-    return decayed_tokens(uses.get(tenant.name, Use()), now_ms, window_ms) / tenant.weight, lowest
-
-
-def tenant_over_share(
-    uses: Mapping[str, Use], waiting: Iterable[str], tenant: Tenant, now_ms: float,
-    window_ms: float,
-) -> bool:  # fmt: skip
-    """``over_share`` for ``tenant`` against the tenants of the waiting job keys."""
-    mine, lowest = _normalized(uses, waiting, tenant, now_ms, window_ms)
-    return mine > lowest
-
-
-def tenant_share_wait_ms(
-    uses: Mapping[str, Use], waiting: Iterable[str], tenant: Tenant, now_ms: float,
-    window_ms: float,
-) -> float:  # fmt: skip
-    """How long ``tenant``, over its share, should expect to wait: ``catch_up_ms`` of the
-    lowest waiting tenant, at most ``window_ms`` (0: not over its share)."""
-    mine, lowest = _normalized(uses, waiting, tenant, now_ms, window_ms)
-    if not mine > lowest:
-        return 0.0
-    others = {tenant_of(k) for k in waiting} - {tenant.name}
-    low = min(others, key=lambda name: _norm(uses.get(name, Use()), now_ms, window_ms))
-    weight = uses[low].weight if low in uses else 1.0
-    rate = recent_rate(uses, now_ms, window_ms)
-    return min(catch_up_ms(mine - lowest, weight, rate), window_ms)
+    places = [
+        (_norm(uses.get(name, Use()), now_ms, window_ms) + hold_shift(holds.get(name), now_ms),
+         uses[name].weight if name in uses else 1.0)
+        for name in others
+    ]  # fmt: skip
+    lowest, weight = min(places, default=(math.inf, 1.0))
+    own = max(shift, hold_shift(holds.get(tenant.name), now_ms))
+    mine = decayed_tokens(uses.get(tenant.name, Use()), now_ms, window_ms) / tenant.weight
+    return Standing(mine + own, lowest, weight)
 
 
 def _norm(use: Use, now_ms: float, window_ms: float) -> float:
     return decayed_tokens(use, now_ms, window_ms) / use.weight
 
 
+def tenant_over_share(
+    uses: Mapping[str, Use], waiting: Iterable[str], tenant: Tenant, now_ms: float,
+    window_ms: float, holds: Mapping[str, Hold] | None = None, shift: float = 0.0,
+) -> bool:  # fmt: skip
+    """``over_share`` for ``tenant`` against the tenants of the waiting job keys."""
+    return standing(uses, waiting, tenant, now_ms, window_ms, holds, shift).over
+
+
+def tenant_share_wait_ms(
+    uses: Mapping[str, Use], waiting: Iterable[str], tenant: Tenant, now_ms: float,
+    window_ms: float, holds: Mapping[str, Hold] | None = None, shift: float = 0.0,
+) -> float:  # fmt: skip
+    """How long ``tenant``, over its share, should expect to wait: ``catch_up_ms`` of the
+    lowest waiting tenant, at most ``window_ms`` (0: not over its share)."""
+    place = standing(uses, waiting, tenant, now_ms, window_ms, holds, shift)
+    if not place.over:
+        return 0.0
+    rate = recent_rate(uses, now_ms, window_ms)
+    return min(catch_up_ms(place.mine - place.lowest, place.lowest_weight, rate), window_ms)
+
+
 def tenant_preferred(
     uses: Mapping[str, Use], waiting: Iterable[str], tenant: Tenant, now_ms: float,
-    window_ms: float,
+    window_ms: float, holds: Mapping[str, Hold] | None = None, shift: float = 0.0,
 ) -> bool:  # fmt: skip
-    """Whether another tenant waits and ``tenant``'s normalized use is below every waiting
-    one's: while it waits they are refused, so the permits given back are its callers' to
-    take (their retry hint counts them alone)."""
-    mine, lowest = _normalized(uses, waiting, tenant, now_ms, window_ms)
-    return mine < lowest < math.inf
+    """Whether another tenant waits and ``tenant``'s place is below every waiting one's:
+    while it waits they are refused, so the permits given back are its callers' to take
+    (their retry hint counts them alone)."""
+    return standing(uses, waiting, tenant, now_ms, window_ms, holds, shift).preferred

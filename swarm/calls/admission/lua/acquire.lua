@@ -149,22 +149,39 @@ local function recent_use(name)
   if not v then return 0, 1, 0 end
   return parse_use(v)
 end
-local my_use, my_completion, over_share, share_wait = nil, 0, false, 0
+-- Each tenant stands on the line at its normalized use plus half of its call (the charge
+-- over its weight), or of its largest call refused lately (its hold, 'hold:<tenant>' in
+-- the state hash: "<shift> <until ms>", HOLD_MS 3000 as shares.HOLD_MS): a large call goes
+-- when its tenant is half its size below the line, not at the line, and its tenant's small
+-- calls do not overtake it.
+local function hold_of(name)
+  local v = redis.call('HGET', state, 'hold:' .. name)
+  if not v then return 0 end
+  local h, till = string.match(v, '^(%S+) (%S+)$')
+  if tonumber(till) <= now then return 0 end
+  return tonumber(h)
+end
+local my_use, _w, my_completion = recent_use(tenant)
+local expected = math.floor(math.max(my_completion, 0) + 0.5)
+local shift = math.max(tonumber(ARGV[14]) + expected, 0) / (2 * weight)
+local my_hold = hold_of(tenant)
+local over_share, share_wait = false, 0
 if next(other_tenants) ~= nil then
   local lowest, low_weight = math.huge, 1
   for name in pairs(other_tenants) do
     local u, w = recent_use(name)
-    if u / w < lowest then lowest, low_weight = u / w, w end
+    local place = u / w + hold_of(name)
+    if place < lowest then lowest, low_weight = place, w end
   end
-  local _w; my_use, _w, my_completion = recent_use(tenant)
-  preferred = my_use / weight < lowest
-  over_share = my_use / weight > lowest
+  local mine = my_use / weight + math.max(shift, my_hold)
+  preferred = mine < lowest
+  over_share = mine > lowest
   if over_share then
     local all, total = redis.call('HGETALL', tenants), 0
     for i = 2, #all, 2 do total = total + parse_use(all[i]) end
     share_wait = window_ms
     if total > 0 then
-      share_wait = math.min((my_use / weight - lowest) * low_weight * window_ms / total, window_ms)
+      share_wait = math.min((mine - lowest) * low_weight * window_ms / total, window_ms)
     end
   end
 end
@@ -254,6 +271,9 @@ if reason ~= '' then
     redis.call('PEXPIRE', key, keep_ms, 'GT')
   end
   redis.call('HINCRBY', state, 'refused', 1)
+  if next(other_tenants) ~= nil and shift > 0 and shift >= my_hold then
+    redis.call('HSET', state, 'hold:' .. tenant, string.format('%.3f %.3f', shift, now + 3000))
+  end
   redis.call('HINCRBY', state, 'refused:' .. tenant .. ':' .. reason, 1)
   return {0, string.format('%.3f', wait), reason, inflight, factor_s, 0}
 end
@@ -266,8 +286,7 @@ end
 redis.call('ZADD', leases, now + start_ms + lease_ms, lease_id)
 redis.call('HSET', owners, lease_id, job)
 redis.call('HINCRBY', jobs, job, 1)
-if my_use == nil then local _w; my_use, _w, my_completion = recent_use(tenant) end
-local expected = math.floor(math.max(my_completion, 0) + 0.5)
+if my_hold > 0 and shift >= my_hold then redis.call('HDEL', state, 'hold:' .. tenant) end
 redis.call('HSET', tenants, tenant, string.format('%.3f %.3f %s %.3f',
   my_use + tonumber(ARGV[14]) + expected, now, ARGV[13], my_completion))
 -- idle tenants' use decays to nothing: the hash goes with them (10 time constants past the
