@@ -350,6 +350,40 @@ def test_a_tenant_waits_about_as_long_as_the_others_need_to_catch_up(h: Harness)
     assert far.reason is Refusal.TENANT_SHARE and 10 < far.retry_after_s < 20
 
 
+def test_a_large_call_goes_half_its_size_below_the_line_and_holds_its_place(
+    h: Harness,
+) -> None:
+    """Admitted at the line, a tenant's large call (an aggregation's prompt) left it its
+    full size above the line while the others caught up, and the decay forgave the excess:
+    lumps gave their tenant more than its share. A call stands at its tenant's normalized
+    use plus half its charge; refused, it holds its tenant's place, so the tenant's small
+    calls wait behind it and the other tenant goes until the large call fits."""
+    ctl, model = h.controller(), spec(max_inflight=1)
+
+    def acquire(job: str, tenant: Tenant, tokens: int) -> Decision:
+        h.advance(GAP_S)
+        return ctl.acquire(model, job, tokens, tenant=tenant)
+
+    def use(job: str, tenant: Tenant, tokens: int) -> None:
+        permit = acquire(job, tenant, tokens).permit
+        assert permit is not None
+        ctl.finish(model, permit, Outcome(used_tokens=tokens))
+
+    use("ja", A, 30_000)  # 10,000 per weight
+    use("jb", B, 10_000)
+    held = acquire("ja", A, 300).permit  # 10,100 per weight
+    assert held is not None
+    assert acquire("jb", B, 100).reason is Refusal.INFLIGHT  # both wait now
+    assert acquire("ja", A, 300).permit is None
+    ctl.finish(model, held, Outcome(used_tokens=300))
+    assert acquire("jb", B, 6_000).reason is Refusal.TENANT_SHARE  # 10,000 + 3,000 > 10,150
+    assert acquire("jb", B, 10).reason is Refusal.TENANT_SHARE  # behind its large call
+    use("ja", A, 300)  # team-a goes: 10,200 per weight, below team-b's 13,000
+    use("ja", A, 8_700)  # 13,100
+    large = acquire("jb", B, 6_000).permit  # 13,000 against 13,100: it fits now
+    assert large is not None and large.tenant == "team-b"
+
+
 def test_nobody_waiting_a_tenant_takes_every_slot(h: Harness) -> None:
     ctl, model = h.controller(), spec(max_inflight=3)
     first = ctl.acquire(model, "jb", 10_000, tenant=B).permit
