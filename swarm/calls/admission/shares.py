@@ -9,9 +9,11 @@ finishes (a failed call refunds it); the sum decays with a time constant of
 ``tenant_window_s`` (AdmissionPolicy). Charging only the prompt at admission left a tenant
 of long answers uncharged for them until they ended, so it went on being admitted past
 its share for a call's length. A tenant's *normalized use* is that sum over its weight
-(the catalog's ``[tenants]`` table, 1 when not listed). While another tenant waits for the
-model, a tenant whose normalized use is above the lowest among the waiting tenants is
-refused (``tenant_share``), so over the window each busy tenant gets tokens in proportion to its
+(the catalog's ``[tenants]`` table, 1 when not listed). A call stands at its tenant's
+normalized use plus half its charge over the weight, a waiting tenant at its normalized
+use plus its hold (half its largest call refused lately; ``standing``). While another
+tenant waits for the model, a call that stands above the lowest waiting tenant is refused
+(``tenant_share``), so over the window each busy tenant gets tokens in proportion to its
 weight, whatever the length of its calls. Nobody else waiting, nobody is refused: an idle
 share goes to whoever asks. A tenant idle for a while comes back with little recent use, so
 its first calls go ahead of a tenant that has been busy all along.
