@@ -265,7 +265,7 @@ class MemoryAdmission(AdmissionController):
             out.append((poll_ms, Refusal.FAIR_SHARE))
         share_wait = tenant_share_wait_ms(st.tenant_use, st.waiting_jobs, tenant, now,
                                           self._window_ms, st.holds, shift)  # fmt: skip
-        if share_wait > 0:
+        if share_wait > 0 and len(st.leases) < spec.max_inflight:  # full: it waits a permit
             out.append((max(poll_ms, share_wait), Refusal.TENANT_SHARE))
         slack_ms = self.policy.window_slack_s * 1000
         at_limit = False

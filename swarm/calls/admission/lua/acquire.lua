@@ -136,9 +136,10 @@ if pause_until > now then refuse('paused', pause_until - now); hard = true end
 -- Tenant share: a tenant's recent tokens decay with time constant window_ms; while another
 -- tenant waits, one whose tokens / weight is above the lowest of the waiting ones' waits,
 -- at least as long as that one needs to close the gap with all of the model's recent
--- token rate (every tenant's recent tokens / window_ms). Computed first, refused last (a
--- full model's reason wins at equal waits). A tenant below every waiting one is preferred:
--- the others are refused while it waits, so its hint counts its own waiters.
+-- token rate (every tenant's recent tokens / window_ms). Computed first, refused last,
+-- and only while the model has a permit free (a full model's reason wins). A tenant below
+-- every waiting one is preferred: the others are refused while it waits, so its hint
+-- counts its own waiters.
 local function parse_use(v)
   local u, at, w, c = string.match(v, '^(%S+) (%S+) (%S+) ?(%S*)$')
   local keep = math.exp(-math.max(now - tonumber(at), 0) / window_ms)
@@ -205,7 +206,11 @@ if others_wait and mine > 0 then
   if mine >= math.ceil(max_inflight / n) then refuse('fair_share', slot_poll()); hard = true end
 end
 
-if over_share then refuse('tenant_share', math.max(slot_poll(), share_wait)); hard = true end
+-- (on a full model the caller waits for a permit like any other: a task that gave its
+-- thread back there would come back to the same full model)
+if over_share and inflight < max_inflight then
+  refuse('tenant_share', math.max(slot_poll(), share_wait)); hard = true
+end
 
 -- A window limit: N x factor admissions in the (slack-widened) window, from the log.
 local log_span = 0
