@@ -293,6 +293,97 @@ def test_the_tenant_is_charged_the_prompt_then_the_reported_usage(h: Harness) ->
     assert row.tokens == pytest.approx(340, rel=1e-3)
 
 
+def test_a_tenant_is_charged_its_usual_completion_at_admission(h: Harness) -> None:
+    """Charged only its prompt, a tenant of long answers went on being admitted past its
+    share for as long as its calls ran: its calls are charged the completion its calls
+    have had lately (a running mean), corrected by the reported usage at the end."""
+    ctl, model = h.controller(), spec()
+    first = ctl.acquire(model, "ja", 2100, tenant=A, charge=100).permit
+    assert first is not None and first.charged == 100  # no answer yet: the prompt only
+    ctl.finish(model, first, Outcome(used_tokens=400, completion_tokens=300))
+    h.advance(GAP_S)
+    second = ctl.acquire(model, "ja", 2100, tenant=A, charge=100).permit
+    assert second is not None and second.charged == 400  # prompt + the usual 300
+    (row,) = ctl.counters(model).tenants
+    assert row.tokens == pytest.approx(800, rel=1e-2)
+    ctl.finish(model, second, Outcome(used_tokens=150, completion_tokens=50))
+    (row,) = ctl.counters(model).tenants
+    assert row.tokens == pytest.approx(550, rel=1e-2)  # corrected to what was used
+    h.advance(GAP_S)
+    third = ctl.acquire(model, "ja", 2100, tenant=A, charge=100).permit
+    assert third is not None and third.charged == 100 + 250  # mean 300 + 0.2 x (50 - 300)
+
+
+def test_a_tenant_waits_about_as_long_as_the_others_need_to_catch_up(h: Harness) -> None:
+    """The tenant_share wait: how long the lowest waiting tenant needs to close the gap at
+    the model's recent token rate, so a tenant just over the line waits briefly (in its
+    task) and one far over it long (back to the queue)."""
+    ctl, model = h.controller(), spec(max_inflight=1)
+
+    def use(job: str, tenant: Tenant, tokens: int) -> None:
+        h.advance(GAP_S)
+        permit = ctl.acquire(model, job, tokens, tenant=tenant).permit
+        assert permit is not None
+        ctl.finish(model, permit, Outcome(used_tokens=tokens))
+
+    use("jb", B, 20_000)
+    use("ja", A, 60_600)  # 20,200 per weight against team-b's 20,000
+    h.advance(GAP_S)
+    held = ctl.acquire(model, "ja", 100, tenant=A).permit
+    assert held is not None
+    h.advance(GAP_S)
+    assert ctl.acquire(model, "jb", 100, tenant=B).reason is Refusal.INFLIGHT  # b waits
+    ctl.finish(model, held, Outcome(used_tokens=100))
+    h.advance(GAP_S)
+    near = ctl.acquire(model, "ja", 100, tenant=A)
+    # team-b closes 233 per weight at 80,700 tokens a minute: about 0.17 s
+    assert near.reason is Refusal.TENANT_SHARE and 0.1 < near.retry_after_s < 0.3
+    h.advance(GAP_S)
+    held = ctl.acquire(model, "jb", 100, tenant=B).permit  # below team-a: admitted
+    assert held is not None
+    h.advance(GAP_S)
+    newcomer = Tenant("team-c", 1.0)  # nothing lately: 20,233 per weight below team-a
+    assert ctl.acquire(model, "jc", 100, tenant=newcomer).reason is Refusal.INFLIGHT
+    ctl.finish(model, held, Outcome(used_tokens=100))
+    h.advance(GAP_S)
+    far = ctl.acquire(model, "ja", 100, tenant=A)  # team-c needs about 15 s
+    assert far.reason is Refusal.TENANT_SHARE and 10 < far.retry_after_s < 20
+
+
+def test_a_large_call_goes_half_its_size_below_the_line_and_holds_its_place(
+    h: Harness,
+) -> None:
+    """Admitted at the line, a tenant's large call (an aggregation's prompt) left it its
+    full size above the line while the others caught up, and the decay forgave the excess:
+    lumps gave their tenant more than its share. A call stands at its tenant's normalized
+    use plus half its charge; refused, it holds its tenant's place, so the tenant's small
+    calls wait behind it and the other tenant goes until the large call fits."""
+    ctl, model = h.controller(), spec(max_inflight=1)
+
+    def acquire(job: str, tenant: Tenant, tokens: int) -> Decision:
+        h.advance(GAP_S)
+        return ctl.acquire(model, job, tokens, tenant=tenant)
+
+    def use(job: str, tenant: Tenant, tokens: int) -> None:
+        permit = acquire(job, tenant, tokens).permit
+        assert permit is not None
+        ctl.finish(model, permit, Outcome(used_tokens=tokens))
+
+    use("ja", A, 30_000)  # 10,000 per weight
+    use("jb", B, 10_000)
+    held = acquire("ja", A, 300).permit  # 10,100 per weight
+    assert held is not None
+    assert acquire("jb", B, 100).reason is Refusal.INFLIGHT  # both wait now
+    assert acquire("ja", A, 300).permit is None
+    ctl.finish(model, held, Outcome(used_tokens=300))
+    assert acquire("jb", B, 6_000).reason is Refusal.TENANT_SHARE  # 10,000 + 3,000 > 10,150
+    assert acquire("jb", B, 10).reason is Refusal.TENANT_SHARE  # behind its large call
+    use("ja", A, 300)  # team-a goes: 10,200 per weight, below team-b's 13,000
+    use("ja", A, 8_700)  # 13,100
+    large = acquire("jb", B, 6_000).permit  # 13,000 against 13,100: it fits now
+    assert large is not None and large.tenant == "team-b"
+
+
 def test_nobody_waiting_a_tenant_takes_every_slot(h: Harness) -> None:
     ctl, model = h.controller(), spec(max_inflight=3)
     first = ctl.acquire(model, "jb", 10_000, tenant=B).permit

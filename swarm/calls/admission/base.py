@@ -62,8 +62,9 @@ class Permit:
     tenant: str = DEFAULT_TENANT
     """Tenant the call is for."""
     charged: int = 0
-    """Tokens charged to the tenant's recent use at acquire (the prompt estimate); finish
-    corrects them by the reported usage."""
+    """Tokens charged to the tenant's recent use at acquire (the prompt estimate and the
+    completion its tenant's calls have had lately); finish corrects them by the reported
+    usage."""
     at_limit: bool = False
     """Admitted at a configured limit: the call filled a window limit, or waited for its
     slot of a rate limit (booked, or refused and asked again). A 429 on it is evidence
@@ -78,7 +79,8 @@ class Decision:
     """Set when admitted."""
     retry_after_s: float = 0.0
     """When refused: seconds until trying again can succeed (exact for rate limits and
-    pauses; a polling hint for in-flight and fair-share refusals)."""
+    pauses; a polling hint for in-flight and fair-share refusals; for a tenant-share
+    refusal at least the time the waiting tenants need to catch up, shares.catch_up_ms)."""
     reason: Refusal | None = None
     """When refused: which limit refused."""
     start_in_s: float = 0.0
@@ -100,6 +102,9 @@ class Outcome:
     isolated 429 backs off its own call only."""
     retry_after_s: float | None = None
     """The gateway's retry time for a 429 (Retry-After or x-ratelimit reset), if known."""
+    completion_tokens: int | None = None
+    """Completion tokens the gateway reported (None: no answer, or no usage): the running
+    mean of its tenant's completions, charged to its next calls at admission."""
     exhausted: bool = False
     """Evidence that the tenant's limit is used up: an x-ratelimit-remaining-* header at 0
     (on a 429 or on an answer), or a 429 on a call admitted at the configured limit

@@ -46,10 +46,11 @@ half their wait) at random, so they do not wake together; waits with no known en
 spread over twice their hint (spread_s)."""
 COUNT_REFUSALS = frozenset({Refusal.INFLIGHT, Refusal.FAIR_SHARE, Refusal.TENANT_SHARE})
 """Refusals by permits out (a held permit going back can end them)."""
-YIELDING_REFUSALS = frozenset({Refusal.TENANT_SHARE})
-"""Refusals that send a task that may requeue back to the queue at once, whatever the wait:
-its tenant had its share while another waits, whose tasks may need this worker thread to
-ask at all."""
+SHARE_COUNTDOWN_S = 1.0
+"""Longest countdown of a task sent back to the queue for its tenant's share: the wait is
+an estimate (the other tenants may stop asking sooner), so the task asks again soon; its
+worker thread meanwhile serves other work (another tenant's tasks may need it to ask at
+all)."""
 
 
 def wait_or_requeue(
@@ -104,10 +105,12 @@ def outcome_of_answer(answer: Answer | None) -> Outcome:
     if answer is None:
         return Outcome(used_tokens=0, sent=False)
     reset_s = answer.limit_reset_s
+    usage = answer.usage
     return Outcome(
-        used_tokens=answer.usage.total_tokens or None,
+        used_tokens=usage.total_tokens or None,
         exhausted=reset_s is not None,
         retry_after_s=reset_s or None,
+        completion_tokens=usage.completion_tokens if usage.total_tokens else None,
     )
 
 
@@ -201,15 +204,24 @@ class Gate:
             self.sleep(self._wait_s(decision))
 
     def _wait_s(self, decision: Decision) -> float:
-        """How long to sleep before asking again (with jitter), or RetryLater."""
+        """How long to sleep before asking again (with jitter), or RetryLater. A tenant
+        over its share waits in the task when the waiting tenants should catch up within
+        ``max_wait_s``, and goes back to the queue (for at most SHARE_COUNTDOWN_S) when not;
+        it never sleeps past ``max_wait_s`` at a time."""
         stay = self._stay_in_task()
+        share = decision.reason is Refusal.TENANT_SHARE
         delay = wait_or_requeue(
             decision.retry_after_s,
             str(decision.reason),
-            0.0 if decision.reason in YIELDING_REFUSALS else self.max_wait_s,
-            self.max_countdown_s,
+            self.max_wait_s,
+            min(self.max_countdown_s, SHARE_COUNTDOWN_S) if share else self.max_countdown_s,
             self.may_requeue and stay is None,
         )
+        if share:
+            log.debug("admission: %s: tenant %s over its share, the others catch up in "
+                      "%.2f s: waits in the task", self.spec.name, self.tenant.name,
+                      decision.retry_after_s)  # fmt: skip
+            delay = min(delay, self.max_wait_s)
         if stay is not None:
             delay = min(delay, stay)
         sleep_s = spread_s(delay, self.rand()) if decision.reason in COUNT_REFUSALS else (

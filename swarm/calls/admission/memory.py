@@ -46,16 +46,22 @@ from swarm.calls.admission.limits import (
 )
 from swarm.calls.admission.shares import (
     DEFAULT,
+    Hold,
     Tenant,
     Use,
+    call_shift,
     charged,
+    completed,
     correction,
+    expected_completion,
+    held_after_admission,
+    held_after_refusal,
     job_key,
     job_over_share,
     shares,
     tenant_of,
-    tenant_over_share,
     tenant_preferred,
+    tenant_share_wait_ms,
 )
 from swarm.catalog import ModelSpec
 
@@ -81,6 +87,8 @@ class _ModelState:
     """job key -> until when it counts as waiting."""
     tenant_use: dict[str, Use] = field(default_factory=dict)
     """tenant -> its recent token use (shares.Use)."""
+    holds: dict[str, Hold] = field(default_factory=dict)
+    """tenant -> its largest call refused lately while another tenant waits (shares.Hold)."""
     job_429: dict[str, int] = field(default_factory=dict)
     factor: float = 1.0
     factor_at: float = 0.0
@@ -160,7 +168,10 @@ class MemoryAdmission(AdmissionController):
             now, st = self._clock_ms(), self._state(spec.name)
             st.purge(now)
             self._recover(st, now)
-            refusals, new_tats, at_limit = self._check(spec, st, key, tenant, tokens, now)
+            use = st.tenant_use.get(tenant.name, Use())
+            charge = (tokens if charge is None else charge) + round(expected_completion(use))
+            shift = call_shift(charge, tenant.weight)
+            refusals, new_tats, at_limit = self._check(spec, st, key, tenant, tokens, now, shift)
             wait_ms, reason = max(refusals, key=lambda r: r[0], default=(0.0, None))
             start_ms = 0.0
             if all(why in RATE_REFUSALS for _, why in refusals):  # only rates: may book
@@ -174,6 +185,9 @@ class MemoryAdmission(AdmissionController):
                 st.waiter_tenant[lease_id] = tenant.name
                 st.waiting_jobs[key] = max(until, st.waiting_jobs.get(key, 0.0))
                 st.refused += 1
+                self._keep_place(st, tenant.name, shift, now, admitted=False)
+                log.debug("admission: %s refused for tenant %s (%s), %.3f s", spec.name,
+                          tenant.name, reason, wait_ms / 1000.0)  # fmt: skip
                 return Decision(None, wait_ms / 1000.0, reason)
             st.waiters.pop(lease_id, None)
             st.waiter_tenant.pop(lease_id, None)
@@ -181,13 +195,26 @@ class MemoryAdmission(AdmissionController):
             if self._log(spec, st, now, now + start_ms):
                 st.logged[lease_id] = now + start_ms
             st.leases[lease_id] = (now + start_ms + self.policy.lease_s * 1000, key)
-            charge = tokens if charge is None else charge
-            use = st.tenant_use.get(tenant.name, Use())
             st.tenant_use[tenant.name] = charged(use, now, self._window_ms, charge, tenant.weight)
+            self._keep_place(st, tenant.name, shift, now, admitted=True)
             st.admitted += 1
             permit = Permit(spec.name, lease_id, job_id, tokens, tenant.name, charge,
                             at_limit=at_limit or start_ms > 0)  # fmt: skip
             return Decision(permit, start_in_s=start_ms / 1000.0)
+
+    def _keep_place(self, st: _ModelState, tenant: str, shift: float, now: float, *,
+              admitted: bool) -> None:  # fmt: skip
+        """A call of ``shift`` admitted lets go of its tenant's hold when it was the held
+        one; refused while another tenant waits, it holds its tenant's place."""
+        hold = st.holds.get(tenant)
+        if admitted:
+            hold = held_after_admission(hold, shift, now)
+        elif any(tenant_of(k) != tenant for k in st.waiting_jobs):
+            hold = held_after_refusal(hold, shift, now)
+        if hold is None:
+            st.holds.pop(tenant, None)
+        else:
+            st.holds[tenant] = hold
 
     def _recover(self, st: _ModelState, now: float) -> None:
         if st.factor < 1 and now - st.factor_at >= self.policy.quiet_s * 1000:
@@ -198,7 +225,9 @@ class MemoryAdmission(AdmissionController):
     def _window_ms(self) -> float:
         return self.policy.tenant_window_s * 1000
 
-    def _poll_ms(self, spec: ModelSpec, st: _ModelState, tenant: Tenant, now: float) -> float:
+    def _poll_ms(
+        self, spec: ModelSpec, st: _ModelState, tenant: Tenant, now: float, shift: float
+    ) -> float:
         """The retry hint of a count wait (acquire.lua's slot_poll): the waiters counted
         are the tenant's own while it is preferred (shares.tenant_preferred), else all."""
         next_end = None
@@ -206,7 +235,8 @@ class MemoryAdmission(AdmissionController):
             oldest_start = min(exp for exp, _ in st.leases.values()) - self.policy.lease_s * 1000
             next_end = oldest_start + st.hold_ms - now
         waiters = len(st.waiters)
-        if tenant_preferred(st.tenant_use, st.waiting_jobs, tenant, now, self._window_ms):
+        if tenant_preferred(st.tenant_use, st.waiting_jobs, tenant, now, self._window_ms,
+                            st.holds, shift):  # fmt: skip
             waiters = sum(1 for name in st.waiter_tenant.values() if name == tenant.name)
         return slot_poll_ms(
             self.policy.poll_s * 1000,
@@ -218,12 +248,14 @@ class MemoryAdmission(AdmissionController):
         )
 
     def _check(
-        self, spec: ModelSpec, st: _ModelState, key: str, tenant: Tenant, tokens: int, now: float
-    ) -> tuple[list[tuple[float, Refusal]], dict[str, float], bool]:
+        self, spec: ModelSpec, st: _ModelState, key: str, tenant: Tenant, tokens: int,
+        now: float, shift: float,
+    ) -> tuple[list[tuple[float, Refusal]], dict[str, float], bool]:  # fmt: skip
         """Every refusal (wait ms, reason), the TATs to store when there is none, and
-        whether an admission now fills a window limit (see Permit.at_limit)."""
+        whether an admission now fills a window limit (see Permit.at_limit). ``shift``:
+        half the call's charge over its tenant's weight (shares.standing)."""
         new_tats: dict[str, float] = {}
-        poll_ms = self._poll_ms(spec, st, tenant, now)
+        poll_ms = self._poll_ms(spec, st, tenant, now, shift)
         out: list[tuple[float, Refusal]] = []
         if st.pause_until > now:
             out.append((st.pause_until - now, Refusal.PAUSED))
@@ -231,8 +263,10 @@ class MemoryAdmission(AdmissionController):
             out.append((poll_ms, Refusal.INFLIGHT))
         if job_over_share(st.job_inflight(), st.waiting_jobs, key, spec.max_inflight):
             out.append((poll_ms, Refusal.FAIR_SHARE))
-        if tenant_over_share(st.tenant_use, st.waiting_jobs, tenant, now, self._window_ms):
-            out.append((poll_ms, Refusal.TENANT_SHARE))
+        share_wait = tenant_share_wait_ms(st.tenant_use, st.waiting_jobs, tenant, now,
+                                          self._window_ms, st.holds, shift)  # fmt: skip
+        if share_wait > 0 and len(st.leases) < spec.max_inflight:  # full: it waits a permit
+            out.append((max(poll_ms, share_wait), Refusal.TENANT_SHARE))
         slack_ms = self.policy.window_slack_s * 1000
         at_limit = False
         for limit in model_limits(spec, self.policy):
@@ -297,6 +331,10 @@ class MemoryAdmission(AdmissionController):
                 t_ms = interval_ms(tpm, st.factor, self.policy.window_slack_s * 1000)
                 st.tats["tpm"] = refund_tat(st.tats.get("tpm", 0.0), now, delta, t_ms)
                 self._correct_use(st, lease, outcome.used_tokens - permit.charged, now)
+            if lease is not None and outcome.completion_tokens is not None:
+                name = tenant_of(lease[1])
+                use = st.tenant_use.get(name, Use())
+                st.tenant_use[name] = completed(use, outcome.completion_tokens)
             if outcome.sent:
                 self._count_recent(st, outcome, now)
             if outcome.rate_limited:

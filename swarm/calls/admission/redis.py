@@ -191,12 +191,12 @@ class RedisAdmission(AdmissionController):
     def _decision(self, args: AcquireArgs, spec: ModelSpec, tenant: Tenant, reply: Any) -> Decision:
         """The acquire script's reply as a Decision; an admitted lease is held (renewed by
         ``keep_held``) from here on."""
-        admitted, wait_ms, reason, _inflight, _factor = reply
+        admitted, wait_ms, reason, _inflight, _factor, expected = reply
         if int(admitted):
             at_limit = _text(reason) in ("at_limit", "reserved")
             permit = Permit(
-                spec.name, args.lease_id, args.job_id, args.tokens, tenant.name, args.charge,
-                at_limit=at_limit,
+                spec.name, args.lease_id, args.job_id, args.tokens, tenant.name,
+                args.charge + int(expected), at_limit=at_limit,
             )  # fmt: skip
             with self._lock:
                 self._held[(args.leases, args.lease_id)] = None
@@ -274,6 +274,7 @@ class RedisAdmission(AdmissionController):
             dense_share=policy.dense_share,
             lease_ms=int(policy.lease_s * 1000),
             tenant_window_ms=policy.tenant_window_s * 1000,
+            completion=-1 if outcome.completion_tokens is None else outcome.completion_tokens,
             request_limits=limits.requests,
         )
 
@@ -317,8 +318,8 @@ class RedisAdmission(AdmissionController):
         """The tenants' shares from the tenants hash (a flat list of field, value)."""
         uses = {}
         for name, value in zip(fields[::2], fields[1::2], strict=True):
-            tokens, at_ms, weight = (float(part) for part in _text(value).split())
-            uses[_text(name)] = Use(tokens, at_ms, weight)
+            tokens, at_ms, weight, *completion = (float(part) for part in _text(value).split())
+            uses[_text(name)] = Use(tokens, at_ms, weight, *completion[:1])
         return shares(uses, now_ms, self.policy.tenant_window_s * 1000)
 
     def job_rate_limited(self, spec: ModelSpec, job_id: str) -> int:

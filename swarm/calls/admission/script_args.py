@@ -83,6 +83,8 @@ class FinishArgs(_AdmissionScript):
     lease_ms: int
     tenant_delta: int
     tenant_window_ms: float
+    completion: int
+    """Completion tokens reported (-1: none): the tenant's running mean of them."""
     request_limits: tuple[Limit, ...]
     """The rate limits a call costs 1 of (rpm, rps): a permit given back unused frees its slot."""
 

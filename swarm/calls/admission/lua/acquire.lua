@@ -20,7 +20,7 @@
 -- KEYS[5] waiters: zset caller -> expiry
 -- KEYS[6] waiting_jobs: zset job key -> expiry
 -- KEYS[7] log: zset lease -> admission time (window limits)
--- KEYS[8] tenants: hash tenant -> "<recent tokens> <at ms> <weight>"
+-- KEYS[8] tenants: hash tenant -> "<recent tokens> <at ms> <weight> <completion mean>"
 -- KEYS[9] tenant_waiters: zset caller -> expiry, the callers of this tenant waiting
 -- ARGV[1] lease_id
 -- ARGV[2] job_id
@@ -35,14 +35,18 @@
 -- ARGV[11] max_poll_ms
 -- ARGV[12] tenant
 -- ARGV[13] weight: the tenant's
--- ARGV[14] charge: tokens charged to the tenant's recent use when admitted (the prompt's)
+-- ARGV[14] charge: tokens charged to the tenant's recent use when admitted (the prompt's;
+--          the tenant's mean completion is added)
 -- ARGV[15] tenant_window_ms: time constant of the recent token use
 -- ARGV[16..] limits: one group of 5 per rate limit: name, limit, window ms, burst,
 --       windowed 0/1 (the limit named "tpm" costs tokens, others 1)
--- Returns {admitted 0/1, wait ms (string), reason, inflight, factor (string)}; admitted
+-- Returns {admitted 0/1, wait ms (string), reason, inflight, factor (string), completion
+-- charged (the tenant's mean completion, added to the charge)}; admitted
 -- with a wait > 0 (reason "reserved") means: call after that wait; admitted now with
 -- reason "at_limit": the call filled a window limit (a booked call waited for a limit's
--- slot): a 429 on either is the tenant's limit.
+-- slot): a 429 on either is the tenant's limit. A tenant_share refusal waits at least the
+-- time the lowest waiting tenant needs to catch up at the model's recent token rate (at
+-- most window_ms).
 
 local state, leases, owners, jobs, waiters, waiting_jobs, log, tenants =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
@@ -130,27 +134,57 @@ local pause_until = tonumber(redis.call('HGET', state, 'pause_until') or '0')
 if pause_until > now then refuse('paused', pause_until - now); hard = true end
 
 -- Tenant share: a tenant's recent tokens decay with time constant window_ms; while another
--- tenant waits, one whose tokens / weight is above the lowest of the waiting ones' waits.
--- Computed first, refused last (a full model's reason wins). A tenant below every waiting
--- one is preferred: the others are refused while it waits, so its hint counts its own
--- waiters.
+-- tenant waits, one whose tokens / weight is above the lowest of the waiting ones' waits,
+-- at least as long as that one needs to close the gap with all of the model's recent
+-- token rate (every tenant's recent tokens / window_ms). Computed first, refused last,
+-- and only while the model has a permit free (a full model's reason wins). A tenant below
+-- every waiting one is preferred: the others are refused while it waits, so its hint
+-- counts its own waiters.
+local function parse_use(v)
+  local u, at, w, c = string.match(v, '^(%S+) (%S+) (%S+) ?(%S*)$')
+  local keep = math.exp(-math.max(now - tonumber(at), 0) / window_ms)
+  return math.max(tonumber(u), 0) * keep, tonumber(w), tonumber(c) or 0
+end
 local function recent_use(name)
   local v = redis.call('HGET', tenants, name)
-  if not v then return 0, 1 end
-  local u, at, w = string.match(v, '^(%S+) (%S+) (%S+)$')
-  local keep = math.exp(-math.max(now - tonumber(at), 0) / window_ms)
-  return math.max(tonumber(u), 0) * keep, tonumber(w)
+  if not v then return 0, 1, 0 end
+  return parse_use(v)
 end
-local my_use, over_share = nil, false
+-- Each tenant stands on the line at its normalized use plus half of its call (the charge
+-- over its weight), or of its largest call refused lately (its hold, 'hold:<tenant>' in
+-- the state hash: "<shift> <until ms>", HOLD_MS 3000 as shares.HOLD_MS): a large call goes
+-- when its tenant is half its size below the line, not at the line, and its tenant's small
+-- calls do not overtake it.
+local function hold_of(name)
+  local v = redis.call('HGET', state, 'hold:' .. name)
+  if not v then return 0 end
+  local h, till = string.match(v, '^(%S+) (%S+)$')
+  if tonumber(till) <= now then return 0 end
+  return tonumber(h)
+end
+local my_use, _w, my_completion = recent_use(tenant)
+local expected = math.floor(math.max(my_completion, 0) + 0.5)
+local shift = math.max(tonumber(ARGV[14]) + expected, 0) / (2 * weight)
+local my_hold = hold_of(tenant)
+local over_share, share_wait = false, 0
 if next(other_tenants) ~= nil then
-  local lowest = math.huge
+  local lowest, low_weight = math.huge, 1
   for name in pairs(other_tenants) do
     local u, w = recent_use(name)
-    lowest = math.min(lowest, u / w)
+    local place = u / w + hold_of(name)
+    if place < lowest then lowest, low_weight = place, w end
   end
-  my_use = recent_use(tenant)
-  preferred = my_use / weight < lowest
-  over_share = my_use / weight > lowest
+  local mine = my_use / weight + math.max(shift, my_hold)
+  preferred = mine < lowest
+  over_share = mine > lowest
+  if over_share then
+    local all, total = redis.call('HGETALL', tenants), 0
+    for i = 2, #all, 2 do total = total + parse_use(all[i]) end
+    share_wait = window_ms
+    if total > 0 then
+      share_wait = math.min((mine - lowest) * low_weight * window_ms / total, window_ms)
+    end
+  end
 end
 
 local inflight = redis.call('ZCARD', leases)
@@ -172,7 +206,11 @@ if others_wait and mine > 0 then
   if mine >= math.ceil(max_inflight / n) then refuse('fair_share', slot_poll()); hard = true end
 end
 
-if over_share then refuse('tenant_share', slot_poll()); hard = true end
+-- (on a full model the caller waits for a permit like any other: a task that gave its
+-- thread back there would come back to the same full model)
+if over_share and inflight < max_inflight then
+  refuse('tenant_share', math.max(slot_poll(), share_wait)); hard = true
+end
 
 -- A window limit: N x factor admissions in the (slack-widened) window, from the log.
 local log_span = 0
@@ -238,7 +276,11 @@ if reason ~= '' then
     redis.call('PEXPIRE', key, keep_ms, 'GT')
   end
   redis.call('HINCRBY', state, 'refused', 1)
-  return {0, string.format('%.3f', wait), reason, inflight, factor_s}
+  if next(other_tenants) ~= nil and shift > 0 and shift >= my_hold then
+    redis.call('HSET', state, 'hold:' .. tenant, string.format('%.3f %.3f', shift, now + 3000))
+  end
+  redis.call('HINCRBY', state, 'refused:' .. tenant .. ':' .. reason, 1)
+  return {0, string.format('%.3f', wait), reason, inflight, factor_s, 0}
 end
 
 if #new_tats > 0 then redis.call('HSET', state, unpack(new_tats)) end
@@ -249,9 +291,9 @@ end
 redis.call('ZADD', leases, now + start_ms + lease_ms, lease_id)
 redis.call('HSET', owners, lease_id, job)
 redis.call('HINCRBY', jobs, job, 1)
-if my_use == nil then my_use = recent_use(tenant) end
-redis.call('HSET', tenants, tenant,
-  string.format('%.3f %.3f %s', my_use + tonumber(ARGV[14]), now, ARGV[13]))
+if my_hold > 0 and shift >= my_hold then redis.call('HDEL', state, 'hold:' .. tenant) end
+redis.call('HSET', tenants, tenant, string.format('%.3f %.3f %s %.3f',
+  my_use + tonumber(ARGV[14]) + expected, now, ARGV[13], my_completion))
 -- idle tenants' use decays to nothing: the hash goes with them (10 time constants past the
 -- longest lease, when e^-10 of any use is left)
 redis.call('PEXPIRE', tenants, math.ceil(lease_ms + 10 * window_ms))
@@ -259,9 +301,9 @@ redis.call('ZREM', waiters, lease_id)
 redis.call('ZREM', tenant_waiters, lease_id)
 redis.call('HINCRBY', state, 'admitted', 1)
 if start_ms > 0 then
-  return {1, string.format('%.3f', start_ms), 'reserved', inflight + 1, factor_s}
+  return {1, string.format('%.3f', start_ms), 'reserved', inflight + 1, factor_s, expected}
 end
 if at_limit then
-  return {1, '0', 'at_limit', inflight + 1, factor_s}
+  return {1, '0', 'at_limit', inflight + 1, factor_s, expected}
 end
-return {1, '0', 'ok', inflight + 1, factor_s}
+return {1, '0', 'ok', inflight + 1, factor_s, expected}

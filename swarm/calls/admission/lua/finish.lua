@@ -16,8 +16,9 @@
 -- KEYS[4] jobs: hash
 -- KEYS[5] job_429: hash job -> 429s
 -- KEYS[6] log: zset lease -> admission time (window limits)
--- KEYS[7] tenants: hash tenant -> "<recent tokens> <at ms> <weight>" (the lease's tenant's
---         recent use is corrected by the token delta, decayed since its admission)
+-- KEYS[7] tenants: hash tenant -> "<recent tokens> <at ms> <weight> <completion mean>" (the
+--         lease's tenant's recent use is corrected by the token delta, decayed since its
+--         admission; the reported completion goes into its running mean)
 -- ARGV[1] lease_id
 -- ARGV[2] job_id
 -- ARGV[3] token_delta: reported - reserved; -reserved refunds
@@ -39,7 +40,8 @@
 -- ARGV[18] lease_ms: lifetime a lease was given at acquire (its start = expiry - lease_ms)
 -- ARGV[19] tenant_delta: reported - charged to the tenant at acquire; -charged refunds
 -- ARGV[20] tenant_window_ms: time constant of the tenants' recent token use
--- ARGV[21..] request_limits: the limits a call costs 1 of (not tpm), as acquire.lua reads
+-- ARGV[21] completion: completion tokens reported (-1: none reported)
+-- ARGV[22..] request_limits: the limits a call costs 1 of (not tpm), as acquire.lua reads
 --       them, one group of 5 each:
 --       name, limit, window ms, burst, windowed 0/1. A permit given back unused (sent 0)
 --       gives their slots back: its bucket TATs move back one interval (never below now),
@@ -57,6 +59,7 @@ local sent, exhausted = ARGV[13] == '1', ARGV[14] == '1'
 local dense_ms, dense_min, dense_share = tonumber(ARGV[15]), tonumber(ARGV[16]), tonumber(ARGV[17])
 local lease_ms, tenant_delta = tonumber(ARGV[18]), tonumber(ARGV[19])
 local window_ms = tonumber(ARGV[20])
+local completion = tonumber(ARGV[21])
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000
@@ -72,16 +75,21 @@ if released == 1 then
     redis.call('HSET', state, 'hold_ms', string.format('%.3f', hold * 0.8 + held * 0.2))
   end
   local owner = redis.call('HGET', owners, lease_id)
-  if owner and tenant_delta ~= 0 then
-    -- the tenant's recent use: the delta as decayed as the charge it corrects
+  if owner and (tenant_delta ~= 0 or completion >= 0) then
+    -- the tenant's recent use: the delta as decayed as the charge it corrects; its mean
+    -- completion: the reported one weighs 0.2 (shares.COMPLETION_MEAN_WEIGHT)
     local name = string.match(owner, '^([^\t]*)\t') or 'default'
     local v = redis.call('HGET', tenants, name)
     if v then
-      local u, at, w = string.match(v, '^(%S+) (%S+) (%S+)$')
+      local u, at, w, c = string.match(v, '^(%S+) (%S+) (%S+) ?(%S*)$')
       local held = math.max(now - (tonumber(expiry) - lease_ms), 0)
       local use = tonumber(u) * math.exp(-math.max(now - tonumber(at), 0) / window_ms)
       use = math.max(use + tenant_delta * math.exp(-held / window_ms), 0)
-      redis.call('HSET', tenants, name, string.format('%.3f %.3f %s', use, now, w))
+      local mean = tonumber(c) or 0
+      if completion >= 0 then
+        if mean <= 0 then mean = completion else mean = mean + 0.2 * (completion - mean) end
+      end
+      redis.call('HSET', tenants, name, string.format('%.3f %.3f %s %.3f', use, now, w, mean))
       redis.call('PEXPIRE', tenants, math.ceil(lease_ms + 10 * window_ms))
     end
   end
@@ -98,7 +106,7 @@ if released == 1 then
   end
   redis.call('HSET', state, 'released_at', string.format('%.3f', now))
   if not sent then
-    for i = 21, #ARGV, 5 do
+    for i = 22, #ARGV, 5 do
       local name, limit = ARGV[i], tonumber(ARGV[i + 1])
       local window_ms, rburst = tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3])
       if ARGV[i + 4] == '1' then

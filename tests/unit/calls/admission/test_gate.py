@@ -13,9 +13,10 @@ from swarm.calls.admission import (
     MemoryAdmission,
     Outcome,
     Permit,
+    Refusal,
     Verdict,
 )
-from swarm.calls.admission.gate import Gate, outcome_of_error, wait_or_requeue
+from swarm.calls.admission.gate import SHARE_COUNTDOWN_S, Gate, outcome_of_error, wait_or_requeue
 from swarm.calls.admission.shares import Tenant
 from swarm.calls.request import Answer
 from swarm.catalog import ModelSpec, load_catalog
@@ -189,7 +190,7 @@ def test_an_answer_whose_permit_cannot_be_finished_is_still_the_calls() -> None:
         gate.call(failed)
 
 
-def test_a_tenant_over_its_share_gives_its_thread_back_when_it_may_requeue() -> None:
+def test_a_tenant_far_over_its_share_gives_its_thread_back_when_it_may_requeue() -> None:
     far = {"rpm": 6_000_000, "tpm": 100_000_000, "max_inflight": 1, "rps": None}
     model = load_catalog().model("kimi-k2.5").model_copy(update=far)
     now = [1_000_000.0]
@@ -203,10 +204,46 @@ def test_a_tenant_over_its_share_gives_its_thread_back_when_it_may_requeue() -> 
     slept: list[float] = []
     gate = Gate(ctl, model, "ja", 100, max_wait_s=2.0, max_countdown_s=60.0,
                 may_requeue=True, tenant=a, sleep=slept.append)  # fmt: skip
-    with pytest.raises(RetryLater) as later:  # a short wait, yet back to the queue
-        gate.acquire()
-    assert later.value.reason == "tenant_share" and 0 < later.value.delay_s <= 1.0
+    with pytest.raises(RetryLater) as later:  # b had nothing lately: a long wait, back to
+        gate.acquire()  # the queue, asking again within SHARE_COUNTDOWN_S
+    assert later.value.reason == "tenant_share" and 0 < later.value.delay_s <= SHARE_COUNTDOWN_S
     assert slept == []
+
+
+def test_a_tenant_just_over_its_share_waits_in_its_task() -> None:
+    """Tenants a little apart cross the share line many times a second: the one just over
+    it waits in its task for the permit it gets once the other has caught up, instead of
+    going back to the queue (where its next run comes seconds later)."""
+    far = {"rpm": 6_000_000, "tpm": 100_000_000, "max_inflight": 2, "rps": None}
+    model = load_catalog().model("kimi-k2.5").model_copy(update=far)
+    now = [1_000_000.0]
+
+    def clock() -> float:  # 1 ms per reading: the request rate's spacing is far less
+        now[0] += 1
+        return now[0]
+
+    ctl = MemoryAdmission(AdmissionPolicy(), clock)
+    a, b = Tenant("a"), Tenant("b")
+    for tenant, job, used in ((a, "ja", 10_100), (b, "jb", 10_000)):
+        permit = ctl.acquire(model, job, 100, tenant=tenant).permit
+        assert permit is not None
+        ctl.finish(model, permit, Outcome(used_tokens=used))
+    held = ctl.acquire(model, "jb", 100, tenant=b).permit  # a waits while b catches up
+    assert held is not None and ctl.acquire(model, "ja", 100, tenant=a).permit is not None
+    assert ctl.acquire(model, "jb", 100, tenant=b).reason is Refusal.INFLIGHT  # b waits
+    ctl.finish(model, held, Outcome(used_tokens=100))
+    slept: list[float] = []
+
+    def sleep(seconds: float) -> None:  # b catches up meanwhile
+        slept.append(seconds)
+        other = ctl.acquire(model, "jb", 100, tenant=b).permit
+        assert other is not None
+        ctl.finish(model, other, Outcome(used_tokens=300))
+
+    gate = Gate(ctl, model, "ja", 100, max_wait_s=2.0, max_countdown_s=60.0,
+                may_requeue=True, tenant=a, sleep=sleep, rand=lambda: 0.5)  # fmt: skip
+    permit = gate.acquire()  # over b by 200 of 20,000 recent tokens: no RetryLater
+    assert permit.tenant == "a" and len(slept) == 1 and 0 < slept[0] <= 2.0
 
 
 class Asked(Exception):

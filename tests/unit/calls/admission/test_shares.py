@@ -8,15 +8,24 @@ import pytest
 
 from swarm.calls.admission import AdmissionPolicy, Decision, MemoryAdmission, Outcome, Refusal
 from swarm.calls.admission.shares import (
+    HOLD_MS,
+    Hold,
     Tenant,
     Use,
+    call_shift,
+    catch_up_ms,
     charged,
+    completed,
     correction,
     decayed_tokens,
+    expected_completion,
+    held_after_admission,
+    held_after_refusal,
     job_key,
     job_over_share,
     over_share,
     shares,
+    standing,
     tenant_of,
     tenant_over_share,
     tenant_preferred,
@@ -191,3 +200,48 @@ def test_the_busier_tenant_waits_until_the_other_got_its_weighted_tokens() -> No
     assert rows["a"].tokens == pytest.approx(3000, rel=1e-3)
     assert rows["b"].tokens == pytest.approx(1000, rel=1e-3)
     assert rows["a"].target == 0.75
+
+
+def test_a_tenants_usual_completion_is_a_running_mean_of_the_reported_ones() -> None:
+    use = Use(1000, 0, 1)
+    assert expected_completion(use) == 0  # no answer yet
+    use = completed(use, 300)
+    assert expected_completion(use) == 300  # the first is the mean
+    use = completed(use, 50)
+    assert expected_completion(use) == pytest.approx(250)  # 300 + 0.2 x (50 - 300)
+    assert completed(use, None) == use  # not reported: unchanged
+    assert charged(use, 0, W, 10, 1).completion == use.completion  # a charge keeps it
+
+
+@pytest.mark.parametrize(
+    ("gap", "weight", "rate", "expected"),
+    [(100, 1, 2, 50), (100, 3, 2, 150), (0, 1, 2, 0), (-5, 1, 2, 0), (100, 1, 0, math.inf)],
+)
+def test_the_catch_up_is_the_gap_at_the_whole_models_rate(
+    gap: float, weight: float, rate: float, expected: float
+) -> None:
+    assert catch_up_ms(gap, weight, rate) == expected
+
+
+def test_a_call_stands_at_its_tenants_use_plus_half_its_cost() -> None:
+    uses = {"a": Use(3030, 0, 3), "b": Use(1000, 0, 1)}
+    small, large = call_shift(10, 1), call_shift(6000, 1)
+    assert (small, large) == (5, 3000)
+    assert not standing(uses, [A1], Tenant("b", 1), 0, W, shift=small).over  # 1,005 vs 1,010
+    assert standing(uses, [A1], Tenant("b", 1), 0, W, shift=small + 6).over is True
+    assert standing(uses, [A1], Tenant("b", 1), 0, W, shift=large).over is True
+    held = {"b": Hold(3000, HOLD_MS)}  # b's large call waits: it stands for b
+    assert standing(uses, [A1], Tenant("b", 1), 0, W, held, small).over is True
+    place = standing(uses, [B1], Tenant("a", 3), 0, W, held, call_shift(30, 3))
+    assert (place.over, place.preferred, place.lowest) == (False, True, 4000)
+    assert standing(uses, [B1], Tenant("a", 3), HOLD_MS, W, held).lowest < 4000  # lapsed
+
+
+def test_the_largest_refused_call_holds_its_tenants_place_until_admitted() -> None:
+    hold = held_after_refusal(None, 3000, 0)
+    assert hold == Hold(3000, HOLD_MS)
+    assert held_after_refusal(hold, 5, 10) == hold  # a smaller call does not replace it
+    assert held_after_refusal(hold, 3000, 10) == Hold(3000, 10 + HOLD_MS)  # renewed
+    assert held_after_admission(hold, 5, 10) == hold  # a small call went: still held
+    assert held_after_admission(hold, 3000, 10) is None  # the held call went
+    assert held_after_refusal(hold, 5, HOLD_MS + 1) == Hold(5, 2 * HOLD_MS + 1)  # lapsed
