@@ -69,6 +69,51 @@ def read_until(proc: subprocess.Popen[str], pattern: str, timeout_s: float = 90)
     raise AssertionError(f"no {pattern!r} on stderr:\n{''.join(seen)}")
 
 
+def interrupt(proc: subprocess.Popen[str], timeout_s: float = 60) -> tuple[str, str]:
+    """Ctrl-C (one SIGINT) to ``proc``; its (stdout, stderr) once it has exited, stderr
+    followed by each thread's signal state (/proc) when it was still running 5 s after the
+    signal. Twice in full-suite runs here (not alone, not under a CPU burner) the SIGINT
+    was never acted on, and the cause is not found yet: the state says whether it was
+    pending, blocked or ignored. A process still running after ``timeout_s`` is sent a
+    second SIGINT, and the first failing is an AssertionError that says what the second
+    did."""
+    proc.send_signal(signal.SIGINT)
+    try:
+        return proc.communicate(timeout=5)
+    except subprocess.TimeoutExpired:
+        state = "\nstill running 5 s after SIGINT:\n" + _signal_state(proc.pid)
+    try:
+        out, err = proc.communicate(timeout=timeout_s)
+        return out, err + state
+    except subprocess.TimeoutExpired:
+        pass
+    proc.send_signal(signal.SIGINT)
+    try:
+        err = proc.communicate(timeout=30)[1]
+        second = f"a second SIGINT ended it (exit {proc.returncode})"
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        err = proc.communicate()[1]
+        second = "a second SIGINT did not end it either"
+    raise AssertionError(f"SIGINT not acted on in {timeout_s:.0f} s; {second}{state}\n{err}")
+
+
+def _signal_state(pid: int) -> str:
+    """Each thread's name, state and signal masks (pending, blocked, ignored, caught)."""
+    keys = ("Name:", "State:", "SigPnd:", "ShdPnd:", "SigBlk:", "SigIgn:", "SigCgt:")
+    lines = []
+    for task in sorted(Path(f"/proc/{pid}/task").iterdir()):
+        try:
+            status = (task / "status").read_text().splitlines()
+            wchan = (task / "wchan").read_text()
+        except OSError:
+            continue
+        fields = " ".join(line.split(None, 1)[1] if line.startswith("Name:") else line
+                          for line in status if line.startswith(keys))  # fmt: skip
+        lines.append(f"  thread {task.name}: {fields} wchan={wchan}")
+    return "\n".join(lines)
+
+
 def inputs(tmp_path: Path, n: int, marker: str = "") -> list[str]:
     files = []
     for i in range(n):
@@ -87,8 +132,7 @@ def test_ctrl_c_leaves_the_job_running_and_status_watch_follows_it(
     before, job_id = read_until(run, r"^swarm: waiting for job (\w+) ")
     watch = start(["status", job_id, "--watch"], stack.env)
     watching, _ = read_until(watch, r"^swarm: waiting for job (\w+) ")
-    run.send_signal(signal.SIGINT)
-    out, err = run.communicate(timeout=60)
+    out, err = interrupt(run)
     err = before + err
     assert run.returncode == 130, err
     assert f"job {job_id} keeps running (Ctrl-C does not cancel it)" in err
@@ -161,9 +205,8 @@ def test_a_queue_no_worker_consumes_is_named(stack: Stack, tmp_path: Path) -> No
     assert "(still waiting)" in text and run.poll() is None  # it waits on
     job_id = re.search(r"waiting for job (\w+)", text)
     assert job_id is not None
-    run.send_signal(signal.SIGINT)
-    run.communicate(timeout=60)
-    assert run.returncode == 130
+    _, err = interrupt(run)
+    assert run.returncode == 130, err
     assert swarm(["cancel", job_id.group(1)], stack.env).returncode == 0
 
 
