@@ -108,7 +108,10 @@ def main() -> None:
             os.environ.update({"SWARM_BROKER_URL": url, "SWARM_BASE_URL": sim.base_url,
                                "SWARM_API_KEY": "k", "SWARM_CONFIG": str(catalog)})  # fmt: skip
             measure(args)
-            os._exit(0)  # the Runtime's heartbeat and pools: nothing to wait for
+    # After the private redis-server and simulator are stopped (leaving the block), not
+    # inside it: os._exit skips their clean-up, and every run left both running. Exit
+    # without waiting for the Runtime's heartbeat and pool threads.
+    os._exit(0)
 
 
 def measure(args: argparse.Namespace) -> None:
