@@ -58,10 +58,10 @@ from swarm.calls.admission.shares import (
     held_after_refusal,
     job_key,
     job_over_share,
+    share_wait_ms,
     shares,
+    standing,
     tenant_of,
-    tenant_preferred,
-    tenant_share_wait_ms,
 )
 from swarm.catalog import ModelSpec
 
@@ -226,17 +226,16 @@ class MemoryAdmission(AdmissionController):
         return self.policy.tenant_window_s * 1000
 
     def _poll_ms(
-        self, spec: ModelSpec, st: _ModelState, tenant: Tenant, now: float, shift: float
+        self, spec: ModelSpec, st: _ModelState, tenant: Tenant, now: float, preferred: bool
     ) -> float:
         """The retry hint of a count wait (acquire.lua's slot_poll): the waiters counted
-        are the tenant's own while it is preferred (shares.tenant_preferred), else all."""
+        are the tenant's own while it is ``preferred`` (shares.Standing), else all."""
         next_end = None
         if st.leases and st.hold_ms is not None:
             oldest_start = min(exp for exp, _ in st.leases.values()) - self.policy.lease_s * 1000
             next_end = oldest_start + st.hold_ms - now
         waiters = len(st.waiters)
-        if tenant_preferred(st.tenant_use, st.waiting_jobs, tenant, now, self._window_ms,
-                            st.holds, shift):  # fmt: skip
+        if preferred:
             waiters = sum(1 for name in st.waiter_tenant.values() if name == tenant.name)
         return slot_poll_ms(
             self.policy.poll_s * 1000,
@@ -255,7 +254,9 @@ class MemoryAdmission(AdmissionController):
         whether an admission now fills a window limit (see Permit.at_limit). ``shift``:
         half the call's charge over its tenant's weight (shares.standing)."""
         new_tats: dict[str, float] = {}
-        poll_ms = self._poll_ms(spec, st, tenant, now, shift)
+        place = standing(st.tenant_use, st.waiting_jobs, tenant, now, self._window_ms,
+                         st.holds, shift)  # fmt: skip
+        poll_ms = self._poll_ms(spec, st, tenant, now, place.preferred)
         out: list[tuple[float, Refusal]] = []
         if st.pause_until > now:
             out.append((st.pause_until - now, Refusal.PAUSED))
@@ -263,8 +264,7 @@ class MemoryAdmission(AdmissionController):
             out.append((poll_ms, Refusal.INFLIGHT))
         if job_over_share(st.job_inflight(), st.waiting_jobs, key, spec.max_inflight):
             out.append((poll_ms, Refusal.FAIR_SHARE))
-        share_wait = tenant_share_wait_ms(st.tenant_use, st.waiting_jobs, tenant, now,
-                                          self._window_ms, st.holds, shift)  # fmt: skip
+        share_wait = share_wait_ms(place, st.tenant_use, now, self._window_ms)
         if share_wait > 0 and len(st.leases) < spec.max_inflight:  # full: it waits a permit
             out.append((max(poll_ms, share_wait), Refusal.TENANT_SHARE))
         slack_ms = self.policy.window_slack_s * 1000

@@ -131,14 +131,6 @@ def correction(delta: float, held_ms: float, window_ms: float) -> float:
     return delta * math.exp(-max(held_ms, 0.0) / window_ms)
 
 
-def over_share(mine: float, weight: float, waiting: Iterable[tuple[float, float]]) -> bool:
-    """Whether a tenant with recent use ``mine`` and ``weight`` must let the waiting
-    tenants (their ``(use, weight)``) go first: its normalized use is above the lowest of
-    theirs. No other tenant waiting: never."""
-    lowest = min((use / w for use, w in waiting), default=math.inf)
-    return mine / weight > lowest
-
-
 def catch_up_ms(gap: float, weight: float, rate: float) -> float:
     """How long a waiting tenant of ``weight`` needs to close a gap of ``gap`` normalized
     tokens (the refused tenant's normalized use over its own) at ``rate``, the model's
@@ -269,32 +261,15 @@ def _norm(use: Use, now_ms: float, window_ms: float) -> float:
     return decayed_tokens(use, now_ms, window_ms) / use.weight
 
 
-def tenant_over_share(
-    uses: Mapping[str, Use], waiting: Iterable[str], tenant: Tenant, now_ms: float,
-    window_ms: float, holds: Mapping[str, Hold] | None = None, shift: float = 0.0,
-) -> bool:  # fmt: skip
-    """``over_share`` for ``tenant`` against the tenants of the waiting job keys."""
-    return standing(uses, waiting, tenant, now_ms, window_ms, holds, shift).over
-
-
-def tenant_share_wait_ms(
-    uses: Mapping[str, Use], waiting: Iterable[str], tenant: Tenant, now_ms: float,
-    window_ms: float, holds: Mapping[str, Hold] | None = None, shift: float = 0.0,
-) -> float:  # fmt: skip
-    """How long ``tenant``, over its share, should expect to wait: ``catch_up_ms`` of the
-    lowest waiting tenant, at most ``window_ms`` (0: not over its share)."""
-    place = standing(uses, waiting, tenant, now_ms, window_ms, holds, shift)
+def share_wait_ms(
+    place: Standing, uses: Mapping[str, Use], now_ms: float, window_ms: float
+) -> float:
+    """How long a tenant at ``place`` (``standing``), over its share, should expect to
+    wait: ``catch_up_ms`` of the lowest waiting tenant at the model's recent rate, at most
+    ``window_ms`` (0: not over its share). While another tenant waits and the place is
+    below every waiting one's (``Standing.preferred``), they are refused, so the permits
+    given back are its callers' to take (their retry hint counts them alone)."""
     if not place.over:
         return 0.0
     rate = recent_rate(uses, now_ms, window_ms)
     return min(catch_up_ms(place.mine - place.lowest, place.lowest_weight, rate), window_ms)
-
-
-def tenant_preferred(
-    uses: Mapping[str, Use], waiting: Iterable[str], tenant: Tenant, now_ms: float,
-    window_ms: float, holds: Mapping[str, Hold] | None = None, shift: float = 0.0,
-) -> bool:  # fmt: skip
-    """Whether another tenant waits and ``tenant``'s place is below every waiting one's:
-    while it waits they are refused, so the permits given back are its callers' to take
-    (their retry hint counts them alone)."""
-    return standing(uses, waiting, tenant, now_ms, window_ms, holds, shift).preferred

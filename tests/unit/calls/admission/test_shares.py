@@ -23,12 +23,9 @@ from swarm.calls.admission.shares import (
     held_after_refusal,
     job_key,
     job_over_share,
-    over_share,
     shares,
     standing,
     tenant_of,
-    tenant_over_share,
-    tenant_preferred,
 )
 from swarm.catalog import ModelSpec, load_catalog
 
@@ -51,7 +48,10 @@ W = 60_000.0
 def test_a_tenant_above_the_lowest_waiting_normalized_use_waits(
     mine: float, weight: float, waiting: list[tuple[float, float]], refused: bool
 ) -> None:
-    assert over_share(mine, weight, waiting) is refused
+    uses = {"me": Use(mine, 0, weight)}
+    uses.update({f"t{i}": Use(use, 0, w) for i, (use, w) in enumerate(waiting)})
+    keys = [job_key(f"t{i}", "1") for i in range(len(waiting))]
+    assert standing(uses, keys, Tenant("me", weight), 0, W).over is refused
 
 
 @pytest.mark.parametrize(
@@ -113,20 +113,20 @@ def test_jobs_share_slots_equally_within_their_tenant(
 
 def test_the_tenant_rule_reads_the_waiting_tenants_from_their_job_keys() -> None:
     uses = {"a": Use(300, 0, 3), "b": Use(90, 0, 1)}
-    assert tenant_over_share(uses, [B1], Tenant("a", 3), 0, W) is True
-    assert tenant_over_share(uses, [A1, A2], Tenant("a", 3), 0, W) is False  # own jobs only
-    assert tenant_over_share(uses, [A1], Tenant("b", 1), 0, W) is False
-    assert tenant_over_share(uses, [job_key("c", "1")], Tenant("b", 1), 0, W) is True  # c: 0
+    assert standing(uses, [B1], Tenant("a", 3), 0, W).over is True
+    assert standing(uses, [A1, A2], Tenant("a", 3), 0, W).over is False  # own jobs only
+    assert standing(uses, [A1], Tenant("b", 1), 0, W).over is False
+    assert standing(uses, [job_key("c", "1")], Tenant("b", 1), 0, W).over is True  # c: 0
 
 
 def test_a_tenant_below_every_waiting_one_is_preferred() -> None:
     uses = {"a": Use(300, 0, 3), "b": Use(90, 0, 1)}
-    assert tenant_preferred(uses, [A1], Tenant("b", 1), 0, W) is True  # 90 < 100
-    assert tenant_preferred(uses, [B1], Tenant("a", 3), 0, W) is False
-    assert tenant_preferred(uses, [B1], Tenant("b", 1), 0, W) is False  # nobody else waits
-    assert tenant_preferred(uses, [], Tenant("b", 1), 0, W) is False
-    assert tenant_preferred({"a": Use(90, 0, 1), "b": Use(90, 0, 1)}, [A1], Tenant("b", 1), 0,
-                            W) is False  # fmt: skip  # level: not below
+    assert standing(uses, [A1], Tenant("b", 1), 0, W).preferred is True  # 90 < 100
+    assert standing(uses, [B1], Tenant("a", 3), 0, W).preferred is False
+    assert standing(uses, [B1], Tenant("b", 1), 0, W).preferred is False  # nobody else waits
+    assert standing(uses, [], Tenant("b", 1), 0, W).preferred is False
+    level = {"a": Use(90, 0, 1), "b": Use(90, 0, 1)}
+    assert standing(level, [A1], Tenant("b", 1), 0, W).preferred is False  # level: not below
 
 
 def test_a_preferred_tenants_hint_counts_its_own_waiters_in_process() -> None:
