@@ -79,7 +79,8 @@ class Sample:
     calls: int = 0
     """Gateway calls the runs asked for (inputs + one aggregation each)."""
     cpu: dict[str, float] = field(default_factory=dict)
-    """CPU seconds by process group: workers, redis, sim."""
+    """CPU seconds by process group: workers, redis, sim, producer (this process: the
+    client's submit and wait, and this meter)."""
     commands: dict[str, float] = field(default_factory=dict)
     """Redis commands by name."""
 
@@ -100,7 +101,8 @@ class Meter:
 
     def pids(self) -> dict[str, list[int]]:
         server = int(self.redis_client.info("server")["process_id"])
-        return {"workers": list(self.bench.pids), "redis": [server], "sim": [self.sim.proc.pid]}
+        return {"workers": list(self.bench.pids), "redis": [server], "sim": [self.sim.proc.pid],
+                "producer": [os.getpid()]}  # fmt: skip
 
     def commandstats(self) -> dict[str, float]:
         stats = self.redis_client.info("commandstats")
@@ -257,8 +259,8 @@ def verdicts(results: list[Result]) -> list[str]:
 def markdown(results: list[Result], header: str) -> str:
     rows = [
         "| scenario | client | figure | unit | runs (s) | worker CPU ms/call "
-        "| redis CPU ms/call | sim CPU ms/call | redis cmds/call |",
-        "|---|---|---:|---|---|---:|---:|---:|---:|",
+        "| redis CPU ms/call | sim CPU ms/call | producer CPU ms/call | redis cmds/call |",
+        "|---|---|---:|---|---|---:|---:|---:|---:|---:|",
     ]
     for r in results:
         s = r.sample
@@ -266,7 +268,8 @@ def markdown(results: list[Result], header: str) -> str:
         rows.append(
             f"| {r.scenario} | {r.client} | {r.figure:.2f} | {r.unit} | {runs} "
             f"| {s.per_call_ms('workers'):.2f} | {s.per_call_ms('redis'):.2f} "
-            f"| {s.per_call_ms('sim'):.2f} | {s.commands_per_call():.1f} |"
+            f"| {s.per_call_ms('sim'):.2f} | {s.per_call_ms('producer'):.2f} "
+            f"| {s.commands_per_call():.1f} |"
         )
     tables = [header, "", *rows, "", *verdicts(results), "", commands_table(results)]
     return "\n".join(tables + [profile_table(r) for r in results if r.profile])

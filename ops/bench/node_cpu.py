@@ -21,7 +21,9 @@ from __future__ import annotations
 
 import argparse
 import collections
+import cProfile
 import os
+import pstats
 import sys
 import tempfile
 import time
@@ -98,6 +100,8 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, default=1500)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--batch", type=int, default=15, help="nodes per run_nodes call")
+    parser.add_argument("--profile", type=int, default=0, metavar="N",
+                        help="also print cProfile's N costliest functions (100 nodes)")  # fmt: skip
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as name:
         folder = Path(name)
@@ -143,6 +147,10 @@ def measure(args: argparse.Namespace) -> None:
     run(job(600))  # warm-up: connections, imports, scripts loaded
     small = job(100)
     counts = count_calls(lambda: run(small))
+    if args.profile:
+        profiled = cProfile.Profile()
+        profiled.runcall(run, job(100))
+        pstats.Stats(profiled).sort_stats("tottime").print_stats(args.profile)
     cpu = []
     for _ in range(args.rounds):
         spec = job(args.nodes)

@@ -30,6 +30,7 @@ from typing import Any, TypeVar
 import redis
 from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_exponential
 
+from swarm.store import wire
 from swarm.store.outages import STORE_OUTAGES
 
 log = logging.getLogger(__name__)
@@ -66,7 +67,7 @@ class Durable:
         waits = self.waits()
         if waits:
             pipe.wait(REPLICAS, self.wait_ms)
-        results: list[Any] = pipe.execute(raise_on_error=raise_on_error)
+        results = wire.execute(pipe, raise_on_error=raise_on_error)
         if waits and int(_raised(results.pop())) < REPLICAS:
             self._quiet_until = self.clock() + REPLICA_RECHECK_S
             log.debug("swarm store: no replica acknowledged a write in %d ms; no WAIT for "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -13,6 +14,7 @@ from doubles import MockGateway, completion, job_spec
 from swarm.calls.runtime import Runtime
 from swarm.catalog import load_catalog
 from swarm.errors import RetryLater
+from swarm.jobs import batch
 from swarm.jobs.batch import run_nodes
 from swarm.jobs.fanout import header_signatures, node_batches, nodes_per_task
 from swarm.jobs.queueing import SUBAGENT_TASK, SUBAGENTS_TASK, make_celery
@@ -115,6 +117,7 @@ def test_nodes_waiting_for_a_thread_when_the_job_is_cancelled_call_nothing(
 
     def cancel_then_answer(body: dict[str, Any], n: int) -> httpx2.Response:
         rt.store.cancel("j1")  # while n00 calls, n01 and n02 wait for the one thread
+        time.sleep(batch.CANCEL_RECHECK_S)  # a call as long as the flag's recheck
         return completion("ok")
 
     gw.handler = cancel_then_answer
@@ -126,6 +129,27 @@ def test_nodes_waiting_for_a_thread_when_the_job_is_cancelled_call_nothing(
         ("n01", "error", "cancelled"),
         ("n02", "error", "cancelled"),
     ]
+
+
+@pytest.mark.parametrize(("recheck_s", "rereads"), [(3600.0, 0), (0.0, 5)])
+def test_short_calls_do_not_read_the_cancel_flag_each(
+    make_runtime: MakeRuntime, monkeypatch: pytest.MonkeyPatch, recheck_s: float, rereads: int
+) -> None:
+    """Six nodes on one thread, each ending in a few milliseconds: the flag is read again
+    only once the last read is CANCEL_RECHECK_S old (an hour: never; 0: before each node
+    after the first)."""
+    monkeypatch.setattr(batch, "CANCEL_RECHECK_S", recheck_s)
+    rt, gw = make_runtime(lambda body, n: completion("ok"))
+    job(rt, 6)
+    reads: list[str] = []
+    read = rt.store.cancelled
+    monkeypatch.setattr(rt.store, "cancelled", lambda job_id: reads.append(job_id) or read(job_id))
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        outcome = run_nodes(rt, "j1", [f"n0{i}" for i in range(6)], pool=pool)
+    assert [e.status for e in outcome.envelopes] == ["ok"] * 6
+    assert len(gw.requests) == 6
+    loading = 1  # the memory store's load_nodes reads the flag with the nodes
+    assert len(reads) == loading + rereads
 
 
 def test_only_the_nodes_admission_sends_back_are_requeued(
