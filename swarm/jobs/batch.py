@@ -19,7 +19,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import Executor, ThreadPoolExecutor
+from concurrent.futures import Executor, ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -99,6 +99,7 @@ def run_nodes(
         if on_node_done is not None:
             for future in futures.values():
                 future.add_done_callback(lambda _ended: on_node_done())
+        wait(futures.values())  # one wake-up when the last node ends, not one per node
         for node_id, future in futures.items():
             try:
                 done[node_id] = future.result()
