@@ -67,12 +67,17 @@ def workers(
     queue: str,
     app: str = "workers",
 ) -> Iterator[list[Process]]:
-    """``count`` `celery -A APP worker` processes of ``concurrency`` threads each."""
+    """``count`` `celery -A APP worker` processes of ``concurrency`` threads each, started
+    in ``folder``: `python -m celery` puts its working directory first on sys.path, so
+    from a checkout the checkout's packages would shadow a PYTHONPATH in ``env`` (a tree
+    under test, side by side with another)."""
     procs: list[Process] = []
     try:
         for i in range(count):  # each gets a fresh log: " ready." of an earlier one cannot count
             name = f"bench{i}-{concurrency}@%h"
-            procs.append(spawn_celery_worker(env, queue, concurrency, name, folder, app=app))
+            procs.append(
+                spawn_celery_worker(env, queue, concurrency, name, folder, app=app, cwd=folder)
+            )
         wait_workers(procs)
         yield procs
     finally:

@@ -31,6 +31,7 @@ import redis
 from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_exponential
 
 from swarm.store import wire
+from swarm.store.group_commit import GroupCommit
 from swarm.store.outages import STORE_OUTAGES
 
 log = logging.getLogger(__name__)
@@ -58,16 +59,27 @@ class Durable:
         """True when the next write sends a WAIT (``wait_ms``, and a replica answered lately)."""
         return bool(self.wait_ms) and self.clock() >= self._quiet_until
 
+    def __post_init__(self) -> None:
+        self._group = GroupCommit(self._send)
+
     def write(self, build: Callable[[Any], object], *, raise_on_error: bool = True) -> list[Any]:
         """Run the commands ``build`` adds to a pipeline, then WAIT (when ``waits``); the
         commands' results (not WAIT's). ``raise_on_error`` False: a command's error is its
-        result (an exception instance), for the caller to judge."""
+        result (an exception instance), for the caller to judge. Writes of threads that
+        write at the same time go in one round trip (swarm.store.group_commit)."""
+        results = self._group.write(build)
+        if raise_on_error:
+            for result in results:
+                _raised(result)
+        return results
+
+    def _send(self, build: Callable[[Any], None]) -> list[Any]:
         pipe = self.client.pipeline(transaction=False)
         build(pipe)
         waits = self.waits()
         if waits:
             pipe.wait(REPLICAS, self.wait_ms)
-        results = wire.execute(pipe, raise_on_error=raise_on_error)
+        results = wire.execute(pipe, raise_on_error=False)
         if waits and int(_raised(results.pop())) < REPLICAS:
             self._quiet_until = self.clock() + REPLICA_RECHECK_S
             log.debug("swarm store: no replica acknowledged a write in %d ms; no WAIT for "
