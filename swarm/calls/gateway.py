@@ -34,6 +34,7 @@ from swarm.calls.retry_policy import BadResponseError
 from swarm.catalog import Catalog
 from swarm.records import ToolCall, Usage
 from swarm.settings import Settings
+from swarm.unique import unique_hex
 
 KEEPALIVE_S = 30.0
 """An idle connection is closed after this long."""
@@ -151,13 +152,22 @@ def send(
 
 def request_options(client: openai.OpenAI, read_timeout_s: float | None = None) -> RequestOptions:
     """The options of one request: no telemetry headers, and the values the SDK would take
-    for the client's retries, its timeout (or ``read_timeout_s`` as the read timeout) and
-    the auth scheme, given so the SDK copies no default of its own for them."""
+    for the client's retries, its timeout (or ``read_timeout_s`` as the read timeout), the
+    auth scheme and the post parser (none), given so the SDK copies no default of its own
+    for them; and an idempotency key (unique per request, as the SDK's own: the openai
+    client sends none as a header) so the SDK draws no uuid4 for it (swarm.unique)."""
     timeout = client.timeout
     if read_timeout_s is not None:
         timeout = _with_read(timeout, read_timeout_s)
-    return {"headers": _PER_REQUEST_OMITTED, "max_retries": client.max_retries, "timeout": timeout,
-            "security": SDK_SECURITY}  # fmt: skip
+    options: RequestOptions = {
+        "headers": _PER_REQUEST_OMITTED, "max_retries": client.max_retries, "timeout": timeout,
+        "security": SDK_SECURITY, "idempotency_key": unique_hex(),
+    }  # fmt: skip
+    # A field of FinalRequestOptions that post() takes through ``options`` (it builds them
+    # with ``construct(..., **options)``) though RequestOptions does not list it: left out,
+    # its NotGiven default is deep-copied on every request.
+    options["post_parser"] = openai.NOT_GIVEN  # type: ignore[typeddict-unknown-key]
+    return options
 
 
 def _with_read(timeout: float | httpx2.Timeout | None, read_s: float) -> httpx2.Timeout:

@@ -29,7 +29,6 @@ heartbeat (the embedded mode) the claim lasts ``visibility_timeout_s``.
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -45,6 +44,7 @@ from swarm.records import Usage
 from swarm.store.billing import BilledCall, HeldAnswer, StoredAnswer
 from swarm.store.companion import Companion
 from swarm.store.leases import Lease, claim_lease
+from swarm.unique import unique_hex
 
 CLAIM_POLL_S = 0.1
 """How often a duplicate run looks for the holder's answer."""
@@ -57,7 +57,7 @@ class CallGuard:
 
     rt: Runtime
     request: CallRequest
-    owner: str = field(default_factory=lambda: os.urandom(16).hex())
+    owner: str = field(default_factory=unique_hex)
     """Who holds the claim (one id per run)."""
     first: Companion | None = None
     """Another module's command sent with the first claim (the first permit's acquire)."""
@@ -207,7 +207,7 @@ class CallGuard:
                 max_tokens_sent=answer.max_tokens_sent,
             )
         billed = BilledCall(
-            call_id=os.urandom(16).hex(),
+            call_id=unique_hex(),
             model=self.request.model.name,
             usage=usage,
             cost_nusd=cost_nusd(self.request.model, usage),

@@ -18,8 +18,9 @@ and sends the task's message again (swarm.jobs.takeover).
 
 from __future__ import annotations
 
-import uuid
 from dataclasses import dataclass, field
+
+from swarm.unique import unique_hex
 
 TASK = "task:"
 """Prefix of the lease on a running task message."""
@@ -35,7 +36,7 @@ class Lease:
     """The job the leased thing belongs to."""
     name: str
     """``task:<task id>`` or ``claim:<slot>``: the lease's key within the job."""
-    token: str = field(default_factory=lambda: uuid.uuid4().hex)
+    token: str = field(default_factory=unique_hex)
     """The fencing token: the holder value, unique per run."""
 
     @property

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import logging
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -31,6 +30,7 @@ from swarm.calls.admission.shares import DEFAULT, Tenant
 from swarm.calls.local.adaptive import AdaptiveLimits
 from swarm.catalog import Catalog, ModelSpec
 from swarm.store.outages import STORE_OUTAGES
+from swarm.unique import unique_hex
 
 log = logging.getLogger(__name__)
 
@@ -117,7 +117,7 @@ class BackendAdmission(AdmissionController):
         backend = self.catalog.backend_of(spec)
         if not backend.has_limits:
             return self.inner.acquire(spec, job_id, tokens, lease_id, reserve_s, tenant, charge)
-        lease_id = lease_id or uuid.uuid4().hex
+        lease_id = lease_id or unique_hex()
         bspec = self.backend_spec(backend)
         first = self.inner.acquire(bspec, job_id, tokens, lease_id, reserve_s, tenant, charge)
         if first.permit is None:

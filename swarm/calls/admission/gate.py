@@ -14,7 +14,6 @@ from __future__ import annotations
 import logging
 import random
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import replace
 
@@ -36,6 +35,7 @@ from swarm.errors import LeaseLostError, RetryLater
 from swarm.records import ErrorKind
 from swarm.store.companion import Companion
 from swarm.store.outages import STORE_OUTAGES
+from swarm.unique import unique_hex
 
 log = logging.getLogger(__name__)
 
@@ -164,7 +164,7 @@ class Gate:
         """The first attempt's acquire, to send with the call's claim (one round trip,
         swarm.store.companion); the first ``acquire`` starts from its decision."""
         self._first = self.controller.acquire_later(
-            self.spec, self.job_id, self.tokens, uuid.uuid4().hex, self.reserve_s, self.tenant,
+            self.spec, self.job_id, self.tokens, unique_hex(), self.reserve_s, self.tenant,
             self.charge,
         )  # fmt: skip
         return self._first
@@ -181,7 +181,7 @@ class Gate:
         """A permit; None when ``_stop_waiting`` says the call needs none any more."""
         first, self._first = self._first, None
         decided = first.decision if first is not None else None
-        lease_id = first.lease_id if first is not None else uuid.uuid4().hex
+        lease_id = first.lease_id if first is not None else unique_hex()
         waited_for_rate = False
         while True:
             if self._stop_waiting():

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import partial
@@ -47,6 +46,7 @@ from swarm.store.companion import same_redis
 from swarm.store.connect import SentinelOptions, redis_client
 from swarm.store.outages import STORE_OUTAGES
 from swarm.store.scripts import Scripts
+from swarm.unique import unique_hex
 
 log = logging.getLogger(__name__)
 
@@ -127,7 +127,7 @@ class RedisAdmission(AdmissionController):
     ) -> Decision:
         """One round trip: admitted with a lease (now or for a booked slot), or refused
         with the exact wait."""
-        lease_id = lease_id or uuid.uuid4().hex
+        lease_id = lease_id or unique_hex()
         args = self._acquire_args(spec, job_id, tokens, lease_id, reserve_s, tenant, charge)
         return self._decision(args, spec, tenant, self._scripts.run(args))
 

@@ -79,3 +79,15 @@ def test_a_request_names_each_option_the_sdk_would_copy_a_default_for() -> None:
     assert options["security"] == SDK_SECURITY == {"bearer_auth": True, "admin_api_key_auth": True}
     late = request_options(client, 3.0)["timeout"]
     assert isinstance(late, httpx2.Timeout) and late.read == 3.0
+
+
+def test_a_request_draws_no_default_the_sdk_would_copy_or_generate() -> None:
+    """The post parser (a FinalRequestOptions field RequestOptions does not list) reaches
+    the SDK's options as given, and the idempotency key the SDK would draw a uuid4 for is
+    given, unique per request."""
+    client = make_client(Settings(), "http://gw/v1", "k-1")
+    first, second = request_options(client), request_options(client)
+    built = FinalRequestOptions.construct(method="post", url="/chat/completions", **first)
+    assert built.post_parser is openai.NOT_GIVEN
+    assert built.idempotency_key == first["idempotency_key"] != second["idempotency_key"]
+    assert len(first["idempotency_key"]) == 32 and int(first["idempotency_key"], 16) >= 0
