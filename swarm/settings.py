@@ -137,7 +137,7 @@ class Settings(BaseSettings):
     metrics_port: int = Field(default=0, ge=0, le=65535)
     """Prometheus endpoint of a worker process (GET /metrics); 0 = no endpoint."""
     http_pool_size: int = Field(default=256, ge=1)
-    """Connections per worker process to the gateway, at most: in 8 pools, each shared by
+    """Connections per worker process to the gateway, at most: in 32 pools, each shared by
     the threads given it (swarm.calls.http_pool)."""
     verify_tls: bool = True
     """Verify the gateway's TLS certificate."""

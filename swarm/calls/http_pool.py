@@ -20,8 +20,14 @@ from collections.abc import Callable
 
 import httpx2
 
-SHARDS = 8
-"""Pools of a client (each of ``SWARM_HTTP_POOL_SIZE`` / SHARDS connections)."""
+SHARDS = 32
+"""Pools of a client (each of ``SWARM_HTTP_POOL_SIZE`` / SHARDS connections: 8 by default).
+
+httpcore polls every idle connection of a pool (is the socket readable?) each time a
+request starts or a response is closed, and each poll hands the GIL to another runnable
+thread. At a hundred node threads, 32 pools instead of 8 took the polls of a run from
+36-38k to 21k and its context switches from 153-156k to 120k (2026-12-04,
+ops/bench/results/hosted_speed_cpu.md)."""
 
 
 class ThreadPools(httpx2.BaseTransport):
