@@ -73,7 +73,7 @@ class Durable:
                 _raised(result)
         return results
 
-    def _send(self, build: Callable[[Any], None]) -> list[Any]:
+    def _send(self, build: Callable[[Any], object]) -> list[Any]:
         pipe = self.client.pipeline(transaction=False)
         build(pipe)
         waits = self.waits()

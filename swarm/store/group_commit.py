@@ -23,11 +23,13 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from redis.exceptions import DataError
+
 log = logging.getLogger(__name__)
 
 Build = Callable[[Any], object]
 """Adds one write's commands to a redis-py pipeline."""
-Send = Callable[[Callable[[Any], None]], list[Any]]
+Send = Callable[[Build], list[Any]]
 """Sends the commands a build adds, as one pipeline: their replies, errors as replies."""
 
 
@@ -76,11 +78,26 @@ class GroupCommit:
             leads = not self._leading
             self._leading = True
         if not leads:
-            write.wait()
+            try:
+                write.wait()
+            except BaseException:  # interrupted while queued (Ctrl-C on the main thread)
+                if self._withdraw(write):
+                    raise
+                self._lead(write)  # chosen to lead meanwhile: the others must not wait on
+                raise
             if not write.leads:
                 return write.outcome()
         self._lead(write)
         return write.outcome()
+
+    def _withdraw(self, write: _Write) -> bool:
+        """Takes a queued write out (True), unless it was chosen to lead the next batch."""
+        with self._lock:
+            if write.leads:
+                return False
+            if write in self._queue:
+                self._queue.remove(write)
+            return True
 
     def _lead(self, own: _Write) -> None:
         with self._lock:
@@ -91,6 +108,8 @@ class GroupCommit:
             with self._lock:
                 following = self._queue[0] if self._queue else None
                 self._leading = following is not None
+                if following is not None:
+                    following.leads = True  # under the lock: see _withdraw
             for write in batch:
                 if write.replies is None and write.error is None:  # the flush was cut short
                     write.error = RuntimeError("a batched store write was interrupted")
@@ -98,7 +117,6 @@ class GroupCommit:
                 if write is not own:
                     write.wake()
             if following is not None:
-                following.leads = True
                 following.wake()
 
     def _flush(self, batch: list[_Write]) -> None:
@@ -119,9 +137,29 @@ class GroupCommit:
             log.debug("swarm store: %d writes in one round trip", len(batch))
         try:
             replies = self._send(build)
+        except DataError as exc:
+            # A value Redis cannot take (None, a bool), refused before anything was sent:
+            # one write's mistake, so each is sent alone and only that one fails.
+            if len(spans) > 1:
+                for write, _, _ in spans:
+                    self._flush_alone(write)
+                return
+            _fail(spans, exc)
+            return
         except Exception as exc:
-            for write, _, _ in spans:
-                write.error = exc
+            _fail(spans, exc)
             return
         for write, start, end in spans:
             write.replies = replies[start:end]
+
+    def _flush_alone(self, write: _Write) -> None:
+        try:
+            write.replies = self._send(write.build)
+        except Exception as exc:
+            write.error = exc
+
+
+def _fail(spans: list[tuple[_Write, int, int]], error: Exception) -> None:
+    """``error`` is the outcome of every write of ``spans``."""
+    for write, _, _ in spans:
+        write.error = error

@@ -8,8 +8,9 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from redis.exceptions import DataError
 
-from swarm.store.group_commit import GroupCommit
+from swarm.store.group_commit import GroupCommit, _Write
 
 
 class Pipe:
@@ -40,6 +41,8 @@ class Server:
             self.release.wait(10)
         if self.fail_with is not None:
             raise self.fail_with
+        if "bad" in pipe.command_stack:
+            raise DataError("Invalid input of type: 'NoneType'")
         return [command.upper() for command in pipe.command_stack]
 
 
@@ -135,3 +138,49 @@ def test_a_lost_round_trip_fails_the_writes_it_carried_and_no_other() -> None:
     assert all(isinstance(outcome, ConnectionError) for outcome in [*first, *rest])
     server.fail_with = None
     assert group.write(adds("after")) == ["AFTER"]
+
+
+def test_a_value_redis_cannot_take_fails_only_the_write_that_sent_it() -> None:
+    """Refused before anything is sent (redis-py's DataError): the batch's writes are sent
+    one by one, and only the write with the bad value fails."""
+    server = Server()
+    group = GroupCommit(server.send)
+    first, first_threads = in_threads(group, [adds("x")])
+    assert server.first_sent.wait(10)
+    rest, threads = in_threads(group, [adds("y"), adds("bad"), adds("z")])
+    wait_queued(group, 3)
+    server.release.set()
+    for thread in [*first_threads, *threads]:
+        thread.join(10)
+    assert first == [["X"]]
+    assert rest[0] == ["Y"] and rest[2] == ["Z"]
+    assert isinstance(rest[1], DataError)
+
+
+def test_a_writer_interrupted_while_queued_is_taken_out_and_the_others_go_on(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Ctrl-C reaches a main thread waiting in the queue: its write is withdrawn (never
+    sent), and the writes queued after it are still sent and answered."""
+    server = Server()
+    group = GroupCommit(server.send)
+    first, first_threads = in_threads(group, [adds("x")])
+    assert server.first_sent.wait(10)
+    wait = _Write.wait
+
+    def interrupted(self: _Write) -> None:
+        if self.build is quit_build:
+            raise KeyboardInterrupt
+        wait(self)
+
+    quit_build = adds("never")
+    monkeypatch.setattr(_Write, "wait", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        group.write(quit_build)
+    rest, threads = in_threads(group, [adds("y")])
+    wait_queued(group, 1)
+    server.release.set()
+    for thread in [*first_threads, *threads]:
+        thread.join(10)
+    assert (first, rest) == ([["X"]], [["Y"]])
+    assert "never" not in [command for batch in server.batches for command in batch]
