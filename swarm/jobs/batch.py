@@ -19,7 +19,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import Executor, ThreadPoolExecutor, wait
+from concurrent.futures import Executor, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -99,7 +99,6 @@ def run_nodes(
         if on_node_done is not None:
             for future in futures.values():
                 future.add_done_callback(lambda _ended: on_node_done())
-        wait(futures.values())  # one wake-up when the last node ends, not one per node
         for node_id, future in futures.items():
             try:
                 done[node_id] = future.result()
@@ -127,16 +126,13 @@ class _CancelWatch:
     more, and short calls (a node ending every millisecond) do not cost a read each: after
     a cancel, nodes starting in the next CANCEL_RECHECK_S still call."""
 
-    def __init__(
-        self, rt: Runtime, job_id: str, clock: Callable[[], float] = time.monotonic
-    ) -> None:
+    def __init__(self, rt: Runtime, job_id: str) -> None:
         self._rt = rt
         self._job_id = job_id
-        self._clock = clock
         self._lock = threading.Lock()
         self._ended = 0
         self._read_at = 0
-        self._read_when = clock()
+        self._read_when = time.monotonic()
         self._cancelled = False
 
     def node_ended(self) -> None:
@@ -144,7 +140,7 @@ class _CancelWatch:
             self._ended += 1
 
     def cancelled(self) -> bool:
-        now = self._clock()
+        now = time.monotonic()
         with self._lock:
             if self._cancelled or self._read_at == self._ended:
                 return self._cancelled

@@ -5,7 +5,8 @@ every argument in Python before handing them to hiredis (one ``Encoder.encode`` 
 a generator step each) and runs its observability hooks around the batch. A pipeline of
 SET NX, GET, HGET and a 34-argument EVALSHA took about 170 us of CPU through
 ``Pipeline.execute`` and about 85 us sent here (one thread, 2026-12-04,
-ops/bench/results/hosted_speed_cpu.md); a hosted call makes two such round trips.
+ops/bench/results/hosted_speed_cpu.md); the job store's durable writes go through it
+(swarm.store.durable, swarm.store.group_commit).
 
 What stays redis-py's: the commands are built by a Pipeline's methods (their argument
 handling), every reply goes through the client's ``parse_response`` (response callbacks,
@@ -20,7 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 from hiredis import pack_command
-from redis.exceptions import DataError, ResponseError
+from redis.exceptions import ResponseError
 
 
 def execute(pipe: Any, *, raise_on_error: bool = True) -> list[Any]:
@@ -72,10 +73,7 @@ def pack(conn: Any, commands: list[tuple[Any, ...]]) -> bytes:
             return b"".join([pack_command(_split(args)) for args in commands])
         except TypeError:
             pass
-    try:
-        return b"".join(conn.pack_commands(commands))
-    except TypeError as exc:  # pragma: no cover - redis-py raises DataError itself
-        raise DataError(str(exc)) from exc
+    return b"".join(conn.pack_commands(commands))
 
 
 def _split(args: tuple[Any, ...]) -> tuple[Any, ...]:
