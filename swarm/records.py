@@ -91,15 +91,19 @@ class Usage(Frozen):
     prompt_tokens: int = 0
     """Prompt tokens, cached ones included."""
     completion_tokens: int = 0
-    """Generated tokens."""
+    """Generated tokens, reasoning ones included."""
     cached_tokens: int = 0
     """Prompt tokens served from the gateway's prompt cache (billed at the cached price)."""
+    reasoning_tokens: int = 0
+    """Of ``completion_tokens``, the model's reasoning (billed as completion tokens), where
+    the gateway reports them (swarm.calls.usage)."""
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
             prompt_tokens=self.prompt_tokens + other.prompt_tokens,
             completion_tokens=self.completion_tokens + other.completion_tokens,
             cached_tokens=self.cached_tokens + other.cached_tokens,
+            reasoning_tokens=self.reasoning_tokens + other.reasoning_tokens,
         )
 
     @property

@@ -14,6 +14,7 @@ import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from swarm.calls import usage as usage_formats
 from swarm.calls.runtime import Runtime
 from swarm.catalog import ModelSpec
 from swarm.cost.batch import batch_cost_nusd, batch_ledger_name
@@ -26,14 +27,7 @@ log = logging.getLogger(__name__)
 def usage_of(body: Mapping[str, Any]) -> Usage | None:
     """The usage of an answer's body (None when it has none)."""
     raw = body.get("usage")
-    if not isinstance(raw, dict):
-        return None
-    details = raw.get("prompt_tokens_details") or {}
-    return Usage(
-        prompt_tokens=int(raw.get("prompt_tokens") or 0),
-        completion_tokens=int(raw.get("completion_tokens") or 0),
-        cached_tokens=int(details.get("cached_tokens") or 0),
-    )
+    return usage_formats.usage_of(raw) if isinstance(raw, dict) else None
 
 
 def answer_of(body: Mapping[str, Any], usage: Usage | None) -> StoredAnswer | None:

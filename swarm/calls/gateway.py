@@ -31,8 +31,9 @@ from swarm.calls.admission.feedback import used_up_reset_s
 from swarm.calls.http_pool import SHARDS, ThreadPools
 from swarm.calls.request import Answer, CallRequest
 from swarm.calls.retry_policy import BadResponseError
+from swarm.calls.usage import usage_of
 from swarm.catalog import Catalog
-from swarm.records import ToolCall, Usage
+from swarm.records import ToolCall
 from swarm.settings import Settings
 from swarm.unique import unique_hex
 
@@ -217,7 +218,7 @@ def answer_from_json(completion: Any) -> Answer:
         raise BadResponseError(f"not a chat completion: {str(completion)[:80]!r}")
     usage = completion.get("usage")
     usage = usage if isinstance(usage, dict) else None
-    billed = _usage_of(usage) if usage else None
+    billed = usage_of(usage) if usage else None
     choices = completion["choices"]
     if not isinstance(choices, list) or not choices:
         raise BadResponseError("answer has no choices", billed)
@@ -231,7 +232,7 @@ def answer_from_json(completion: Any) -> Answer:
     finish = choice.get("finish_reason")
     return Answer(
         content=content if isinstance(content, str) else "",
-        usage=_usage_of(usage),
+        usage=usage_of(usage),
         finish_reason=finish if isinstance(finish, str) else None,
         usage_missing=usage is None,
         tool_calls=calls,
@@ -258,19 +259,3 @@ def _tool_calls_of(message: dict[str, Any]) -> tuple[ToolCall, ...]:
 
 def _text(value: Any) -> str:
     return value if isinstance(value, str) else ""
-
-
-def _usage_of(usage: dict[str, Any] | None) -> Usage:
-    if not usage:
-        return Usage()
-    details = usage.get("prompt_tokens_details")
-    cached = details.get("cached_tokens") if isinstance(details, dict) else None
-    return Usage(
-        prompt_tokens=_count(usage.get("prompt_tokens")),
-        completion_tokens=_count(usage.get("completion_tokens")),
-        cached_tokens=_count(cached),
-    )
-
-
-def _count(value: Any) -> int:
-    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0

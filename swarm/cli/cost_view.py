@@ -106,6 +106,7 @@ def render(table: CostTable, console: Console) -> None:
         f"[bold]job[/] {table.job_id}  {table.status}  {table.calls} billed calls on "
         f"{', '.join(table.models_used) or 'no model'}: {usage.prompt_tokens:,} prompt "
         f"({usage.cached_tokens:,} cached) + {usage.completion_tokens:,} completion tokens"
+        f" ({usage.reasoning_tokens:,} reasoning)"
     )
     grid = Table(
         title=(

@@ -68,7 +68,7 @@ def print_report(report: dict[str, Any], console: Console) -> None:
 
 def _models_table(report: dict[str, Any]) -> Table:
     table = Table(title="calls, tokens and cost per model")
-    for col in ("model", "calls", "prompt", "cached", "completion", "cost USD"):
+    for col in ("model", "calls", "prompt", "cached", "completion", "reasoning", "cost USD"):
         table.add_column(col, justify="left" if col == "model" else "right")
     for name, line in report["models"].items():
         table.add_row(
@@ -77,6 +77,7 @@ def _models_table(report: dict[str, Any]) -> Table:
             str(line["prompt_tokens"]),
             str(line.get("cached_tokens", 0)),
             str(line["completion_tokens"]),
+            str(line.get("reasoning_tokens", 0)),
             f"{line['cost_usd']:.4f}",
         )
     usage = report["usage"]
@@ -86,6 +87,7 @@ def _models_table(report: dict[str, Any]) -> Table:
         str(usage["prompt_tokens"]),
         str(usage["cached_tokens"]),
         str(usage["completion_tokens"]),
+        str(usage.get("reasoning_tokens", 0)),
         f"{report['cost_usd']:.4f}",
     )
     return table

@@ -88,6 +88,7 @@ def _usage_of(line: Mapping[str, Any]) -> Usage:
         prompt_tokens=int(line.get("prompt_tokens", 0)),
         completion_tokens=int(line.get("completion_tokens", 0)),
         cached_tokens=int(line.get("cached_tokens", 0)),
+        reasoning_tokens=int(line.get("reasoning_tokens", 0)),
     )
 
 

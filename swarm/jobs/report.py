@@ -28,6 +28,8 @@ class ModelLine(Frozen):
     completion_tokens: int
     cached_tokens: int
     cost_usd: float
+    reasoning_tokens: int = 0
+    """Of ``completion_tokens``, the reasoning ones the gateway reported."""
     rate_limited: int = 0
     """429 answers the gateway gave this job's calls of this model (they bill nothing)."""
     tool_calls: int = 0
@@ -221,6 +223,7 @@ def model_lines(
             prompt_tokens=line.usage.prompt_tokens,
             completion_tokens=line.usage.completion_tokens,
             cached_tokens=line.usage.cached_tokens,
+            reasoning_tokens=line.usage.reasoning_tokens,
             cost_usd=round(cost_usd(catalog.model(name), line.usage), 6),
             rate_limited=limited.get(name, 0),
         )
@@ -257,6 +260,7 @@ def with_batch_line(live: ModelLine | None, spec: ModelSpec, batch: LedgerLine) 
             "prompt_tokens": base.prompt_tokens + usage.prompt_tokens,
             "completion_tokens": base.completion_tokens + usage.completion_tokens,
             "cached_tokens": base.cached_tokens + usage.cached_tokens,
+            "reasoning_tokens": base.reasoning_tokens + usage.reasoning_tokens,
             "cost_usd": round(base.cost_usd + paid, 6),
             "batch_calls": base.batch_calls + batch.calls,
             "saved_usd": round(base.saved_usd + cost_usd(spec, usage) - paid, 6),
@@ -361,7 +365,7 @@ def with_late_billing(
 
 
 _BILLING_FIELDS = {
-    "calls", "prompt_tokens", "completion_tokens", "cached_tokens", "cost_usd", "batch_calls",
-    "saved_usd",
+    "calls", "prompt_tokens", "completion_tokens", "cached_tokens", "reasoning_tokens",
+    "cost_usd", "batch_calls", "saved_usd",
 }  # fmt: skip
 """A model line's fields that come from the ledger."""

@@ -106,7 +106,13 @@ from swarm.store.spec_cache import SpecCache, spec_revision
 if TYPE_CHECKING:
     from swarm.settings import Settings
 
-_LEDGER_FIELDS = ("calls", "prompt_tokens", "completion_tokens", "cached_tokens")
+_LEDGER_FIELDS = (
+    "calls",
+    "prompt_tokens",
+    "completion_tokens",
+    "cached_tokens",
+    "reasoning_tokens",
+)
 MAX_CONNECTIONS = 1024
 """Connections per process: one per thread using Redis at once (task threads plus the node
 threads of batched tasks; redis-py's own default of 100 raises MaxConnectionsError)."""
@@ -139,6 +145,7 @@ def _ledger_line(call: BilledCall) -> dict[str, Any]:
         "completion_tokens": usage.completion_tokens,
         "cached_tokens": usage.cached_tokens,
         "cost_nusd": call.cost_nusd,
+        "reasoning_tokens": usage.reasoning_tokens,
     }
 
 

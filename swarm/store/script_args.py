@@ -58,6 +58,7 @@ class FinishBilledArgs(_StoreScript):
     answer_key: str
     answer: str
     claim_token: str
+    reasoning_tokens: int
 
 
 @dataclass(frozen=True)
@@ -81,6 +82,7 @@ class RecordArgs(_StoreScript):
     answer: str
     ttl_s: int
     fence_token: str
+    reasoning_tokens: int
 
 
 @dataclass(frozen=True)

@@ -46,7 +46,7 @@ def job(store: JobStore, budget_usd: float | None = None) -> JobSpec:
 
 
 def call(call_id: str, cost: int, key: str | None = None, text: str = "x") -> BilledCall:
-    usage = Usage(prompt_tokens=100, completion_tokens=10, cached_tokens=40)
+    usage = Usage(prompt_tokens=100, completion_tokens=10, cached_tokens=40, reasoning_tokens=4)
     answer = StoredAnswer(content=text, usage=usage, finish_reason="stop") if key else None
     return BilledCall(
         call_id=call_id, model="m", usage=usage, cost_nusd=cost, answer_key=key, answer=answer
@@ -61,7 +61,9 @@ def test_each_billed_call_counts_once_and_the_first_answer_wins(store: JobStore)
     assert store.record_call("b1", call("c3", 200))  # billed, no usable answer
     line = store.ledger("b1")["m"]
     assert line.calls == 3
-    assert line.usage == Usage(prompt_tokens=300, completion_tokens=30, cached_tokens=120)
+    assert line.usage == Usage(
+        prompt_tokens=300, completion_tokens=30, cached_tokens=120, reasoning_tokens=12
+    )
     assert store.budget("b1").spent_nusd == 1000
     stored = store.answer("b1", "k")
     assert stored is not None and stored.content == "first" and store.answer("b1", "j") is None
@@ -148,6 +150,7 @@ def test_a_held_answer_is_counted_once_with_its_envelope(store: JobStore) -> Non
     assert store.finish_billed_node("b1", envelope_of("n0", "first"), None, held)
     assert not store.finish_billed_node("b1", envelope_of("n0", "first"), None, held)  # again
     assert store.ledger("b1")["m"].calls == 1
+    assert store.ledger("b1")["m"].usage == call("c1", 500).usage  # reasoning tokens too
     assert store.budget("b1").spent_nusd == 500
     stored = store.answer("b1", "k")
     assert stored is not None and stored.content == "first"

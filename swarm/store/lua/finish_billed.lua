@@ -26,6 +26,7 @@
 -- ARGV[12] answer_key
 -- ARGV[13] answer: JSON
 -- ARGV[14] claim_token: the call's claim token
+-- ARGV[15] reasoning_tokens
 -- Returns 1 when the envelope was stored, 0 when an ok envelope was already there, -1 when
 -- fenced.
 if redis.call('SADD', KEYS[4], ARGV[6]) == 1 then
@@ -34,6 +35,7 @@ if redis.call('SADD', KEYS[4], ARGV[6]) == 1 then
   redis.call('HINCRBY', KEYS[5], model .. '|prompt_tokens', ARGV[8])
   redis.call('HINCRBY', KEYS[5], model .. '|completion_tokens', ARGV[9])
   redis.call('HINCRBY', KEYS[5], model .. '|cached_tokens', ARGV[10])
+  redis.call('HINCRBY', KEYS[5], model .. '|reasoning_tokens', ARGV[15])
   redis.call('HINCRBY', KEYS[6], 'spent_nusd', ARGV[11])
 end
 if redis.call('GET', KEYS[8]) == ARGV[14] then

@@ -21,6 +21,7 @@
 -- ARGV[8] answer: JSON
 -- ARGV[9] ttl_s
 -- ARGV[10] fence_token: the run's fencing token ('' = no claim to check)
+-- ARGV[11] reasoning_tokens
 -- Returns 1 when the call was counted now, 0 when it had been counted before.
 local new = redis.call('SADD', KEYS[1], ARGV[1])
 if new == 1 then
@@ -29,6 +30,7 @@ if new == 1 then
   redis.call('HINCRBY', KEYS[2], model .. '|prompt_tokens', ARGV[3])
   redis.call('HINCRBY', KEYS[2], model .. '|completion_tokens', ARGV[4])
   redis.call('HINCRBY', KEYS[2], model .. '|cached_tokens', ARGV[5])
+  redis.call('HINCRBY', KEYS[2], model .. '|reasoning_tokens', ARGV[11])
   redis.call('HINCRBY', KEYS[3], 'spent_nusd', ARGV[6])
 end
 local fenced = ARGV[10] ~= '' and redis.call('GET', KEYS[5]) ~= ARGV[10]

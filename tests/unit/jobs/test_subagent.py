@@ -66,7 +66,9 @@ def test_aggregation_quotes_results_and_totals_match_the_ledger(make_runtime: Ma
     agg_prompt = gw.requests[-1]["messages"][-1]["content"]
     assert agg_prompt.count("<result ") == 3 and 'input="f1.py"' not in agg_prompt
     # 3 ok nodes + 1 aggregation, 100 prompt / 20 completion tokens each.
-    assert report["usage"] == {"prompt_tokens": 400, "completion_tokens": 80, "cached_tokens": 0}
+    assert report["usage"] == {
+        "prompt_tokens": 400, "completion_tokens": 80, "cached_tokens": 0, "reasoning_tokens": 0
+    }  # fmt: skip
     assert report["models"]["kimi-k2.5"]["calls"] == 4
     expected_cost = (400 * 1.50 + 80 * 0.60) / 1e6
     assert abs(report["cost_usd"] - expected_cost) < 1e-9
