@@ -15,6 +15,11 @@ if TYPE_CHECKING:
     from swarm.sim import SimConfig
 
 _LIMIT = click.IntRange(min=1)
+PROVIDERS = ("plain", "moonshot", "openai", "deepseek", "anthropic-compat")
+"""swarm.sim.profiles.PROVIDERS, spelled here so `swarm --help` does not import the
+simulator (a unit test checks that the two agree)."""
+USAGE_FORMATS = ("plain", "openai", "moonshot", "deepseek", "anthropic")
+"""swarm.sim.usage.USAGE_FORMATS, likewise."""
 
 
 def _one_line(error: ValidationError) -> str:
@@ -105,6 +110,22 @@ def serve(config: SimConfig, host: str, port: int) -> None:
     is_flag=True,
     default=None,
     help="GET /v1/models answers 404 (a proxy serving only the completion path).",
+)
+@click.option(
+    "--provider",
+    type=click.Choice(PROVIDERS),
+    help="Provider profile: its request rules (400s), thinking models and usage format "
+    "(default plain: no rules).",
+)
+@click.option(
+    "--usage-format",
+    type=click.Choice(USAGE_FORMATS),
+    help="Write usage in this provider's format instead of the profile's.",
+)
+@click.option(
+    "--reasoning-tokens",
+    type=click.IntRange(min=0),
+    help="Reasoning tokens of every thinking answer (default: 64-512 per request).",
 )
 @batch_options
 def sim_command(host: str, port: int, **options: Any) -> None:

@@ -35,8 +35,8 @@ from swarm.sim.content import (
     make_completion,
     parse_chat_request,
     prompt_tokens,
-    usage_body,
 )
+from swarm.sim.usage import usage_body
 
 ENDPOINT = "/v1/chat/completions"
 TERMINAL = frozenset({"completed", "failed", "expired", "cancelled"})
@@ -353,7 +353,7 @@ class BatchServer:
             return None
         completion = make_completion(chat)
         prompt = prompt_tokens(chat)
-        usage = usage_body(prompt, completion.completion_tokens, 0)
+        usage = usage_body("plain", prompt, completion.completion_tokens)
         body = completion_body(chat, completion, usage, False)
         self.stats.lines_served += 1
         self.stats.lines_billed += 1

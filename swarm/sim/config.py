@@ -11,6 +11,8 @@ from typing import Annotated
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from swarm.sim.batch_config import BatchSimConfig
+from swarm.sim.profiles import ProviderName
+from swarm.sim.usage import UsageFormat
 
 Rate = Annotated[float, Field(ge=0.0, le=1.0)]
 """A probability in [0, 1]."""
@@ -126,6 +128,16 @@ class SimConfig(BaseModel):
     completion path through."""
     batch: BatchSimConfig = Field(default_factory=BatchSimConfig)
     """The Batch API (``/v1/files``, ``/v1/batches``; swarm.sim.batch)."""
+
+    provider: ProviderName = "plain"
+    """Provider profile (swarm.sim.profiles): the request rules it refuses with a 400,
+    which models think, and its usage format. ``plain`` has no rules."""
+    usage_format: UsageFormat | None = None
+    """Write usage in this format instead of the profile's (swarm.sim.usage), e.g. a
+    provider's usage under ``plain`` request rules."""
+    reasoning_tokens: int | None = Field(default=None, ge=0)
+    """Reasoning tokens of every thinking answer (inside max_tokens and
+    completion_tokens); None = a length per request in [64, 512]."""
 
     @model_validator(mode="after")
     def _check_combinations(self) -> SimConfig:

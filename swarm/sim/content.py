@@ -63,6 +63,8 @@ class ChatRequest:
     """Assistant messages with tool calls already in the conversation."""
     tool_results: tuple[str, ...] = ()
     """Contents of the ``tool`` messages, in order."""
+    thinking: bool = False
+    """The model thinks before it answers (set by the provider profile, swarm.sim.rules)."""
 
     @property
     def last_user_content(self) -> str:
@@ -201,6 +203,10 @@ class Completion:
     finish_reason: str
     tool_calls: tuple[dict[str, Any], ...] = ()
     """Tool calls of the answer (then ``content`` is null in the body)."""
+    reasoning_content: str | None = None
+    """The reasoning a thinking model shows (swarm.sim.reasoning); None: not shown."""
+    reasoning_tokens: int = 0
+    """Of ``completion_tokens``, the reasoning's."""
 
 
 REPLY_RE = re.compile(r"\[\[sim:reply_b64=([A-Za-z0-9+/=_-]+)\]\]")
@@ -313,6 +319,8 @@ def completion_body(
     message: dict[str, Any] = {"role": "assistant", "content": completion.content}
     if completion.tool_calls:
         message = {"role": "assistant", "content": None, "tool_calls": list(completion.tool_calls)}
+    if completion.reasoning_content is not None:
+        message["reasoning_content"] = completion.reasoning_content
     choice = {"index": 0, "message": message, "finish_reason": completion.finish_reason}
     body: dict[str, Any] = {
         "id": f"chatcmpl-{uuid.uuid4().hex[:24]}",
@@ -324,13 +332,3 @@ def completion_body(
     if usage is not None:
         body["usage"] = usage
     return body
-
-
-def usage_body(prompt: int, completion: int, cached: int) -> dict[str, Any]:
-    """The ``usage`` object of an answer."""
-    return {
-        "prompt_tokens": prompt,
-        "completion_tokens": completion,
-        "total_tokens": prompt + completion,
-        "prompt_tokens_details": {"cached_tokens": cached},
-    }

@@ -14,13 +14,12 @@ import asyncio
 import hmac
 import math
 import time
-from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import replace
 from typing import Any
 
 from aiohttp import web
 
-from swarm.sim.batch import BatchStats, mount_batch
+from swarm.sim.batch import mount_batch
 from swarm.sim.config import SimConfig
 from swarm.sim.content import (
     COMPLETION_MAX_TOKENS,
@@ -32,18 +31,14 @@ from swarm.sim.content import (
     make_completion,
     parse_chat_request,
     prompt_tokens,
-    usage_body,
 )
 from swarm.sim.faults import Fault, FaultInjector, LatencyModel, Plan, parse_markers, plan_request
-from swarm.sim.limits import (
-    MINUTE_S,
-    SECOND_S,
-    Admitted,
-    ModelLimiter,
-    PeakCounter,
-    format_seconds,
-)
-from swarm.sim.slots import SlotTracker
+from swarm.sim.limits import SECOND_S, Admitted, ModelLimiter, PeakCounter, format_seconds
+from swarm.sim.profiles import PROFILES
+from swarm.sim.reasoning import reasoning_length, thinking_completion
+from swarm.sim.rules import Refusal, refusal, thinking_on
+from swarm.sim.stats import Stats
+from swarm.sim.usage import usage_body
 
 SEEN_MAX = 100_000
 """Distinct requests remembered for straggle markers (then forgotten all at once)."""
@@ -59,121 +54,6 @@ ERROR_TYPES = {
     422: "invalid_request_error",
     429: "rate_limit_error",
 }
-
-
-@dataclass
-class ModelStats:
-    """Counters of one model; tokens only for answers that carried usage."""
-
-    requests: int = 0
-    completed: int = 0
-    rate_limited: int = 0
-    errors: int = 0
-    client_errors: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    cached_tokens: int = 0
-    cancelled: int = 0
-    abandoned: int = 0
-    inflight: int = 0
-    max_inflight_seen: int = 0
-    truncated: int = 0
-    max_tokens_seen: Counter[str] = field(default_factory=Counter)
-    admitted_60s: PeakCounter = field(default_factory=lambda: PeakCounter(MINUTE_S))
-    admitted_1s: PeakCounter = field(default_factory=lambda: PeakCounter(SECOND_S))
-
-    def snapshot(self) -> dict[str, Any]:
-        """Counters as a JSON-ready dict (without the windows)."""
-        return {
-            "requests": self.requests,
-            "completed": self.completed,
-            "rate_limited": self.rate_limited,
-            "errors": self.errors,
-            "client_errors": self.client_errors,
-            "prompt_tokens": self.prompt_tokens,
-            "completion_tokens": self.completion_tokens,
-            "cached_tokens": self.cached_tokens,
-            "cancelled": self.cancelled,
-            "abandoned": self.abandoned,
-            "inflight": self.inflight,
-            "max_inflight_seen": self.max_inflight_seen,
-            "truncated": self.truncated,
-            "max_tokens_seen": dict(self.max_tokens_seen),
-        }
-
-
-def _fresh_faults() -> dict[str, int]:
-    return {"hang": 0, "bad_json": 0, "drop": 0, "empty_choices": 0, "no_usage": 0}
-
-
-@dataclass
-class Stats:
-    """Gateway-wide counters: ``total`` sums every model, ``models`` splits them.
-
-    GET /stats fields: ``requests`` (every chat request received, even 400/401),
-    ``completed`` (200 answers carrying usage that were written to the socket),
-    ``rate_limited`` (429s), ``errors`` (5xx), ``client_errors`` (other 4xx),
-    ``prompt_tokens``/``completion_tokens``/``cached_tokens`` (summed over completed
-    answers only, i.e. exactly the usage clients saw), ``cancelled`` (admitted requests
-    whose client went away before the answer, e.g. a hedge's loser), ``abandoned`` (with
-    ``finish_abandoned``: answers computed to the end after their client went away, counted
-    in ``completed`` and the tokens too, as the server billed them), ``inflight`` and
-    ``max_inflight_seen`` (admitted requests being served, hangs included), ``truncated``
-    (completed answers cut at the request's max_tokens: ``finish_reason: "length"``),
-    ``max_tokens_seen`` (``{"N": requests}``: the cap each parsed request asked, the
-    smaller of max_tokens and max_completion_tokens, ``"none"`` without one), ``faults``
-    (hang, bad_json, drop, empty_choices, no_usage), ``models`` (the same per model) and
-    ``windows`` (per model: most requests admitted in any sliding 60 s and 1 s window),
-    ``slots`` (``overlaps``: requests admitted while an identical one was in service, i.e.
-    two runs calling for one node at once; ``max_concurrent``: most at once; swarm.sim.slots).
-    """
-
-    total: ModelStats = field(default_factory=ModelStats)
-    slots: SlotTracker = field(default_factory=SlotTracker)
-    faults: dict[str, int] = field(default_factory=_fresh_faults)
-    models: dict[str, ModelStats] = field(default_factory=dict)
-    batch: BatchStats = field(default_factory=BatchStats)
-    """The Batch API's counters (swarm.sim.batch), apart from the live ones."""
-
-    def model(self, name: str) -> ModelStats:
-        """Counters of model ``name`` (created on first use)."""
-        stats = self.models.get(name)
-        if stats is None:
-            stats = self.models[name] = ModelStats()
-        return stats
-
-    def reset(self) -> None:
-        """Zero every counter; requests still in flight stay counted as in flight."""
-        self.faults = _fresh_faults()
-        self.total = _restart(self.total)
-        self.models = {name: _restart(stats) for name, stats in self.models.items()}
-        self.slots.reset()
-        self.batch.reset()
-
-    def snapshot(self) -> dict[str, Any]:
-        """The JSON of GET /stats."""
-        out: dict[str, Any] = self.total.snapshot()
-        del out["requests"], out["completed"]
-        return {
-            "requests": self.total.requests,
-            "completed": self.total.completed,
-            **out,
-            "faults": dict(self.faults),
-            "models": {name: stats.snapshot() for name, stats in self.models.items()},
-            "slots": self.slots.snapshot(),
-            "batch": self.batch.snapshot(),
-            "windows": {
-                name: {
-                    "max_requests_60s": stats.admitted_60s.peak,
-                    "max_requests_1s": stats.admitted_1s.peak,
-                }
-                for name, stats in self.models.items()
-            },
-        }
-
-
-def _restart(stats: ModelStats) -> ModelStats:
-    return ModelStats(inflight=stats.inflight, max_inflight_seen=stats.inflight)
 
 
 def error_type(status: int) -> str:
@@ -198,6 +78,8 @@ class Simulator:
 
     def __init__(self, config: SimConfig) -> None:
         self.config = config
+        self.profile = PROFILES[config.provider]
+        self.usage_format = config.usage_format or self.profile.usage_format
         self.stats = Stats()
         self.cache = PrefixCache(config.cache_min_tokens, config.cache_max_entries)
         self.injector = FaultInjector(config)
@@ -268,10 +150,15 @@ class Simulator:
         if not self.authorized(request):
             return self.fail(None, 401, "Incorrect API key provided", "invalid_api_key")
         try:
-            chat = parse_chat_request(await _read_json(request))
+            body = await _read_json(request)
+            chat = parse_chat_request(body)
         except RequestError as exc:
             return self.fail(None, 400, exc.message, exc.code, param=exc.param)
         self.stats.model(chat.model).requests += 1
+        refused = refusal(self.profile, body)
+        if refused is not None:
+            return self._refuse(chat.model, refused)
+        chat = replace(chat, thinking=thinking_on(self.profile.rules_for(chat.model), body))
         asked = "none" if chat.max_tokens is None else str(chat.max_tokens)
         for stats in (self.stats.total, self.stats.model(chat.model)):
             stats.max_tokens_seen[asked] += 1
@@ -355,13 +242,27 @@ class Simulator:
             await _wait_for_disconnect(request)
             return web.Response(status=499)
         if plan.fault is Fault.NONE:
-            completion = make_completion(chat, self.config.tool_malformed_rate, plan.answer_tokens)
+            completion = self._completion(chat, plan)
             tokens = 0 if plan.empty_choices else completion.completion_tokens
             await self._compute(plan.answer_delay_s(tokens))
             return await self._answer(request, chat, plan, limiter, completion)
         if plan.fault is not Fault.STATUS or not self.config.errors_at_once:
             await self._compute(plan.latency_s)
         return self._fault_answer(request, chat, plan, limiter)
+
+    def _completion(self, chat: ChatRequest, plan: Plan) -> Completion:
+        """The answer to ``chat``: a thinking model's reasoning first (swarm.sim.reasoning)."""
+        malformed, answer_tokens = self.config.tool_malformed_rate, plan.answer_tokens
+        if not chat.thinking:
+            return make_completion(chat, malformed, answer_tokens)
+        shown = self.profile.rules_for(chat.model).reasoning_shown
+        reasoning = reasoning_length(chat, self.config.reasoning_tokens)
+        return thinking_completion(chat, reasoning, shown, malformed, answer_tokens)
+
+    def _refuse(self, model: str, refused: Refusal) -> web.Response:
+        """The profile's 400 for a request that breaks one of its rules."""
+        self.count_status(model, 400)
+        return web.json_response(refused.body(self.profile), status=400)
 
     def _fault_answer(
         self, request: web.Request, chat: ChatRequest, plan: Plan, limiter: ModelLimiter
@@ -406,14 +307,17 @@ class Simulator:
         prompt = prompt_tokens(chat)
         cached = self.cache.lookup_and_store(chat)
         completion_tokens = 0 if plan.empty_choices else completion.completion_tokens
-        usage = None if plan.no_usage else usage_body(prompt, completion_tokens, cached)
+        reasoning = 0 if plan.empty_choices else completion.reasoning_tokens
+        usage = None
+        if not plan.no_usage:
+            usage = usage_body(self.usage_format, prompt, completion_tokens, cached, reasoning)
         body = completion_body(chat, completion, usage, plan.empty_choices)
         headers = limiter.headers(time.monotonic())
         headers["x-request-id"] = body["id"]
         response = web.json_response(body, headers=headers)
         for flag, present in (("empty_choices", plan.empty_choices), ("no_usage", plan.no_usage)):
             self.stats.faults[flag] += int(present)
-        counted = (prompt, completion_tokens, cached)
+        counted = (prompt, completion_tokens, cached, reasoning)
         cut = completion.finish_reason == "length" and not plan.empty_choices
         try:
             await response.prepare(request)
@@ -428,13 +332,14 @@ class Simulator:
             self._count_usage(chat.model, counted, cut)
         return response
 
-    def _count_usage(self, model: str, counted: tuple[int, int, int], cut: bool) -> None:
-        prompt, completion, cached = counted
+    def _count_usage(self, model: str, counted: tuple[int, int, int, int], cut: bool) -> None:
+        prompt, completion, cached, reasoning = counted
         for stats in (self.stats.total, self.stats.model(model)):
             stats.completed += 1
             stats.prompt_tokens += prompt
             stats.completion_tokens += completion
             stats.cached_tokens += cached
+            stats.reasoning_tokens += reasoning
             stats.truncated += int(cut)
 
     async def handle_models(self, request: web.Request) -> web.Response:

@@ -1,0 +1,131 @@
+"""The simulator's counters, as GET /stats reports them (see ``Stats``)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from swarm.sim.batch import BatchStats
+from swarm.sim.limits import MINUTE_S, SECOND_S, PeakCounter
+from swarm.sim.slots import SlotTracker
+
+
+@dataclass
+class ModelStats:
+    """Counters of one model; tokens only for answers that carried usage."""
+
+    requests: int = 0
+    completed: int = 0
+    rate_limited: int = 0
+    errors: int = 0
+    client_errors: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_tokens: int = 0
+    reasoning_tokens: int = 0
+    cancelled: int = 0
+    abandoned: int = 0
+    inflight: int = 0
+    max_inflight_seen: int = 0
+    truncated: int = 0
+    max_tokens_seen: Counter[str] = field(default_factory=Counter)
+    admitted_60s: PeakCounter = field(default_factory=lambda: PeakCounter(MINUTE_S))
+    admitted_1s: PeakCounter = field(default_factory=lambda: PeakCounter(SECOND_S))
+
+    def snapshot(self) -> dict[str, Any]:
+        """Counters as a JSON-ready dict (without the windows)."""
+        return {
+            "requests": self.requests,
+            "completed": self.completed,
+            "rate_limited": self.rate_limited,
+            "errors": self.errors,
+            "client_errors": self.client_errors,
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "cached_tokens": self.cached_tokens,
+            "reasoning_tokens": self.reasoning_tokens,
+            "cancelled": self.cancelled,
+            "abandoned": self.abandoned,
+            "inflight": self.inflight,
+            "max_inflight_seen": self.max_inflight_seen,
+            "truncated": self.truncated,
+            "max_tokens_seen": dict(self.max_tokens_seen),
+        }
+
+
+def _fresh_faults() -> dict[str, int]:
+    return {"hang": 0, "bad_json": 0, "drop": 0, "empty_choices": 0, "no_usage": 0}
+
+
+@dataclass
+class Stats:
+    """Gateway-wide counters: ``total`` sums every model, ``models`` splits them.
+
+    GET /stats fields: ``requests`` (every chat request received, even 400/401),
+    ``completed`` (200 answers carrying usage that were written to the socket),
+    ``rate_limited`` (429s), ``errors`` (5xx), ``client_errors`` (other 4xx),
+    ``prompt_tokens``/``completion_tokens``/``cached_tokens``/``reasoning_tokens``
+    (summed over completed answers only, i.e. exactly the usage clients saw whatever the
+    usage format wrote: ``reasoning_tokens`` are the thinking models' reasoning, inside
+    ``completion_tokens``, counted even when the format does not report them),
+    ``cancelled`` (admitted requests whose client went away before the answer, e.g. a
+    hedge's loser), ``abandoned`` (with ``finish_abandoned``: answers computed to the end
+    after their client went away, counted in ``completed`` and the tokens too, as the
+    server billed them), ``inflight`` and
+    ``max_inflight_seen`` (admitted requests being served, hangs included), ``truncated``
+    (completed answers cut at the request's max_tokens: ``finish_reason: "length"``),
+    ``max_tokens_seen`` (``{"N": requests}``: the cap each parsed request asked, the
+    smaller of max_tokens and max_completion_tokens, ``"none"`` without one), ``faults``
+    (hang, bad_json, drop, empty_choices, no_usage), ``models`` (the same per model) and
+    ``windows`` (per model: most requests admitted in any sliding 60 s and 1 s window),
+    ``slots`` (``overlaps``: requests admitted while an identical one was in service, i.e.
+    two runs calling for one node at once; ``max_concurrent``: most at once; swarm.sim.slots).
+    """
+
+    total: ModelStats = field(default_factory=ModelStats)
+    slots: SlotTracker = field(default_factory=SlotTracker)
+    faults: dict[str, int] = field(default_factory=_fresh_faults)
+    models: dict[str, ModelStats] = field(default_factory=dict)
+    batch: BatchStats = field(default_factory=BatchStats)
+    """The Batch API's counters (swarm.sim.batch), apart from the live ones."""
+
+    def model(self, name: str) -> ModelStats:
+        """Counters of model ``name`` (created on first use)."""
+        stats = self.models.get(name)
+        if stats is None:
+            stats = self.models[name] = ModelStats()
+        return stats
+
+    def reset(self) -> None:
+        """Zero every counter; requests still in flight stay counted as in flight."""
+        self.faults = _fresh_faults()
+        self.total = _restart(self.total)
+        self.models = {name: _restart(stats) for name, stats in self.models.items()}
+        self.slots.reset()
+        self.batch.reset()
+
+    def snapshot(self) -> dict[str, Any]:
+        """The JSON of GET /stats."""
+        out: dict[str, Any] = self.total.snapshot()
+        del out["requests"], out["completed"]
+        return {
+            "requests": self.total.requests,
+            "completed": self.total.completed,
+            **out,
+            "faults": dict(self.faults),
+            "models": {name: stats.snapshot() for name, stats in self.models.items()},
+            "slots": self.slots.snapshot(),
+            "batch": self.batch.snapshot(),
+            "windows": {
+                name: {
+                    "max_requests_60s": stats.admitted_60s.peak,
+                    "max_requests_1s": stats.admitted_1s.peak,
+                }
+                for name, stats in self.models.items()
+            },
+        }
+
+
+def _restart(stats: ModelStats) -> ModelStats:
+    return ModelStats(inflight=stats.inflight, max_inflight_seen=stats.inflight)
