@@ -8,7 +8,8 @@ reasoning ones inside), written the way each provider writes it:
   reasoning tokens are not reported).
 - ``openai``: the same, plus ``completion_tokens_details.reasoning_tokens`` (and the
   zero audio and prediction counts OpenAI sends).
-- ``moonshot``: a top-level ``cached_tokens``, and the nested copy K2.5 also sends;
+- ``moonshot``: a top-level ``cached_tokens`` only, as Moonshot's chat API documents it
+  (K2.5 may also send OpenAI's nested copy: swarm.calls.usage reads either, once);
   reasoning tokens are not reported apart.
 - ``deepseek``: ``prompt_cache_hit_tokens`` and ``prompt_cache_miss_tokens`` (their sum is
   ``prompt_tokens``), the nested ``cached_tokens`` DeepSeek also sends, and
@@ -55,7 +56,8 @@ def usage_body(
     }
     if usage_format == "moonshot":
         usage["cached_tokens"] = cached_tokens
-    elif usage_format == "deepseek":
+        return usage
+    if usage_format == "deepseek":
         usage["prompt_cache_hit_tokens"] = cached_tokens
         usage["prompt_cache_miss_tokens"] = prompt_tokens - cached_tokens
     usage["prompt_tokens_details"] = {"cached_tokens": cached_tokens}

@@ -96,8 +96,7 @@ def test_moonshot_thinks_by_default_inside_max_tokens(sims: dict[str, RunningSim
     assert message["reasoning_content"].startswith("thinking: ") and message["content"]
     usage = answer["usage"]
     assert set(usage) == {
-        "prompt_tokens", "completion_tokens", "total_tokens", "cached_tokens",
-        "prompt_tokens_details",
+        "prompt_tokens", "completion_tokens", "total_tokens", "cached_tokens"
     }  # fmt: skip
     off = post(sims["moonshot"], "kimi-k2.5", "think first", thinking={"type": "disabled"})
     assert "reasoning_content" not in off.json()["choices"][0]["message"]
