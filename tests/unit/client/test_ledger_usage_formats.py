@@ -1,10 +1,11 @@
 """End to end in one process: a job's ledger (the report's usage and models, cached and
 reasoning tokens included) equals the simulator's own /stats counts whatever usage format
-the gateway writes, and is priced at the catalog's cached price.
+the gateway writes, and is priced at the catalog's cached price; the packaged catalog's
+job runs on each provider profile.
 
-The simulator plays DeepSeek's request rules with deepseek-reasoner (a model that always
-thinks and fixes no field, so the packaged catalog's requests are accepted as they are)
-and writes its usage in each provider's format (``usage_format``).
+For the ledger, the simulator plays DeepSeek's request rules with deepseek-reasoner (a
+model that always thinks and fixes no field, so the packaged catalog's requests are
+accepted as they are) and writes its usage in each provider's format (``usage_format``).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from swarm.catalog import load_catalog
 from swarm.cost.pricing import cost_usd
 from swarm.records import Usage
 from swarm.sim import SimConfig, start_in_thread
+from swarm.sim.profiles import PROVIDERS
 from swarm.sim.usage import USAGE_FORMATS
 
 MODEL = "deepseek-v3.2"
@@ -68,3 +70,23 @@ def test_the_ledger_equals_the_gateways_counts_in_every_usage_format(
     assert line["reasoning_tokens"] == reported and line["cached_tokens"] == expected.cached_tokens
     assert set(stats["models"]) == {THINKING} and set(report["models"]) == {MODEL}
     assert report["cost_usd"] == pytest.approx(cost_usd(catalog.model(MODEL), expected), abs=1e-6)
+
+
+@pytest.mark.parametrize(
+    "provider",
+    [
+        pytest.param(name, marks=pytest.mark.xfail(
+            strict=True, reason="the packaged catalog sends temperature 0.2 to kimi-k2.5, "
+            "which Moonshot refuses (issue 36 item 1, swarm/calls/request.py)"))
+        if name == "moonshot" else name
+        for name in PROVIDERS
+    ],
+)  # fmt: skip
+def test_the_packaged_catalogs_job_runs_on_each_provider_profile(provider: str) -> None:
+    config = SimConfig(provider=provider)  # type: ignore[arg-type]
+    with start_in_thread(config) as sim, swarm.testing.embedded(base_url=sim.base_url) as client:
+        report = client.submit(["a = 1", "b = 2"], "Review this code").wait(timeout=60)
+        stats = sim.stats()
+    assert report.status == "succeeded", (report.error, report.nodes[0].error)
+    assert stats["client_errors"] == 0
+    assert report.usage.completion_tokens == stats["completion_tokens"]
