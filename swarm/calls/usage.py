@@ -29,10 +29,13 @@ model's input price (the catalog has no cache-write price).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import Any
 
 from swarm.records import Usage
+
+log = logging.getLogger(__name__)
 
 CACHED_NAMES = (
     ("prompt_cache_hit_tokens",),
@@ -57,6 +60,9 @@ def usage_of(raw: Mapping[str, Any] | None) -> Usage:
     completion = _first(raw, (("completion_tokens",), ("output_tokens",))) or 0
     reasoning = _first(raw, REASONING_NAMES) or 0
     prompt, cached = _prompt_and_cached(raw)
+    if cached > prompt or reasoning > completion:
+        log.debug("usage %s reports more cached or reasoning tokens than prompt or "
+                  "completion tokens: counted as at most those", raw)  # fmt: skip
     return Usage(
         prompt_tokens=prompt,
         completion_tokens=completion,

@@ -16,8 +16,14 @@ with ``[[sim:answer_tokens=N]]`` and cut at max_tokens (``finish_reason: "length
 
     with start_in_thread(SimConfig(ttft_ms=1800, tokens_per_s=80)) as sim: ...
 
-See ``swarm.sim.faults`` for the ``[[sim:...]]`` markers and ``swarm.sim.server`` for the
-request flow and the /stats fields.
+A provider's documented rules (``swarm sim --provider moonshot``): fixed sampling fields,
+thinking models whose reasoning counts inside max_tokens, the reasoning_content echo rule
+and the provider's usage format (swarm.sim.profiles, swarm.sim.rules, swarm.sim.usage):
+
+    with start_in_thread(SimConfig(provider="moonshot")) as sim: ...
+
+See ``swarm.sim.faults`` for the ``[[sim:...]]`` markers, ``swarm.sim.server`` for the
+request flow and ``swarm.sim.stats`` for the /stats fields.
 """
 
 from __future__ import annotations
