@@ -67,6 +67,9 @@ class SwarmMetrics(CallListener):
             "swarm_cached_input_tokens", "Prompt tokens served from the gateway's cache."
         )
         self.output_tokens = counter("swarm_output_tokens", "Completion tokens billed.")
+        self.reasoning_tokens = counter(
+            "swarm_reasoning_output_tokens", "Of the completion tokens, the reasoning ones."
+        )
         self.cost = counter("swarm_cost_usd", "Cost of billed tokens at catalog prices, USD.")
         self.rate_limited = counter("swarm_rate_limited", "429 answers seen from the gateway.")
         self.late_answers = counter(
@@ -108,6 +111,7 @@ class SwarmMetrics(CallListener):
         self.input_tokens.labels(model).inc(usage.prompt_tokens)
         self.cached_input_tokens.labels(model).inc(usage.cached_tokens)
         self.output_tokens.labels(model).inc(usage.completion_tokens)
+        self.reasoning_tokens.labels(model).inc(usage.reasoning_tokens)
         spec = self.catalog.models.get(model)
         if spec is not None:
             self.cost.labels(model).inc(cost_usd(spec, usage))

@@ -20,7 +20,7 @@ from swarm.cost.pricing import cost_usd
 from swarm.records import ErrorKind, Usage
 from workers.metrics import SwarmMetrics, find
 
-USAGE = Usage(prompt_tokens=1000, completion_tokens=200, cached_tokens=400)
+USAGE = Usage(prompt_tokens=1000, completion_tokens=200, cached_tokens=400, reasoning_tokens=150)
 
 
 def _value(metrics: SwarmMetrics, name: str, **labels: str) -> float:
@@ -42,6 +42,7 @@ def test_hooks_count_calls_tokens_cost_429s_and_latency() -> None:
     assert _value(m, "swarm_input_tokens_total", **kimi) == 1000
     assert _value(m, "swarm_cached_input_tokens_total", **kimi) == 400
     assert _value(m, "swarm_output_tokens_total", **kimi) == 200
+    assert _value(m, "swarm_reasoning_output_tokens_total", **kimi) == 150
     expected = cost_usd(catalog.model("kimi-k2.5"), USAGE)
     assert abs(_value(m, "swarm_cost_usd_total", **kimi) - expected) < 1e-12
     assert _value(m, "swarm_call_latency_seconds_count", **kimi) == 2
@@ -58,6 +59,7 @@ def test_a_late_answer_counts_its_tokens_and_cost_not_another_call() -> None:
     assert _value(m, "swarm_calls_total", outcome="timeout", **kimi) == 1
     assert _value(m, "swarm_calls_total", outcome="ok", **kimi) == 0
     assert _value(m, "swarm_output_tokens_total", **kimi) == 200
+    assert _value(m, "swarm_reasoning_output_tokens_total", **kimi) == 150
     expected = cost_usd(catalog.model("kimi-k2.5"), USAGE)
     assert abs(_value(m, "swarm_cost_usd_total", **kimi) - expected) < 1e-12
 
