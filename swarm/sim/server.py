@@ -1,11 +1,14 @@
-"""The simulator's aiohttp application: routes, request flow and statistics.
+"""The simulator's aiohttp application: routes and request flow (counters: swarm.sim.stats).
 
 Flow of ``POST /v1/chat/completions``: count it, check the key, parse the body (400, never
-billed: an empty ``{}`` is how a client can check that the path exists), plan the outcome
+billed: an empty ``{}`` is how a client can check that the path exists), the provider
+profile's rules (its 400, swarm.sim.rules; whether the model thinks), plan the outcome
 (markers, random faults, latency), spurious 429, per-model limits (429), then, holding a
 concurrency slot: a 5xx at once with ``fast_errors``, else sleep the latency (in generation
-mode: time to first token plus the answer's tokens at the token rate) and answer, fail,
-hang or drop. Everything runs on one event loop; no locks, no threads.
+mode: time to first token plus the answer's tokens at the token rate) and answer (a
+thinking model's reasoning first, swarm.sim.reasoning; usage in the profile's format,
+swarm.sim.usage), fail, hang or drop. Everything runs on one event loop; no locks, no
+threads.
 """
 
 from __future__ import annotations
