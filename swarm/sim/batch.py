@@ -14,6 +14,7 @@ another endpoint, too many lines, two models where ``one_model``) makes it ``fai
 its end the lines done are answered in the output file (the same deterministic answers as
 ``/v1/chat/completions``) and billed; failed, refused and expired lines go to the error
 file. Live counters in /stats keep their meaning; the ``batch`` counters are apart.
+The records are in swarm.sim.batch_records, the JSONL files' formats in swarm.sim.batch_files.
 """
 
 from __future__ import annotations
@@ -23,12 +24,13 @@ import json
 import time
 import uuid
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
 
 from swarm.sim.batch_config import BatchSimConfig
+from swarm.sim.batch_files import ENDPOINT, line_error, parse_file, req_id
+from swarm.sim.batch_records import BatchStats, Line, SimBatch, SimFile
 from swarm.sim.content import (
     RequestError,
     completion_body,
@@ -38,90 +40,7 @@ from swarm.sim.content import (
 )
 from swarm.sim.usage import usage_body
 
-ENDPOINT = "/v1/chat/completions"
 TERMINAL = frozenset({"completed", "failed", "expired", "cancelled"})
-
-
-@dataclass
-class BatchStats:
-    """Counters of the Batch API (``batch`` in GET /stats).
-
-    ``lines_served``: lines answered in output files; ``lines_billed``: the same, the ones
-    the gateway charges (at ``discount`` of the live price); ``lines_failed``: lines in
-    error files; tokens: summed over billed lines only."""
-
-    discount: float = 0.5
-    files_uploaded: int = 0
-    batches_created: int = 0
-    batches_cancelled: int = 0
-    batches_expired: int = 0
-    batches_failed: int = 0
-    lines_received: int = 0
-    lines_served: int = 0
-    lines_billed: int = 0
-    lines_failed: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-
-    def snapshot(self) -> dict[str, Any]:
-        """The counters as JSON."""
-        return dict(self.__dict__)
-
-    def reset(self) -> None:
-        """Zero the counters (the discount stays)."""
-        self.__init__(discount=self.discount)  # type: ignore[misc]
-
-
-@dataclass
-class SimFile:
-    """An uploaded or produced file."""
-
-    id: str
-    filename: str
-    purpose: str
-    data: bytes
-    created_at: int = field(default_factory=lambda: int(time.time()))
-
-    def body(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "object": "file",
-            "bytes": len(self.data),
-            "created_at": self.created_at,
-            "filename": self.filename,
-            "purpose": self.purpose,
-            "status": "processed",
-        }
-
-
-@dataclass
-class Line:
-    """One request line of a batch: its custom id and parsed body, or why it fails."""
-
-    custom_id: str
-    body: dict[str, Any]
-    refusal: str | None = None
-
-
-@dataclass
-class SimBatch:
-    """One batch; its times are ``time.time()`` values."""
-
-    id: str
-    input_file_id: str
-    completion_window: str
-    metadata: dict[str, str] | None
-    created: float
-    expires: float
-    lines: list[Line]
-    errors: list[dict[str, Any]]
-    cancel_at: float | None = None
-    ended_status: str | None = None
-    ended_at: float | None = None
-    output_file_id: str | None = None
-    error_file_id: str | None = None
-    done_lines: int = 0
-    failed_lines: int = 0
 
 
 class BatchServer:
@@ -183,7 +102,7 @@ class BatchServer:
             return _error(400, f"endpoint must be {ENDPOINT}", "invalid_endpoint", "endpoint")
         window = str(body.get("completion_window") or "24h")
         metadata = body.get("metadata")
-        lines, errors = self._parse(sim_file.data)
+        lines, errors = parse_file(sim_file.data, self.config)
         now = time.time()
         batch = SimBatch(
             id=f"batch_{uuid.uuid4().hex[:24]}",
@@ -244,40 +163,6 @@ class BatchServer:
         return web.json_response(self._body(batch, now))
 
     # -- the batch's life --
-    def _parse(self, data: bytes) -> tuple[list[Line], list[dict[str, Any]]]:
-        """The file's lines, or the validation errors that fail the batch."""
-        lines: list[Line] = []
-        for number, raw in enumerate(data.decode("utf-8", "replace").splitlines(), 1):
-            if not raw.strip():
-                continue
-            try:
-                item = json.loads(raw)
-            except ValueError:
-                return [], [_validation("invalid_json_line", "line is not JSON", number)]
-            problem = _line_problem(item)
-            if problem is not None:
-                return [], [_validation("invalid_request", problem, number)]
-            lines.append(Line(item["custom_id"], item["body"], self._refusal(item["body"])))
-        return lines, self._file_problems(lines)
-
-    def _refusal(self, body: dict[str, Any]) -> str | None:
-        refused = [name for name in self.config.refused_fields if name in body]
-        return f"field(s) not supported in batch: {', '.join(refused)}" if refused else None
-
-    def _file_problems(self, lines: list[Line]) -> list[dict[str, Any]]:
-        if not lines:
-            return [_validation("empty_file", "the file holds no request", None)]
-        if len(lines) > self.config.max_lines:
-            message = f"{len(lines)} lines is over the {self.config.max_lines} limit"
-            return [_validation("too_many_lines", message, None)]
-        if len({line.custom_id for line in lines}) != len(lines):
-            return [_validation("duplicate_custom_id", "custom_id values repeat", None)]
-        models = {str(line.body.get("model")) for line in lines}
-        if self.config.one_model and len(models) > 1:
-            message = f"one model per file, this one names {len(models)}"
-            return [_validation("mixed_models", message, None)]
-        return []
-
     def _start(self, batch: SimBatch) -> float:
         return batch.created + self.config.validating_s
 
@@ -322,15 +207,15 @@ class BatchServer:
         for index, line in enumerate(batch.lines):
             if index >= done:
                 code = "batch_expired" if status == "expired" else "batch_cancelled"
-                errors.append(_line_error(line, None, code, f"line not run: batch {status}"))
+                errors.append(line_error(line, None, code, f"line not run: batch {status}"))
             elif line.refusal is not None:
-                errors.append(_line_error(line, 400, "invalid_request", line.refusal))
+                errors.append(line_error(line, 400, "invalid_request", line.refusal))
             elif self._fails(line):
-                errors.append(_line_error(line, 500, "server_error", "simulated line failure"))
+                errors.append(line_error(line, 500, "server_error", "simulated line failure"))
             else:
                 answered = self._answer(line)
                 if answered is None:
-                    errors.append(_line_error(line, 400, "invalid_request", "bad body"))
+                    errors.append(line_error(line, 400, "invalid_request", "bad body"))
                 else:
                     outputs.append(answered)
         batch.done_lines, batch.failed_lines = len(outputs), len(errors)
@@ -360,7 +245,7 @@ class BatchServer:
         self.stats.prompt_tokens += prompt
         self.stats.completion_tokens += completion.completion_tokens
         response = {"status_code": 200, "request_id": body["id"], "body": body}
-        return json.dumps({"id": _req_id(), "custom_id": line.custom_id,
+        return json.dumps({"id": req_id(), "custom_id": line.custom_id,
                            "response": response, "error": None})  # fmt: skip
 
     def _produce(self, batch: SimBatch, kind: str, lines: list[str]) -> str | None:
@@ -409,39 +294,6 @@ def _times(batch: SimBatch, status: str, started: int) -> dict[str, int | None]:
         "cancelling_at": cancelling,
         "cancelled_at": at if status == "cancelled" else None,
     }
-
-
-def _line_problem(item: object) -> str | None:
-    if not isinstance(item, dict):
-        return "line is not a JSON object"
-    if not isinstance(item.get("custom_id"), str) or not item["custom_id"]:
-        return "line needs a string custom_id"
-    if item.get("method") != "POST":
-        return "method must be POST"
-    if item.get("url") != ENDPOINT:
-        return f"url must be {ENDPOINT}"
-    if not isinstance(item.get("body"), dict):
-        return "body must be a JSON object"
-    return None
-
-
-def _validation(code: str, message: str, line: int | None) -> dict[str, Any]:
-    return {"code": code, "message": message, "param": None, "line": line}
-
-
-def _req_id() -> str:
-    return f"batch_req_{uuid.uuid4().hex[:24]}"
-
-
-def _line_error(line: Line, status: int | None, code: str, message: str) -> str:
-    error = {"message": message, "type": "server_error" if status == 500 else code,
-             "param": None, "code": code}  # fmt: skip
-    if status is None:
-        return json.dumps({"id": _req_id(), "custom_id": line.custom_id, "response": None,
-                           "error": {"code": code, "message": message}})  # fmt: skip
-    response = {"status_code": status, "request_id": _req_id(), "body": {"error": error}}
-    return json.dumps({"id": _req_id(), "custom_id": line.custom_id,
-                       "response": response, "error": None})  # fmt: skip
 
 
 def _error(status: int, message: str, code: str, param: str | None = None) -> web.Response:

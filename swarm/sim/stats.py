@@ -6,7 +6,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from swarm.sim.batch import BatchStats
+from swarm.sim.batch_records import BatchStats
 from swarm.sim.limits import MINUTE_S, SECOND_S, PeakCounter
 from swarm.sim.slots import SlotTracker
 
@@ -88,7 +88,7 @@ class Stats:
     faults: dict[str, int] = field(default_factory=_fresh_faults)
     models: dict[str, ModelStats] = field(default_factory=dict)
     batch: BatchStats = field(default_factory=BatchStats)
-    """The Batch API's counters (swarm.sim.batch), apart from the live ones."""
+    """The Batch API's counters (swarm.sim.batch_records), apart from the live ones."""
 
     def model(self, name: str) -> ModelStats:
         """Counters of model ``name`` (created on first use)."""
