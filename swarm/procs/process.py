@@ -107,10 +107,6 @@ class Process:
     def log_tail(self, lines: int = 60) -> str:
         return log_tail(self.log_path, lines)
 
-    def log_mark(self) -> int:
-        """The log's size now: pass it as ``after`` to wait for lines written from now on."""
-        return self.log_path.stat().st_size
-
     # -- waits -------------------------------------------------------------------------------
     def readiness(self, ready: Callable[[], bool]) -> Readiness:
         """This process as one entry of a ``wait_ready`` batch."""

@@ -26,11 +26,6 @@ REDIS_READY = re.compile(r"Ready to accept connections")
 PORT_ATTEMPTS = 3
 
 
-def lost_port_race(proc: Process) -> bool:
-    """True when the process could not bind its port because another took it first."""
-    return "address already in use" in proc.log_text().lower()
-
-
 def on_free_port(
     start: Callable[[int], Process], port: int | None = None, attempts: int = PORT_ATTEMPTS
 ) -> tuple[Process, int]:

@@ -187,11 +187,6 @@ class LatencyModel:
             factor *= (inflight / self._knee_inflight) ** self._exponent
         return float(factor)
 
-    def sample_ms(self, rate_rps: float, inflight: int = 0) -> float:
-        """Latency of one request arriving while ``rate_rps`` requests came in the last 1 s
-        and ``inflight`` are being served."""
-        return self.base_ms() * self.slowdown(rate_rps, inflight)
-
 
 @dataclass(frozen=True)
 class Plan:

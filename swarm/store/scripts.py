@@ -22,7 +22,6 @@ as EVALSHA with ``Scripts.queue`` instead, and runs again alone should Redis not
 from __future__ import annotations
 
 import dataclasses
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from importlib import resources
@@ -32,37 +31,10 @@ import redis
 from redis.commands.core import Script
 from redis.exceptions import NoScriptError
 
-_HEADER_LINE = re.compile(r"^-- (KEYS|ARGV)\[(\d+)(\.\.)?\] (\w+)", re.MULTILINE)
-
-
-@dataclass(frozen=True)
-class Header:
-    """The argument names a script's header declares, in order."""
-
-    keys: tuple[str, ...]
-    argv: tuple[str, ...]
-    variadic: str | None = None
-    """Name of the ARGV tail that takes any number of values (``ARGV[n..]``)."""
-
 
 def script_text(package: str, name: str) -> str:
     """Source of ``<package>/lua/<name>.lua``."""
     return resources.files(package).joinpath(f"lua/{name}.lua").read_text("utf-8")
-
-
-def parse_header(text: str) -> Header:
-    """The KEYS and ARGV names of a script, from its header lines."""
-    keys: list[str] = []
-    argv: list[str] = []
-    variadic = None
-    for kind, index, rest, name in _HEADER_LINE.findall(text):
-        names = keys if kind == "KEYS" else argv
-        if int(index) != len(names) + 1:
-            raise ValueError(f"{kind}[{index}] {name}: expected {kind}[{len(names) + 1}]")
-        names.append(name)
-        if rest:
-            variadic = name
-    return Header(tuple(keys), tuple(argv), variadic)
 
 
 @dataclass(frozen=True)

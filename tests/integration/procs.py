@@ -25,7 +25,6 @@ from swarm.procs import Process, cleanup, free_port, http_status
 from swarm.procs.ports import REDIS_DEFAULT_PORT
 from swarm.procs.services import (
     CELERY_READY,
-    lost_port_race,
     on_free_port,
     spawn_celery_worker,
     start_redis,
@@ -38,6 +37,11 @@ FORBIDDEN_PORT = REDIS_DEFAULT_PORT  # the machine's shared Redis; never ours
 Proc = Process
 ProcError = ProcessError
 __all__ = ["CELERY_READY", "Proc", "ProcError", "free_port", "http_status"]
+
+
+def lost_port_race(proc: Process) -> bool:
+    """True when the process could not bind its port because another took it first."""
+    return "address already in use" in proc.log_text().lower()
 
 
 def in_ci() -> bool:

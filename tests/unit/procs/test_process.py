@@ -127,7 +127,7 @@ def test_not_ready_in_time_names_the_process_and_after_skips_old_lines(tmp_path:
     with _proc(tmp_path, "ticker", "print('tick', flush=True); import time; time.sleep(60)") as p:
         p.wait_for_log("tick", WAIT_S)
         with pytest.raises(ProcessError, match=re.escape("not logging 'tick' after 0.2 s: ticker")):
-            p.wait_for_log("tick", 0.2, after=p.log_mark())
+            p.wait_for_log("tick", 0.2, after=p.log_path.stat().st_size)
     assert not p.alive
 
 

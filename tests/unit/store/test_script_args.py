@@ -3,15 +3,44 @@ header: same KEYS and ARGV names, in the same order."""
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass
 from importlib import resources
 
 import pytest
 
 from swarm.calls.admission.script_args import ADMISSION_SCRIPTS, AcquireArgs
 from swarm.store.script_args import STORE_SCRIPTS
-from swarm.store.scripts import ScriptArgs, parse_header, script_text
+from swarm.store.scripts import ScriptArgs, script_text
 
 RECORDS = (*STORE_SCRIPTS, *ADMISSION_SCRIPTS)
+
+_HEADER_LINE = re.compile(r"^-- (KEYS|ARGV)\[(\d+)(\.\.)?\] (\w+)", re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class Header:
+    """The argument names a script's header declares, in order."""
+
+    keys: tuple[str, ...]
+    argv: tuple[str, ...]
+    variadic: str | None = None
+    """Name of the ARGV tail that takes any number of values (``ARGV[n..]``)."""
+
+
+def parse_header(text: str) -> Header:
+    """The KEYS and ARGV names of a script, from its header lines."""
+    keys: list[str] = []
+    argv: list[str] = []
+    variadic = None
+    for kind, index, rest, name in _HEADER_LINE.findall(text):
+        names = keys if kind == "KEYS" else argv
+        if int(index) != len(names) + 1:
+            raise ValueError(f"{kind}[{index}] {name}: expected {kind}[{len(names) + 1}]")
+        names.append(name)
+        if rest:
+            variadic = name
+    return Header(tuple(keys), tuple(argv), variadic)
 
 
 @pytest.mark.parametrize("record", RECORDS, ids=lambda r: f"{r.PACKAGE}:{r.SCRIPT}")
