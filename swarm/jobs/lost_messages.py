@@ -58,7 +58,7 @@ def probe_after_s(settings: Settings) -> float:
 
 
 @dataclass(frozen=True)
-class Verdict:
+class ProbeVerdict:
     """What one probe decides."""
 
     restore: tuple[str, ...] = ()
@@ -77,18 +77,18 @@ def classify(
     *,
     now: float,
     stale_after_s: float,
-) -> Verdict:
+) -> ProbeVerdict:
     """The pure decision of one probe (see the module docstring). ``missing``: the nodes with
     no envelope, none meaning the aggregation is what the job waits for (AGGREGATION);
     ``held``: task ids with a lease, live or lapsed; ``suspects``: the previous probe's."""
     wanted = frozenset(missing) or frozenset({AGGREGATION})
     tags = tuple(_restorable(census, wanted, held, now - stale_after_s))
     if not census.complete:  # absence proves nothing
-        return Verdict(restore=tags)
+        return ProbeVerdict(restore=tags)
     carried = census.nodes()
     found = tuple(n for n in sorted(wanted) if n not in carried)
     before = frozenset(suspects)
-    return Verdict(tags, found, tuple(n for n in found if n in before))
+    return ProbeVerdict(tags, found, tuple(n for n in found if n in before))
 
 
 def _restorable(
@@ -119,14 +119,14 @@ def probe(
     *,
     now: float,
     stale_after_s: float,
-) -> Verdict:
+) -> ProbeVerdict:
     """Take the census of ``missing``'s queues (none missing: the aggregation's), restore
     what ``classify`` says, and return the verdict (the caller re-sends ``lost``)."""
     models = [spec.task(n).model for n in missing] or [spec.aggregate_model]
     queues = sorted({catalog.model(model).queue for model in models})
     with app.connection_for_write() as conn:
         if conn.transport.driver_type != "redis":
-            return Verdict()
+            return ProbeVerdict()
         channel = conn.default_channel
         census = take_census(channel, spec.job_id, queues)
         unacked_ids = {s.task_id for s in census.unacked}

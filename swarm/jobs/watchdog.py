@@ -42,7 +42,7 @@ from celery import Celery
 
 from swarm.catalog import Catalog
 from swarm.errors import JobNotFoundError
-from swarm.jobs.lost_messages import Verdict, probe, probe_after_s, probes_broker
+from swarm.jobs.lost_messages import ProbeVerdict, probe, probe_after_s, probes_broker
 from swarm.jobs.queueing import WATCH_TASK
 from swarm.jobs.taskrepr import NO_KWARGS
 from swarm.records import JobSpec
@@ -185,7 +185,7 @@ def needs_missing(
     return now - seen.since >= stall_after_s or probe_due(seen, now, probe_after_s)
 
 
-def after_probe(check: Check, verdict: Verdict) -> Check:
+def after_probe(check: Check, verdict: ProbeVerdict) -> Check:
     """What a probe's verdict makes of a PROBE check: the missing nodes (none: the
     aggregation) sent again when a message was lost (while resends last), else a wait
     carrying the suspects."""

@@ -29,7 +29,7 @@ log = logging.getLogger(__name__)
 
 Build = Callable[[Any], object]
 """Adds one write's commands to a redis-py pipeline."""
-Send = Callable[[Build], list[Any]]
+SendPipeline = Callable[[Build], list[Any]]
 """Sends the commands a build adds, as one pipeline: their replies, errors as replies."""
 
 
@@ -63,7 +63,7 @@ class _Write:
 class GroupCommit:
     """Writes of concurrent threads sent together by ``send`` (see the module docstring)."""
 
-    def __init__(self, send: Send) -> None:
+    def __init__(self, send: SendPipeline) -> None:
         self._send = send
         self._lock = threading.Lock()
         self._queue: list[_Write] = []

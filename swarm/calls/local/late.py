@@ -20,7 +20,7 @@ import threading
 
 from swarm.calls.request import Answer
 
-Late = tuple[Answer, float]
+TimedAnswer = tuple[Answer, float]
 """A late answer and its latency in seconds (since its request was sent)."""
 
 
@@ -30,7 +30,7 @@ class LateAnswers:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._answer: Late | None = None
+        self._answer: TimedAnswer | None = None
         self._closed = False
         self._reading = 0
 
@@ -71,7 +71,7 @@ class LateAnswers:
             kept, self._answer = self._answer, None
         return None if kept is None else kept[0]
 
-    def close(self) -> Late | None:
+    def close(self) -> TimedAnswer | None:
         """The call has ended: offers are refused from now; an answer kept and never taken
         is returned (to bill as unused)."""
         with self._lock:

@@ -42,10 +42,10 @@ from swarm.settings import Settings
 
 log = logging.getLogger(__name__)
 
-Send = Callable[[float | None], Answer]
+SendRequest = Callable[[float | None], Answer]
 """The request: sends it with this HTTP read timeout (seconds; None: the client's own, the
 node timeout) and returns its answer."""
-Late = Callable[[Answer | BaseException, float], None]
+OnLate = Callable[[Answer | BaseException, float], None]
 """Told how a request ended after its node's deadline (its answer, or why it failed) and
 its latency in seconds; runs on the overtime thread."""
 Ended = Callable[[Answer | BaseException], None]
@@ -62,9 +62,9 @@ def _held_lock() -> threading.Lock:
 class _Pending:
     """One request handed to an overtime thread."""
 
-    send: Send
+    send: SendRequest
     timeout_s: float
-    late: Late
+    late: OnLate
     started: float = field(default_factory=time.perf_counter)
     done: threading.Lock = field(default_factory=_held_lock)
     """Released when the request has ended (the node waits by acquiring it)."""
@@ -118,7 +118,7 @@ class Overtime:
         """True when requests may be read past their deadline."""
         return self.max_requests > 0
 
-    def send(self, send: Send, deadline_s: float, late: Late) -> Answer:
+    def send(self, send: SendRequest, deadline_s: float, late: OnLate) -> Answer:
         """``send``'s answer if it comes within ``deadline_s``; else the node's timeout error,
         while the request goes on for ``grace_s`` and a late ending goes to ``late``."""
         if not self.enabled or not self._slots.acquire(blocking=False):

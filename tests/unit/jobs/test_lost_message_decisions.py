@@ -9,7 +9,7 @@ import pytest
 
 from swarm.catalog import load_catalog
 from swarm.jobs.broker_census import AGGREGATION, Census, Sighting
-from swarm.jobs.lost_messages import Verdict, classify, probe_after_s, probes_broker
+from swarm.jobs.lost_messages import ProbeVerdict, classify, probe_after_s, probes_broker
 from swarm.jobs.queueing import make_celery
 from swarm.jobs.watchdog import (
     MAX_RESENDS,
@@ -53,7 +53,7 @@ def unacked(task_id: str, *nodes: str, age_s: float, tag: str | None = None) -> 
 
 def verdict(
     census: Census, held: frozenset[str] = frozenset(), suspects: tuple[str, ...] = ()
-) -> Verdict:
+) -> ProbeVerdict:
     return classify(census, MISSING, held, suspects, now=NOW, stale_after_s=STALE_S)
 
 
@@ -61,27 +61,27 @@ def verdict(
 def test_a_missing_node_no_message_carries_is_a_suspect_then_lost() -> None:
     census = Census((queued("j-n1", "n1"),), (unacked("j-n2", "n2", age_s=5),), complete=True)
     first = verdict(census)
-    assert first == Verdict(suspects=("n3",))  # not lost yet: a message may be in transit
+    assert first == ProbeVerdict(suspects=("n3",))  # not lost yet: a message may be in transit
     assert verdict(census, suspects=first.suspects).lost == ("n3",)
     # A suspect found since (re-sent by a sweeper, or in unacked by now) is no longer one.
     found = Census((queued("j-n3", "n3"),), census.unacked, complete=True)
-    assert verdict(found, suspects=("n3",)) == Verdict(suspects=("n1",))
+    assert verdict(found, suspects=("n3",)) == ProbeVerdict(suspects=("n1",))
 
 
 def test_with_every_node_ended_the_aggregation_message_is_what_is_looked_for() -> None:
-    def probe(census: Census, suspects: tuple[str, ...] = ()) -> Verdict:
+    def probe(census: Census, suspects: tuple[str, ...] = ()) -> ProbeVerdict:
         return classify(census, (), frozenset(), suspects, now=NOW, stale_after_s=STALE_S)
 
     running = Census((), (unacked("j-aggregate", AGGREGATION, age_s=60),), complete=True)
-    assert probe(running) == Verdict(restore=("tag-j-aggregate",))  # stale and not leased
-    assert probe(Census((queued("j-aggregate", AGGREGATION),), (), True)) == Verdict()
+    assert probe(running) == ProbeVerdict(restore=("tag-j-aggregate",))  # stale and not leased
+    assert probe(Census((queued("j-aggregate", AGGREGATION),), (), True)) == ProbeVerdict()
     nowhere = Census((), (), complete=True)
-    assert probe(nowhere) == Verdict(suspects=(AGGREGATION,))
+    assert probe(nowhere) == ProbeVerdict(suspects=(AGGREGATION,))
     assert probe(nowhere, (AGGREGATION,)).lost == (AGGREGATION,)
 
 
 def test_an_incomplete_census_finds_nothing_lost() -> None:
-    assert verdict(Census((), (), complete=False), suspects=MISSING) == Verdict()
+    assert verdict(Census((), (), complete=False), suspects=MISSING) == ProbeVerdict()
 
 
 # -- classify: unacked messages of dead receivers ----------------------------------------------
@@ -151,22 +151,22 @@ def test_probes_come_after_a_few_leases_then_back_off_until_the_stall() -> None:
 def test_suspects_are_confirmed_at_the_next_check_then_the_missing_nodes_are_sent() -> None:
     probing = decide(Seen("3/0/0", 0.0), "3/0/0", MISSING, now=30.0, stall_after_s=1000.0,
                      probe_after_s=30.0)  # fmt: skip
-    waiting = after_probe(probing, Verdict(suspects=("n3",)))
+    waiting = after_probe(probing, ProbeVerdict(suspects=("n3",)))
     assert waiting.action is Action.WAIT and waiting.seen.suspects == ("n3",)
     again = decide(waiting.seen, "3/0/0", MISSING, now=32.0, stall_after_s=1000.0,
                    probe_after_s=30.0)  # fmt: skip
     assert again.action is Action.PROBE  # at once, not after the back-off
-    resend = after_probe(again, Verdict(suspects=("n3",), lost=("n3",)))
+    resend = after_probe(again, ProbeVerdict(suspects=("n3",), lost=("n3",)))
     assert resend.action is Action.RESEND_NODES and resend.missing == MISSING
     assert resend.seen.resends == 1 and "n3" in resend.reason
     # Every node ended and no report: the aggregation was probed, and is sent again.
     aggregation = decide(Seen("3/0/0", 0.0, probes=1, suspects=(AGGREGATION,)), "3/0/0", (),
                          now=31.0, stall_after_s=1000.0, probe_after_s=30.0)  # fmt: skip
     assert aggregation.action is Action.PROBE and aggregation.missing == ()
-    lost = after_probe(aggregation, Verdict(suspects=(AGGREGATION,), lost=(AGGREGATION,)))
+    lost = after_probe(aggregation, ProbeVerdict(suspects=(AGGREGATION,), lost=(AGGREGATION,)))
     assert lost.action is Action.AGGREGATE and lost.seen.resends == 1
     spent = Check(Action.PROBE, Seen("3/0/0", 0.0, MAX_RESENDS), MISSING)
-    assert after_probe(spent, Verdict(lost=("n3",))).action is Action.WAIT  # the stall decides
+    assert after_probe(spent, ProbeVerdict(lost=("n3",))).action is Action.WAIT  # the stall decides
 
 
 def test_a_check_reads_the_envelopes_only_when_a_probe_or_the_stall_is_due() -> None:
