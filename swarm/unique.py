@@ -3,7 +3,7 @@
 ``uuid.uuid4()`` reads 16 bytes from the kernel (getrandom) on every call, and CPython
 releases the GIL around that read: in a worker whose hundred node threads are runnable at
 once, each release hands the GIL to another thread and costs a context switch or two to
-get it back, several times per call (2026-12-04, ops/bench/results/hosted_speed_cpu.md).
+get it back, several times per call (ops/bench/results/hosted_speed_cpu.md).
 Here a process draws 64 random bits once (again in a forked child) and numbers its ids
 after them: 32 hex digits, like ``uuid4().hex``, never repeated within the process, and
 colliding across processes only if two of them draw the same 64 bits.

@@ -1,21 +1,19 @@
 """The worker's C allocator: at most SWARM_MALLOC_ARENAS malloc arenas, and the memory
 it freed given back to the system at most every SWARM_MALLOC_TRIM_S, after a task ends.
 
-A worker's Python objects stay flat while a job runs (an object census of a 20,000-node
-job: ~690,000 blocks from its first node to its last), yet its RSS grew ~1 KB per node:
-glibc's malloc keeps what the worker's ~77 threads freed in their arenas (``fordblks`` of
-mallinfo2 rose from 7 to 23 MB over that job, the memory in use stayed at ~31 MB), and only
-returns a heap's free top, never the free pages inside it. ``malloc_trim(0)`` releases
-those pages. Elsewhere than glibc (musl, macOS) there is nothing to call and nothing is done.
+A worker's Python objects stay flat while a job runs, yet its RSS grows with the nodes
+it ran: glibc's malloc keeps what the worker's threads freed in their arenas (``fordblks``
+of mallinfo2 grows while the memory in use stays flat), and only returns a heap's free top,
+never the free pages inside it. ``malloc_trim(0)`` releases those pages. Elsewhere than
+glibc (musl, macOS) there is nothing to call and nothing is done.
 
 glibc gives threads up to 8 arenas per core, and each keeps the high-water mark of what
-its threads once held; a worker's ~77 threads (task threads, node threads, the reduce
-tree's calls) spread a large job's transients (the aggregation's pages and prompts) over
+its threads once held; a worker's threads (task threads, node threads, the reduce tree's
+calls) spread a large job's transients (the aggregation's pages and prompts) over
 many of them. ``limit_arenas`` caps their number as the worker starts, before its threads
 do (glibc's ``mallopt(M_ARENA_MAX)``, what ``MALLOC_ARENA_MAX`` sets; the variable, when
-set, wins). The scale bench at 100,000 inputs: the aggregating worker ended at 183 MB
-with glibc's arenas, 144 MB with two and a trim after the aggregation
-(ops/bench/results/scale.md, "Worker memory at 100,000 inputs").
+set, wins). The figures at 100,000 inputs: ops/bench/results/scale.md, "Worker memory at
+100,000 inputs".
 
 glibc's per-thread caches (tcache: up to 7 freed chunks of each of 64 sizes per thread)
 are out of a running process's reach: no ``mallopt`` sets them and ``malloc_trim`` does not

@@ -25,9 +25,8 @@ SHARDS = 32
 
 httpcore polls every idle connection of a pool (is the socket readable?) each time a
 request starts or a response is closed, and each poll hands the GIL to another runnable
-thread. At a hundred node threads, 32 pools instead of 8 took the polls of a run from
-36-38k to 21k and its context switches from 153-156k to 120k (2026-12-04,
-ops/bench/results/hosted_speed_cpu.md)."""
+thread: more, smaller pools mean fewer polls and fewer context switches at a hundred node
+threads (the figures: ops/bench/results/hosted_speed_cpu.md)."""
 
 
 class ThreadPools(httpx2.BaseTransport):

@@ -21,10 +21,9 @@ from swarm.records import JobSpec
 AUTO_FIRST_BATCHED = 50
 """Auto batching: jobs smaller than this send one node per task ..."""
 AUTO_MESSAGES_PER_JOB = 10
-"""... larger ones about this many messages (publishing a message costs the producer
-about 1.2 ms, and several times that while the workers already run the first ones: the
-last message of a 100-wide job went out 176 ms after the first at 4 nodes per message,
-and the job's wall time follows its last message) ..."""
+"""... larger ones about this many messages (each message costs the producer a publish,
+dearer while the workers already run the first ones, and the job's wall time follows its
+last message: ops/bench/results/README.md, Overhead) ..."""
 AUTO_MAX_PER_TASK = 16
 """... with at most this many nodes per task."""
 

@@ -1,9 +1,9 @@
 """glibc tunables for worker processes: the per-thread malloc cache (tcache) turned off.
 
-Each of a worker's ~77 threads keeps up to 7 freed chunks of each of 64 sizes in glibc's
+Each of a worker's threads keeps up to 7 freed chunks of each of 64 sizes in glibc's
 tcache, which ``malloc_trim`` does not return and which keeps the free chunks beside them
-from merging; the scale bench's workers ended a 100,000-node job ~14% above a 1,000-node
-one with it (ops/bench/results/scale.md, "glibc's per-thread caches"). glibc reads
+from merging, so a worker's memory grows with the size of the jobs it ran
+(ops/bench/results/scale.md, "glibc's per-thread caches"). glibc reads
 ``GLIBC_TUNABLES`` only as a process starts (no ``mallopt`` sets it), so whoever starts a
 worker sets it: docker-compose.yml, ``swarm stack`` (the compose file's value ``merge``d
 with the operator's own variable, swarm.stack.runner.process_env) and the scale bench

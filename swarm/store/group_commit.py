@@ -2,10 +2,9 @@
 
 A worker runs a hundred node threads; with fast answers each node's two store round trips
 (its claim, its envelope) are a good share of its CPU, and each blocking socket call hands
-Python's GIL to another runnable thread and back: an extra round trip per node cost
-0.08-0.29 ms of CPU at 100 node threads. Sent together, a worker's CPU per call on a 0 ms
-gateway went from 2.75-2.84 to 2.26 ms and its calls/s up 18%, side by side
-(2026-12-04, ops/bench/results/hosted_speed_cpu.md).
+Python's GIL to another runnable thread and back. Sent together, the writes of many
+threads cost one round trip and one hand-off (the figures:
+ops/bench/results/hosted_speed_cpu.md).
 
 The first thread to write while no batch is in flight leads: it sends the commands of every
 write queued by then (its own included) in one pipeline and hands each writer its own

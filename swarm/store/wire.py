@@ -2,11 +2,9 @@
 
 Hand-written because redis-py's own pipeline spends Python per argument: 8.2 encodes
 every argument in Python before handing them to hiredis (one ``Encoder.encode`` call and
-a generator step each) and runs its observability hooks around the batch. A pipeline of
-SET NX, GET, HGET and a 34-argument EVALSHA took about 170 us of CPU through
-``Pipeline.execute`` and about 85 us sent here (one thread, 2026-12-04,
-ops/bench/results/hosted_speed_cpu.md); the job store's durable writes go through it
-(swarm.store.durable, swarm.store.group_commit).
+a generator step each) and runs its observability hooks around the batch; packed here, a
+node's pipelines cost less CPU (the figures: ops/bench/results/hosted_speed_cpu.md). The job
+store's durable writes go through it (swarm.store.durable, swarm.store.group_commit).
 
 What stays redis-py's: the commands are built by a Pipeline's methods (their argument
 handling), every reply goes through the client's ``parse_response`` (response callbacks,

@@ -21,8 +21,8 @@ and with ``grace_s`` 0, a request runs on the node's thread and closes at the de
 overtime threads are daemon threads, started when needed and kept: a process that exits
 does not wait for its late requests.
 
-Cost: a thread hand-off per call (the request's HTTP work is the same), measured by
-``ops/bench/overtime.py``.
+Cost: a thread hand-off per call (the request's HTTP work is the same); its figure is in
+ops/bench/results/README.md.
 """
 
 from __future__ import annotations
