@@ -35,6 +35,8 @@ __all__ = [
     "job_step",
     "node",
     "node_ended",
+    "resending",
+    "reset",
     "setup",
     "shutdown",
     "submitting",
@@ -47,6 +49,7 @@ _lock = threading.Lock()
 _active: Tracing | None = None
 """The process's tracing once ``setup`` found it configured; None: off (every hook a no-op)."""
 _set_up = False
+_global_set = False
 _NOTHING: AbstractContextManager[None] = nullcontext()
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -57,7 +60,7 @@ def setup(service: str, environ: Mapping[str, str] | None = None) -> bool:
     calls return what the first decided): the SDK's tracer provider as the global one, and
     the Celery instrumentation (task spans, context in message headers). ``service`` names
     the process unless OTEL_SERVICE_NAME does. True when tracing is on."""
-    global _active, _set_up
+    global _active, _set_up, _global_set
     with _lock:
         if _set_up:
             return _active is not None
@@ -74,15 +77,17 @@ def setup(service: str, environ: Mapping[str, str] | None = None) -> bool:
 
         from swarm.tracing.spans import Tracing
 
-        trace.set_tracer_provider(provider)
-        _instrument_celery()
+        if not _global_set:
+            trace.set_tracer_provider(provider)  # once per process (the API's rule)
+            _global_set = True
+        _instrument_celery(provider)
         _active = Tracing(provider, config.capture_content)
         log.debug("swarm tracing: on (%s), message content %s", ", ".join(config.exporters),
                   "captured" if config.capture_content else "not captured")  # fmt: skip
         return True
 
 
-def _instrument_celery() -> None:
+def _instrument_celery(provider: Any) -> None:
     try:
         from opentelemetry.instrumentation.celery import CeleryInstrumentor
     except ImportError:
@@ -92,7 +97,7 @@ def _instrument_celery() -> None:
         return
     instrumentor = CeleryInstrumentor()  # type: ignore[no-untyped-call]
     if not instrumentor.is_instrumented_by_opentelemetry:
-        instrumentor.instrument()
+        instrumentor.instrument(tracer_provider=provider)
 
 
 def shutdown() -> None:
@@ -102,6 +107,22 @@ def shutdown() -> None:
         active, _active = _active, None
     if active is not None:
         active.shutdown()
+
+
+def reset() -> None:
+    """Shut tracing down (spans flushed, Celery uninstrumented) so that the next ``setup``
+    reads the environment again (tests)."""
+    global _set_up
+    shutdown()
+    with _lock:
+        _set_up = False
+    try:
+        from opentelemetry.instrumentation.celery import CeleryInstrumentor
+    except ImportError:
+        return
+    instrumentor = CeleryInstrumentor()  # type: ignore[no-untyped-call]
+    if instrumentor.is_instrumented_by_opentelemetry:
+        instrumentor.uninstrument()
 
 
 def enabled() -> bool:
@@ -122,6 +143,20 @@ def job_step(spec: JobSpec, name: str, **attributes: AttributeValue) -> Abstract
     if _active is None:
         return _NOTHING
     return _active.job_step(spec, name, {f"swarm.{k}": v for k, v in attributes.items()})
+
+
+def resending(store: Any, job_id: str, reason: str) -> AbstractContextManager[Any]:
+    """A span under the job's root around a message sent again from outside any task
+    (a take-over's sweeper thread), so the message and its runs stay in the job's trace;
+    no span when the job's spec cannot be read."""
+    if _active is None:
+        return _NOTHING
+    try:
+        spec = store.spec(job_id)
+    except Exception as exc:  # the re-send goes on, outside the trace
+        log.debug("swarm tracing: no spec for job %s (%s); %s not traced", job_id, exc, reason)
+        return _NOTHING
+    return _active.job_step(spec, reason, {"swarm.reason": reason})
 
 
 def node(
