@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 __all__ = [
     "attached",
     "attempts",
+    "batch_file",
     "capture",
     "carried",
     "enabled",
@@ -42,6 +43,7 @@ __all__ = [
     "submitting",
     "tool",
     "tool_ended",
+    "use",
 ]
 
 log = logging.getLogger(__name__)
@@ -85,6 +87,17 @@ def setup(service: str, environ: Mapping[str, str] | None = None) -> bool:
         log.debug("swarm tracing: on (%s), message content %s", ", ".join(config.exporters),
                   "captured" if config.capture_content else "not captured")  # fmt: skip
         return True
+
+
+def use(provider: Any, *, capture_content: bool = False) -> None:
+    """Trace into ``provider``, an SDK TracerProvider configured elsewhere (an application
+    that sets OpenTelemetry up itself, tests), instead of reading the environment."""
+    global _active, _set_up
+    from swarm.tracing.spans import Tracing
+
+    with _lock:
+        _set_up = True
+        _active = Tracing(provider, capture_content)
 
 
 def _instrument_celery(provider: Any) -> None:
@@ -157,6 +170,16 @@ def resending(store: Any, job_id: str, reason: str) -> AbstractContextManager[An
         log.debug("swarm tracing: no spec for job %s (%s); %s not traced", job_id, exc, reason)
         return _NOTHING
     return _active.job_step(spec, reason, {"swarm.reason": reason})
+
+
+def batch_file(batch_id: str | None, created_at: float | None) -> AbstractContextManager[Any]:
+    """The nodes run in this block whose answer is a line of batch ``batch_id`` (via batch)
+    get a span from ``created_at`` (its creation; now when unknown) with the batch id."""
+    if _active is None or batch_id is None:
+        return _NOTHING
+    from swarm.tracing.spans import batch_context
+
+    return batch_context(batch_id, created_at)
 
 
 def node(

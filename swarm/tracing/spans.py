@@ -30,6 +30,8 @@ from swarm.tracing import conventions as conv
 log = logging.getLogger(__name__)
 _PROPAGATOR = TraceContextTextMapPropagator()
 TRACEPARENT = "traceparent"
+_BATCH = "swarm.batch"
+"""Context key of the batch whose lines the nodes run now (id, creation in ns)."""
 
 
 class Tracing:
@@ -86,7 +88,7 @@ class Tracing:
         """``invoke_agent sub-agent``: one run of a node (a requeued node has a span per
         run, each in the job's trace). ``start_time_ns``: a batch line's span starts at its
         file's upload."""
-        attributes = {
+        attributes: dict[str, conv.AttributeValue] = {
             **_job_attributes(spec),
             "gen_ai.operation.name": "invoke_agent",
             "gen_ai.agent.name": conv.AGENT_NAME,
@@ -94,6 +96,10 @@ class Tracing:
             "swarm.node.id": node_id,
             "swarm.via": via,
         }
+        batch = otel_context.get_value(_BATCH) if via == "batch" else None
+        if isinstance(batch, tuple):
+            attributes["swarm.batch.id"] = batch[0]
+            start_time_ns = start_time_ns or batch[1]
         with self.tracer.start_as_current_span(
             f"invoke_agent {conv.AGENT_NAME}", context=self.job_parent(spec),
             attributes=attributes, start_time=start_time_ns, record_exception=False,
@@ -262,6 +268,18 @@ def add_to(name: str, amount: float) -> None:
     if span.is_recording():
         known = finished_attributes(span).get(name, 0.0)
         span.set_attribute(name, float(known) + amount)
+
+
+@contextmanager
+def batch_context(batch_id: str, created_at: float | None) -> Iterator[None]:
+    """The block runs with ``batch_id`` (and its creation time) in the trace context: the
+    nodes it runs via batch, on any thread ``capture`` hands the context to, read it."""
+    started = int(created_at * 1e9) if created_at is not None else None
+    token = otel_context.attach(otel_context.set_value(_BATCH, (batch_id, started)))
+    try:
+        yield
+    finally:
+        otel_context.detach(token)
 
 
 def capture() -> otel_context.Context:
