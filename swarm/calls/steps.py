@@ -75,7 +75,10 @@ def tracing_attempts(ctx: CallContext) -> Step | None:
 
 def _judged(exc: BaseException) -> tuple[str | None, Usage]:
     """An attempt's exception as its span tells it: the error kind and billed usage, or no
-    kind for what is no attempt (RetryLater, a lost claim, the store down)."""
+    kind for what is no attempt (RetryLater before a request, a lost claim, the store
+    down). A 429 that sends the task back to the queue is the 429's (RetryLater from it)."""
+    if isinstance(exc, RetryLater) and exc.attempted and exc.__cause__ is not None:
+        return _judged(exc.__cause__)
     if isinstance(exc, NOT_ATTEMPTS):
         return None, Usage()
     return str(classify(exc)), billed_usage(exc)

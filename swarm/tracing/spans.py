@@ -182,10 +182,10 @@ class Attempts:
             except Exception as exc:
                 kind, billed = judge(exc)
                 self.last_error = kind
-                if kind is None:
-                    _ended_by(span, exc)
-                else:
+                if kind is not None:
                     self._failed(span, kind, billed, exc)
+                if kind is None or hasattr(exc, "delay_s"):
+                    _ended_by(span, exc)  # no attempt, or the task goes back to the queue
                 raise
             self.last_error = None
             self._answered(span, answer)

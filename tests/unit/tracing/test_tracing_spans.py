@@ -18,9 +18,15 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from swarm import tracing
 from swarm.calls import steps
+from swarm.calls.admission import AdmissionPolicy, MemoryAdmission, Outcome
+from swarm.calls.request import CallProgress
 from swarm.calls.runtime import Runtime
+from swarm.catalog import load_catalog
+from swarm.errors import RetryLater
 from swarm.jobs.subagent import run_node
 from swarm.records import JobSpec, Usage
+from swarm.settings import Settings
+from swarm.store import MemoryJobStore
 
 MakeRuntime = Callable[..., tuple[Runtime, MockGateway]]
 
@@ -167,3 +173,52 @@ def test_off_there_is_no_span_and_no_step(make_runtime: MakeRuntime) -> None:
         assert run_node(rt, spec.job_id, "n00").ok
     finally:
         tracing.reset()
+
+
+def test_a_429_that_requeues_is_the_attempts_error_and_the_nodes_requeue_event(
+    exported: InMemorySpanExporter,
+) -> None:
+    gw = MockGateway(lambda body, n: httpx2.Response(
+        429, headers={"Retry-After": "3"}, json={"error": {"message": "slow"}}
+    ) if n == 1 else completion("ok"))  # fmt: skip
+    settings = Settings(max_attempts=3, backoff_max_s=0.01, admission_max_wait_s=0.5)
+    admission = MemoryAdmission(AdmissionPolicy(max_wait_s=0.5))
+    rt = Runtime(settings, load_catalog(), MemoryJobStore(), gw.client(), admission=admission)
+    spec = stored_job(rt)
+    with pytest.raises(RetryLater) as later:
+        run_node(rt, spec.job_id, "n00", may_requeue=True)
+    progress = {"n00": CallProgress(later.value.attempts, time.time())}
+    run_node(rt, spec.job_id, "n00", may_requeue=False, progress=progress)  # the next run
+    spans = exported.get_finished_spans()
+    (root,) = by_name(spans, "submit")
+    first_run, second_run = by_name(spans, "invoke_agent sub-agent")
+    limited, answered = by_name(spans, "chat kimi-k2.5")
+    assert {s.context.trace_id for s in spans} == {root.context.trace_id}
+    assert limited.attributes is not None and limited.attributes["error.type"] == "rate_limited"
+    requeue = [e for e in first_run.events if e.name == "requeue"]
+    assert len(requeue) == 1 and (requeue[0].attributes or {})["swarm.reason"] == "paused"
+    assert first_run.attributes is not None and first_run.attributes["swarm.requeued"]
+    assert answered.attributes is not None and answered.attributes["swarm.attempt"] == 2
+    assert second_run.attributes is not None
+    assert second_run.attributes["swarm.node.status"] == "ok"
+
+
+def test_an_admission_wait_is_an_event_and_a_total_on_the_attempt(
+    exported: InMemorySpanExporter,
+) -> None:
+    gw = MockGateway(lambda body, n: completion("ok"))
+    settings = Settings(max_attempts=3, backoff_max_s=0.01, admission_max_wait_s=0.5)
+    admission = MemoryAdmission(AdmissionPolicy(max_wait_s=0.5))
+    rt = Runtime(settings, load_catalog(), MemoryJobStore(), gw.client(), admission=admission)
+    spec = stored_job(rt)
+    model = rt.catalog.model(spec.model)
+    paused = Outcome(used_tokens=0, rate_limited=True, retry_after_s=0.2, exhausted=True)
+    rt.admission.finish(model, rt.admission.acquire(model, "other", 1).permit, paused)
+    assert run_node(rt, spec.job_id, "n00").ok
+    (attempt,) = by_name(exported.get_finished_spans(), "chat kimi-k2.5")
+    waits = [e for e in attempt.events if e.name == "admission wait"]
+    assert waits and all((e.attributes or {})["swarm.reason"] == "paused" for e in waits)
+    assert attempt.attributes is not None
+    assert attempt.attributes["swarm.admission.wait_s"] == pytest.approx(
+        sum(float((e.attributes or {})["swarm.wait_s"]) for e in waits)  # type: ignore[arg-type]
+    )
