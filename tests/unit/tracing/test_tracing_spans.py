@@ -4,8 +4,10 @@ lines, and nothing at all while tracing is off."""
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -23,6 +25,7 @@ from swarm.calls.request import CallProgress
 from swarm.calls.runtime import Runtime
 from swarm.catalog import load_catalog
 from swarm.errors import RetryLater
+from swarm.jobs.aggregation import run_aggregation
 from swarm.jobs.subagent import run_node
 from swarm.records import JobSpec, Usage
 from swarm.settings import Settings
@@ -222,3 +225,36 @@ def test_an_admission_wait_is_an_event_and_a_total_on_the_attempt(
     assert attempt.attributes["swarm.admission.wait_s"] == pytest.approx(
         sum(float((e.attributes or {})["swarm.wait_s"]) for e in waits)  # type: ignore[arg-type]
     )
+
+
+def test_the_aggregation_and_its_reduce_levels_are_spans_over_their_calls(
+    make_runtime: MakeRuntime, exported: InMemorySpanExporter
+) -> None:
+    def handler(body: dict[str, Any], n: int) -> httpx2.Response:
+        if "sub-agents:" in body["messages"][-1]["content"]:
+            return completion("merged", prompt=100, completion_tokens=20)
+        return completion("finding " * 500, prompt=100, completion_tokens=600)
+
+    rt, _ = make_runtime(handler)
+    small = rt.catalog.models["kimi-k2.5"].model_copy(
+        update={"context_window": 4096, "max_tokens": 256}
+    )
+    models = {**rt.catalog.models, "kimi-k2.5": small}
+    rt = dataclasses.replace(rt, catalog=rt.catalog.model_copy(update={"models": models}))
+    with tracing.submitting(job_spec(20)) as spec:
+        rt.store.create_job(spec, [f"def f{i}(): pass" for i in range(20)])
+    for node in spec.node_ids:
+        assert run_node(rt, spec.job_id, node).ok
+    exported.clear()
+    assert run_aggregation(rt, spec.job_id)["status"] == "succeeded"
+    spans = exported.get_finished_spans()
+    (aggregate,) = by_name(spans, "aggregate")
+    levels = [s for s in spans if s.name.startswith("reduce level ")]
+    assert levels and all(s.parent and s.parent.span_id == aggregate.context.span_id
+                          for s in levels)  # fmt: skip
+    by_id = {s.context.span_id: s for s in spans}
+    parents = Counter(by_id[s.parent.span_id].name for s in by_name(spans, "chat kimi-k2.5")
+                      if s.parent)  # fmt: skip
+    assert parents["aggregate"] == 1  # the final merge
+    assert sum(n for name, n in parents.items() if name.startswith("reduce level ")) >= 2
+    assert len({s.context.trace_id for s in spans}) == 1
