@@ -32,6 +32,8 @@ class ReceivedSpan:
     attributes: dict[str, Any]
     events: tuple[tuple[str, dict[str, Any]], ...]
     status_code: int
+    start_ns: int
+    end_ns: int
 
 
 class Receiver:
@@ -93,6 +95,8 @@ def _flatten(request: ExportTraceServiceRequest) -> Iterator[ReceivedSpan]:
                         for e in span.events
                     ),
                     status_code=span.status.code,
+                    start_ns=span.start_time_unix_nano,
+                    end_ns=span.end_time_unix_nano,
                 )
 
 

@@ -210,3 +210,29 @@ def test_a_killed_workers_nodes_continue_in_the_same_trace(
     assert continued and {s.service for s in continued} == {"w1"}
     assert {s.attributes["swarm.node.id"] for s in continued} == taken
     assert Counter(s.attributes["swarm.node.status"] for s in continued)["ok"] == len(taken)
+
+
+def test_a_batch_lines_node_span_covers_its_batch_and_names_it(
+    redis_server: Any, tmp_logs: Path, receiver: Receiver
+) -> None:
+    sim = ["--batch-processing-s", "2", "--batch-one-model", "--batch-refused-field",
+           "temperature", "--batch-refused-field", "top_p", "--seed", "5"]  # fmt: skip
+    with running_stack(redis_server, tmp_logs, sim, [Worker("w1", c=4)]) as stack:
+        client = stack.client()
+        handle = client.submit(inputs(6, "batch"), "Extract x", deadline_s=600)
+        report = handle.wait(timeout=120).to_dict()
+        assert report["status"] == "succeeded", report.get("error")
+        assert {node["via"] for node in report["nodes"]} == {"batch"}
+        spans = receiver.wait_for(job_done(handle.id, 6), 30, "the job's spans")
+        client.close()
+    root = next(s for s in spans if s.name == "submit")
+    assert {s.trace_id for s in spans} == {root.trace_id}
+    by_id = {s.span_id: s for s in spans}
+    nodes = named(spans, NODE)
+    assert len(nodes) == 6 and {s.attributes["swarm.via"] for s in nodes} == {"batch"}
+    (batch_id,) = {s.attributes["swarm.batch.id"] for s in nodes}
+    assert batch_id
+    for node in nodes:  # from the batch's creation, before the poll run that ingested it
+        ingest = by_id[node.parent_id]
+        assert ingest.name == "run/swarm.batch.poll"
+        assert node.start_ns < ingest.start_ns and node.end_ns <= ingest.end_ns
