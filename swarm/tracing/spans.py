@@ -73,12 +73,19 @@ class Tracing:
     def job_step(
         self, spec: JobSpec, name: str, attributes: Mapping[str, conv.AttributeValue]
     ) -> Iterator[Span]:
-        """A span of the job (fan-out, aggregation, a reduce level) under its trace."""
+        """A span of the job (fan-out, aggregation, a reduce level) under its trace. An
+        exception ending it is named by its type only (``_ended_by``): its text may quote
+        what the job sent."""
         with self.tracer.start_as_current_span(
             name, context=self.job_parent(spec),
             attributes={**_job_attributes(spec), **attributes},
+            record_exception=False, set_status_on_exception=False,
         ) as span:  # fmt: skip
-            yield span
+            try:
+                yield span
+            except Exception as exc:
+                _ended_by(span, exc)
+                raise
 
     # -- nodes --------------------------------------------------------------------------
     @contextmanager
@@ -122,13 +129,20 @@ class Tracing:
     # -- tools and events ---------------------------------------------------------------
     @contextmanager
     def tool(self, name: str, call_id: str) -> Iterator[Span]:
+        """``execute_tool <name>``: one tool call of an agent node (the tool's own errors
+        are its outcome, swarm.tracing.tool_ended)."""
         attributes = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name,
                       "gen_ai.tool.call.id": call_id, "openinference.span.kind": "TOOL",
                       "tool.name": name}  # fmt: skip
         with self.tracer.start_as_current_span(
-            f"execute_tool {name}", attributes=attributes, kind=SpanKind.INTERNAL
-        ) as span:
-            yield span
+            f"execute_tool {name}", attributes=attributes, kind=SpanKind.INTERNAL,
+            record_exception=False, set_status_on_exception=False,
+        ) as span:  # fmt: skip
+            try:
+                yield span
+            except Exception as exc:
+                _ended_by(span, exc)
+                raise
 
     def shutdown(self) -> None:
         """Export what is buffered, then stop (a worker's last act)."""
@@ -202,8 +216,7 @@ class Attempts:
             span.set_attributes(conv.output_messages(answer.content, answer.finish_reason))
 
     def _failed(self, span: Span, kind: str, billed: Usage, exc: BaseException) -> None:
-        span.set_attribute("error.type", kind)
-        span.set_status(Status(StatusCode.ERROR, kind))
+        failed(span, kind)
         if billed.total_tokens:  # an unusable answer the gateway billed all the same
             span.set_attributes(conv.usage_attributes(billed))
             span.set_attribute("swarm.cost_usd", cost_usd(self.model, billed))
