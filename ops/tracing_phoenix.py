@@ -66,15 +66,19 @@ def graphql(phoenix: str, query: str) -> dict[str, Any]:
 
 
 def trace_page(phoenix: str, trace_id: str) -> str | None:
-    """The URL of the trace's page once Phoenix has ingested the trace, else None."""
+    """The URL of the trace's page, its first LLM span selected, once Phoenix has ingested
+    the trace; else None."""
     projects = graphql(phoenix, "{ projects { edges { node { id name } } } }")
     for edge in projects["projects"]["edges"]:
         project = edge["node"]["id"]
         query = f'{{ node(id: "{project}") {{ ... on Project {{ trace(traceId: "{trace_id}") '
-        query += "{ numSpans } } } }"
+        query += "{ spans(first: 1000) { edges { node { id name spanKind } } } } } } }"
         found = graphql(phoenix, query)["node"]["trace"]
         if found:
-            return f"{phoenix}/projects/{project}/traces/{trace_id}"
+            spans = [e["node"] for e in found["spans"]["edges"]]
+            llm = next((s["id"] for s in spans if str(s["spanKind"]).lower() == "llm"), None)
+            selected = f"?selectedSpanNodeId={llm}" if llm else ""
+            return f"{phoenix}/projects/{project}/traces/{trace_id}{selected}"
     return None
 
 
