@@ -194,6 +194,8 @@ def hedged_call(ctx: CallContext, cap: int) -> HedgedCall:
         gate=ctx.gate,
         bill=bill,
         on_hedge_won=partial(rt.store.hedge_won, job_id),
-        take_hedge=tracing.wrap_counted("hedge", partial(rt.store.take_hedge, job_id, cap)),
+        take_hedge=tracing.wrap_counted(
+            "hedge", partial(rt.store.take_hedge, job_id, cap), reason="slow attempt"
+        ),
         backend=guard.request.model.backend,
     )

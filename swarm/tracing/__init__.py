@@ -282,7 +282,9 @@ def carried(fn: Callable[P, R]) -> Callable[P, R]:
     return run
 
 
-def wrap_counted(name: str, take: Callable[[], bool]) -> Callable[[], bool]:
+def wrap_counted(
+    name: str, take: Callable[[], bool], **attributes: AttributeValue
+) -> Callable[[], bool]:
     """``take`` (a yes/no decision, e.g. a hedge taken), with an event named ``name`` on
     the current span each time it says yes; ``take`` itself when tracing is off."""
     if _active is None:
@@ -291,7 +293,7 @@ def wrap_counted(name: str, take: Callable[[], bool]) -> Callable[[], bool]:
     def taken() -> bool:
         yes = take()
         if yes:
-            event(name)
+            event(name, **attributes)
         return yes
 
     return taken

@@ -258,3 +258,13 @@ def test_the_aggregation_and_its_reduce_levels_are_spans_over_their_calls(
     assert parents["aggregate"] == 1  # the final merge
     assert sum(n for name, n in parents.items() if name.startswith("reduce level ")) >= 2
     assert len({s.context.trace_id for s in spans}) == 1
+
+
+def test_a_hedge_taken_is_an_event_with_its_reason(exported: InMemorySpanExporter) -> None:
+    answers_ = iter([False, True])
+    take = tracing.wrap_counted("hedge", lambda: next(answers_), reason="slow attempt")
+    with tracing.node(job_spec(1), "n00") as span:
+        assert (take(), take()) == (False, True)
+    assert [(e.name, dict(e.attributes or {})) for e in span.events] == [
+        ("hedge", {"swarm.reason": "slow attempt"})
+    ]
