@@ -26,12 +26,13 @@ from swarm.calls.runtime import Runtime
 from swarm.catalog import load_catalog
 from swarm.errors import RetryLater
 from swarm.jobs.aggregation import run_aggregation
-from swarm.jobs.subagent import run_node
+from swarm.jobs.subagent import call_node, run_node
 from swarm.records import JobSpec, Usage
 from swarm.settings import Settings
 from swarm.store import MemoryJobStore
 
 MakeRuntime = Callable[..., tuple[Runtime, MockGateway]]
+ATTEMPT = "chat kimi-k2.5"
 
 
 @pytest.fixture
@@ -268,3 +269,17 @@ def test_a_hedge_taken_is_an_event_with_its_reason(exported: InMemorySpanExporte
     assert [(e.name, dict(e.attributes or {})) for e in span.events] == [
         ("hedge", {"swarm.reason": "slow attempt"})
     ]
+
+
+def test_a_node_run_again_says_it_reused_the_stored_answer(
+    make_runtime: MakeRuntime, exported: InMemorySpanExporter
+) -> None:
+    rt, gw = make_runtime(answers(completion("ok")))
+    spec = stored_job(rt)
+    assert run_node(rt, spec.job_id, "n00").ok
+    call_node(rt, spec, "n00", "input 0")  # as if redelivered before its envelope was read
+    first, again = by_name(exported.get_finished_spans(), "invoke_agent sub-agent")
+    assert len(gw.requests) == 1 and len(by_name(exported.get_finished_spans(), ATTEMPT)) == 1
+    assert first.attributes is not None and "swarm.reused_answer" not in first.attributes
+    assert again.attributes is not None and again.attributes["swarm.reused_answer"] is True
+    assert [e.name for e in again.events] == ["reused answer"]
