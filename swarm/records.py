@@ -270,6 +270,9 @@ class JobSpec(Frozen):
     tenant: TenantName = DEFAULT_TENANT
     """The team the job runs for: admission shares each model's tokens between the tenants
     by their catalog weights (swarm.calls.admission.shares)."""
+    trace_parent: str | None = None
+    """W3C traceparent of the job's root span when the producer traces (swarm.tracing):
+    every worker's spans of the job join that trace, requeued and taken-over runs too."""
     _index: dict[str, int] = PrivateAttr(default_factory=dict)
     _job_task: NodeTask | None = PrivateAttr(default=None)
 

@@ -1,8 +1,9 @@
 """Signal listeners: build the Runtime as soon as a worker process starts, so a bad
 configuration fails at start-up instead of at the first task; warn of gateways it has no
 key for (workers.keys); serve its Prometheus metrics
-(SWARM_METRICS_PORT), count the tasks in flight per model, trim the C allocator after
-tasks (workers.allocator), and run tasks on the threads pool of workers.pool."""
+(SWARM_METRICS_PORT), trace when OTEL_* says so (swarm.tracing), count the tasks in flight
+per model, trim the C allocator after tasks (workers.allocator), and run tasks on the
+threads pool of workers.pool."""
 
 from __future__ import annotations
 
@@ -12,12 +13,23 @@ from typing import Any
 
 from celery import Task, signals
 
+from swarm import tracing
 from swarm.jobs.delayed_delivery import origin_queue
 from swarm.jobs.queueing import AGGREGATE_TASK
 from workers import keys, leases, metrics, pool, process
 
 _connected = False
 log = logging.getLogger(__name__)
+
+
+def _start_tracing(**_: Any) -> None:
+    """Traces when the OTEL_* environment configures them (swarm.tracing; off otherwise)."""
+    tracing.setup("swarm-worker")
+
+
+def _stop_tracing(**_: Any) -> None:
+    """Export the spans still buffered before the process ends."""
+    tracing.shutdown()
 
 
 def _warm_runtime(**_: Any) -> None:
@@ -81,6 +93,10 @@ def connect() -> None:
     """Connect the listeners once per process."""
     global _connected
     if not _connected:
+        signals.worker_init.connect(_start_tracing, weak=False)
+        signals.worker_process_init.connect(_start_tracing, weak=False)
+        signals.worker_shutdown.connect(_stop_tracing, weak=False)
+        signals.worker_process_shutdown.connect(_stop_tracing, weak=False)
         signals.worker_init.connect(pool.use_for, weak=False)
         signals.worker_init.connect(_record_threads, weak=False)
         signals.worker_init.connect(_warm_runtime, weak=False)

@@ -38,6 +38,9 @@ class BatchView:
     error_file_id: str | None = None
     error: str | None = None
     """The first validation error of a failed batch (one line)."""
+    created_at: float | None = None
+    """When the batch was created, its file uploaded (epoch seconds; a line's trace span
+    starts there)."""
 
 
 def view_of(batch: Any) -> BatchView:
@@ -56,7 +59,12 @@ def view_of(batch: Any) -> BatchView:
         output_file_id=batch.output_file_id,
         error_file_id=batch.error_file_id,
         error=error,
+        created_at=_seconds(getattr(batch, "created_at", None)),
     )
+
+
+def _seconds(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) else None
 
 
 def metadata(job_id: str, index: int) -> dict[str, str]:

@@ -27,6 +27,7 @@ from typing import Literal
 
 import openai
 
+from swarm import tracing
 from swarm.batch.gateway import BatchGateway, BatchView
 from swarm.batch.ingest import record_output
 from swarm.batch.lines import FileLines, file_lines
@@ -198,9 +199,11 @@ def _settle(step: _Step, view: BatchView | None, problem: str | None = None) -> 
                     state.index, problem, len(pending))  # fmt: skip
     via: dict[str, Literal["live", "batch"]] = {}
     ended = view is not None and view.status in TERMINAL
-    if view is not None and ended:
-        via = _ingest(step, view, pending, loaded.texts)
-    run_nodes(step.rt, spec.job_id, pending, pool=step.pool, fence=step.fence, via=via)
+    # a line's node span: from the batch's creation through its wait and ingest
+    with tracing.batch_file(view.id if view else None, view.created_at if view else None):
+        if view is not None and ended:
+            via = _ingest(step, view, pending, loaded.texts)
+        run_nodes(step.rt, spec.job_id, pending, pool=step.pool, fence=step.fence, via=via)
     status = view.status if view is not None else "live"
     done = step.save(status=status, ingested=ended, ended=True, error=problem,
                      live_nodes=state.live_nodes + len(pending) - len(via))  # fmt: skip

@@ -236,6 +236,8 @@ def answer_from_json(completion: Any) -> Answer:
         finish_reason=finish if isinstance(finish, str) else None,
         usage_missing=usage is None,
         tool_calls=calls,
+        response_id=_text(completion.get("id")) or None,
+        response_model=_text(completion.get("model")) or None,
     )
 
 

@@ -7,6 +7,7 @@ chosen by the model's backend (``[backends.NAME] kind``). A hosted backend's cal
     guard   claim the slot; reuse a stored answer, or reserve the budget (idempotency);
             an unbudgeted call asks admission for its first permit in the same round trip
     retry   attempts until an answer, a final error, or no attempts left (retries)
+    trace   a span per attempt, when tracing is on (swarm.tracing)
     listen  tell the listener of each attempt (metrics); never changes the outcome
     record  ledger line and stored answer as a billed response arrives (a plain node's own
             answer: held, and written with its envelope in one script)
@@ -34,6 +35,7 @@ from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
 
+from swarm import tracing
 from swarm.backends import BackendKind
 from swarm.calls import steps
 from swarm.calls.admission.gate import Gate
@@ -68,6 +70,7 @@ class Path:
 
 
 _COMMON: tuple[tuple[str, StepFactory], ...] = (
+    ("trace", steps.tracing_attempts),
     ("listen", steps.listening),
     ("record", steps.recording),
     ("hedge", steps.hedging),
@@ -171,6 +174,7 @@ def _guarded_call(rt: Runtime, request: CallRequest, path: Path, ctx: CallContex
     """The call under its guard: a stored answer, a refused budget, or the attempts."""
     guard = ctx.guard
     if (stored := guard.reused) is not None:
+        tracing.reused(request.slot)
         answer = Answer(
             stored.content,
             stored.usage,

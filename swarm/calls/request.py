@@ -161,6 +161,10 @@ class Answer:
     max_tokens_sent: int | None = None
     """The max_tokens the request was sent with when it was smaller than the caller's
     (a local backend's pacing, swarm.calls.local.pacing); None: as asked."""
+    response_id: str | None = None
+    """The completion's ``id``, when it had one (traces: ``gen_ai.response.id``)."""
+    response_model: str | None = None
+    """The model the gateway says answered (traces: ``gen_ai.response.model``)."""
 
 
 @dataclass(frozen=True)

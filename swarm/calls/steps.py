@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 
+from swarm import tracing
 from swarm.calls.admission.gate import Gate
 from swarm.calls.gateway import send
 from swarm.calls.hedging.race import HedgedCall
@@ -52,6 +53,35 @@ class CallContext:
 
 
 StepFactory = Callable[[CallContext], Step | None]
+
+
+def tracing_attempts(ctx: CallContext) -> Step | None:
+    """A span per attempt (``chat <model>``, swarm.tracing) covering its admission wait,
+    hedges and request; no step at all while tracing is off."""
+    if not tracing.enabled():
+        return None
+    request = ctx.guard.request
+    base_url = str(ctx.rt.client_for(request.model.backend).base_url)
+    spans = tracing.attempts(ctx.rt.catalog, request.model, request.progress.attempts,
+                             base_url)  # fmt: skip
+    assert spans is not None
+
+    def trace(request: CallRequest, next: Attempt) -> Answer:
+        answer: Answer = spans.run(request, next, _judged)
+        return answer
+
+    return trace
+
+
+def _judged(exc: BaseException) -> tuple[str | None, Usage]:
+    """An attempt's exception as its span tells it: the error kind and billed usage, or no
+    kind for what is no attempt (RetryLater before a request, a lost claim, the store
+    down). A 429 that sends the task back to the queue is the 429's (RetryLater from it)."""
+    if isinstance(exc, RetryLater) and exc.attempted and exc.__cause__ is not None:
+        return _judged(exc.__cause__)
+    if isinstance(exc, NOT_ATTEMPTS):
+        return None, Usage()
+    return str(classify(exc)), billed_usage(exc)
 
 
 def listening(ctx: CallContext) -> Step:
@@ -164,6 +194,8 @@ def hedged_call(ctx: CallContext, cap: int) -> HedgedCall:
         gate=ctx.gate,
         bill=bill,
         on_hedge_won=partial(rt.store.hedge_won, job_id),
-        take_hedge=partial(rt.store.take_hedge, job_id, cap),
+        take_hedge=tracing.wrap_counted(
+            "hedge", partial(rt.store.take_hedge, job_id, cap), reason="slow attempt"
+        ),
         backend=guard.request.model.backend,
     )

@@ -21,6 +21,7 @@ import redis
 from celery import Celery
 from celery.canvas import Signature
 
+from swarm import tracing
 from swarm.batch.fanout import poll_signatures
 from swarm.batch.plan import check_deadline, plan_batches
 from swarm.batch.policy import batches_within
@@ -106,6 +107,7 @@ class SwarmClient(AbstractContextManager["SwarmClient"]):
         self.store = store or RedisJobStore.from_settings(self.settings)
         self.app = app or make_celery(self.settings, self.catalog)
         self._owns = (store is None, app is None)
+        tracing.setup("swarm")  # on only when OTEL_* configures an exporter
         self._check_gateway = check_gateway
         self._closed = False
 
@@ -258,10 +260,11 @@ class SwarmClient(AbstractContextManager["SwarmClient"]):
             tenant=tenant,
         )
         try:
-            self.store.create_job(
-                spec, (item.text for item in items), chunk=self.settings.submit_chunk_nodes
-            )
-            self.fan_out(spec, (len(item.text) for item in items))
+            with tracing.submitting(spec) as spec:  # the job's root span (when tracing)
+                self.store.create_job(
+                    spec, (item.text for item in items), chunk=self.settings.submit_chunk_nodes
+                )
+                self.fan_out(spec, (len(item.text) for item in items))
         except (redis.RedisError, kombu.exceptions.OperationalError) as exc:
             raise BrokerUnavailableError(f"cannot reach the broker: {exc}") from None
         return self._handle(spec.job_id)
@@ -313,17 +316,22 @@ class SwarmClient(AbstractContextManager["SwarmClient"]):
             max_tokens=max_tokens,
         )
         try:
-            self.store.create_job(spec, [item.text for item in items])
-            self.app.signature(
-                PLAN_TASK,
-                args=(spec.job_id,),
-                queue=planner.queue,
-                task_id=f"{spec.job_id}-plan",
-                argsrepr=f"job={spec.job_id}",
-            ).apply_async()
+            with tracing.submitting(spec) as spec:  # the job's root span (when tracing)
+                self._plan(spec, planner, items)
         except (redis.RedisError, kombu.exceptions.OperationalError) as exc:
             raise BrokerUnavailableError(f"cannot reach the broker: {exc}") from None
         return self._handle(spec.job_id)
+
+    def _plan(self, spec: JobSpec, planner: ModelSpec, items: Sequence[InputItem]) -> None:
+        """Store a planned job and send its planner task."""
+        self.store.create_job(spec, [item.text for item in items])
+        self.app.signature(
+            PLAN_TASK,
+            args=(spec.job_id,),
+            queue=planner.queue,
+            task_id=f"{spec.job_id}-plan",
+            argsrepr=f"job={spec.job_id}",
+        ).apply_async()
 
     def _route(self, model: str | None, kind: str) -> tuple[ModelSpec, ModelSpec]:
         """The sub-agents' model (named, or routed by kind) and the aggregation's."""
@@ -406,7 +414,8 @@ class SwarmClient(AbstractContextManager["SwarmClient"]):
             argsrepr=aggregate_argsrepr(spec),
             kwargsrepr=NO_KWARGS,
         )
-        send_chord(self.app, header, body, uuid.uuid4().hex, on_sent=counted.sent)
+        with tracing.job_step(spec, "fan_out", resend=bool(suffix)):
+            send_chord(self.app, header, body, uuid.uuid4().hex, on_sent=counted.sent)
         counted.done()
         if watch:
             send_watch(self.app, self.settings, spec, aggregate_queue, suffix)

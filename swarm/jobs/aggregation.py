@@ -8,6 +8,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from swarm import tracing
 from swarm.calls.context_window import parse_overflow
 from swarm.calls.request import CallResult, Message
 from swarm.calls.runtime import Runtime
@@ -51,7 +52,8 @@ def run_aggregation(rt: Runtime, job_id: str) -> dict[str, Any]:
         )
     else:
         ok = _OkNodes(rt, spec, page, counter.sizes)
-        final, error, refused = _aggregate(rt, spec, ok)
+        with tracing.job_step(spec, "aggregate", nodes=counts.succeeded):
+            final, error, refused = _aggregate(rt, spec, ok)
     if counts.budget_cut and not cancelled:
         budget = usd_text(spec.budget_usd or 0)
         cut = f"{counts.budget_cut} of {counts.total} sub-agents never ran"

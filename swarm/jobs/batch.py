@@ -24,6 +24,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from swarm import tracing
 from swarm.calls.request import CallProgress
 from swarm.calls.runtime import Runtime
 from swarm.errors import RetryLater
@@ -80,6 +81,7 @@ def run_nodes(
     requeue: dict[str, float] = {}
     carried: dict[str, CallProgress] = {}
     watch = _CancelWatch(rt, job_id)
+    traced = tracing.capture()  # the task's span, for the node threads (None: not tracing)
     with _executor(pool, len(todo)) as run_on:
         futures = {
             n: run_on.submit(
@@ -93,6 +95,7 @@ def run_nodes(
                 progress=progress,
                 fence=fence,
                 via=(via or {}).get(n, "live"),
+                traced=traced,
             )
             for n in todo
         }
@@ -155,15 +158,23 @@ class _CancelWatch:
 
 
 def _node(
-    watch: _CancelWatch, rt: Runtime, spec: JobSpec, node_id: str, text: str, **call: Any
+    watch: _CancelWatch,
+    rt: Runtime,
+    spec: JobSpec,
+    node_id: str,
+    text: str,
+    traced: object | None = None,
+    **call: Any,
 ) -> NodeEnvelope:
     """One node of the batch on a node thread: cancelled without a call when the job was
-    cancelled while it waited for the thread, else call_node."""
+    cancelled while it waited for the thread, else call_node (under the task's trace
+    context, ``traced``, when tracing)."""
     try:
         if watch.cancelled():
             log.debug("job %s node %s: cancelled while waiting for a thread", spec.job_id, node_id)
             return cancel_node(rt, spec, node_id)
-        return call_node(rt, spec, node_id, text, **call)
+        with tracing.attached(traced):
+            return call_node(rt, spec, node_id, text, **call)
     finally:
         watch.node_ended()
 

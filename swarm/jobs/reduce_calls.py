@@ -14,6 +14,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 
+from swarm import tracing
 from swarm.calls.pipeline import run_call
 from swarm.calls.request import CallRequest, CallResult, Message
 from swarm.calls.runtime import Runtime
@@ -72,7 +73,8 @@ def reduce_results(
         phase = f"reduce level {level} of at most {level + left}: {len(lengths)} calls"
         rt.store.set_phase(spec.job_id, phase)
         slot = f"{prefix}reduce:{level}"
-        reduced = _reduce_level(rt, spec, model, slot, window, _groups(items, lengths))
+        with tracing.job_step(spec, f"reduce level {level}", groups=len(lengths)):
+            reduced = _reduce_level(rt, spec, model, slot, window, _groups(items, lengths))
         failed = [env for env in reduced if not env.ok]
         if failed:
             return [], f"reducing results (level {level}) failed: {failed[0].error}"
@@ -107,7 +109,7 @@ def _reduce_level(
                 reduced.append(pending.popleft().result())
             messages = aggregate_messages(REDUCE_INSTRUCTION, group, window, model.max_tokens)
             args = (rt, spec, model, f"{slot}:{index}", messages, _refs(group))
-            pending.append(pool.submit(_reduce, *args))
+            pending.append(pool.submit(tracing.carried(_reduce), *args))
         reduced.extend(job.result() for job in pending)
     return reduced
 

@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from swarm import tracing
 from swarm.calls.context_window import parse_overflow
 from swarm.calls.listeners import safely
 from swarm.calls.pipeline import run_call
@@ -98,6 +99,22 @@ def call_node(
     caller has checked that no ok envelope is stored and marked the node running.
     ``via`` batch: the answer stored under the node's key came from a batch file
     (swarm.batch), so an ok envelope says so."""
+    with tracing.node(spec, node_id, via) as span:  # a no-op while tracing is off
+        envelope = _call_node(rt, spec, node_id, text, may_requeue, progress, fence, via)
+        tracing.node_ended(span, envelope, rt.catalog)
+        return envelope
+
+
+def _call_node(
+    rt: Runtime,
+    spec: JobSpec,
+    node_id: str,
+    text: str,
+    may_requeue: bool,
+    progress: Mapping[str, CallProgress] | None,
+    fence: Lease | None,
+    via: Literal["live", "batch"],
+) -> NodeEnvelope:
     job_id = spec.job_id
     task = spec.task(node_id)
     tally = _Tally()

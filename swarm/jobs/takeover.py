@@ -22,7 +22,9 @@ from celery import Celery
 from celery.canvas import Signature
 from kombu.utils import json
 
+from swarm import tracing
 from swarm.store import JobStore
+from swarm.store.leases import parse_member
 
 log = logging.getLogger(__name__)
 SWEEPS_PER_LEASE = 5
@@ -52,7 +54,8 @@ def sweep(store: JobStore, app: Celery, limit: int = SWEEP_LIMIT) -> int:
         signature = Signature.from_dict(json.loads(raw), app=app)  # type: ignore[no-untyped-call]
         log.debug("swarm takeover: lease %s lapsed; sending its message again", member)
         try:
-            signature.apply_async()
+            with tracing.resending(store, parse_member(member)[0], "takeover"):
+                signature.apply_async()  # in the job's trace (a span under its root)
         except Exception as exc:  # the broker refused it: the next sweep tries again
             log.debug("swarm takeover: could not send %s again (%s)", member, exc)
             store.relist_lapse(member)

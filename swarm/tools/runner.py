@@ -16,6 +16,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from swarm import tracing
 from swarm.records import ToolCall
 from swarm.store.agents import ToolOutcome
 from swarm.tools.registry import Tool
@@ -127,8 +128,9 @@ def cap(text: str, max_chars: int) -> str:
 
 
 def run_call(call: ToolCall, tools: Mapping[str, Tool], limits: ToolLimits) -> ToolOutcome:
-    """Check and run one call."""
-    checked = check(call, tools)
-    if isinstance(checked, ToolOutcome):
-        return checked
-    return run_checked(checked, limits)
+    """Check and run one call (in an ``execute_tool <name>`` span when tracing)."""
+    with tracing.tool(call.name, call.id) as span:
+        checked = check(call, tools)
+        outcome = checked if isinstance(checked, ToolOutcome) else run_checked(checked, limits)
+        tracing.tool_ended(span, outcome.error, outcome.invalid)
+        return outcome

@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 
+from swarm import tracing
 from swarm.calls.admission.base import (
     RATE_REFUSALS,
     AdmissionController,
@@ -201,7 +202,9 @@ class Gate:
             if decision.reason in COUNT_REFUSALS and self._freed():
                 continue
             waited_for_rate |= decision.reason in RATE_REFUSALS
-            self.sleep(self._wait_s(decision))
+            wait_s = self._wait_s(decision)
+            tracing.waited(str(decision.reason), wait_s)  # an event on the attempt's span
+            self.sleep(wait_s)
 
     def _wait_s(self, decision: Decision) -> float:
         """How long to sleep before asking again (with jitter), or RetryLater. A tenant
