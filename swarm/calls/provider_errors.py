@@ -58,12 +58,13 @@ RULES: tuple[Rule, ...] = (
         frozenset({"engine_overloaded_error", "overloaded_error", "server_overloaded"}),
     ),
     Rule(ErrorKind.OVERLOADED, _OVERLOAD_STATUSES, phrases=("overloaded",)),
-    # Moonshot 400 content_filter: "... rejected because it was considered high risk"
+    # Moonshot 400 content_filter: "... rejected because it was considered high risk";
+    # DeepSeek 400 "Content Exists Risk"
     Rule(ErrorKind.CONTENT_FILTER, frozenset({400, 403, 451}), frozenset({"content_filter"})),
     Rule(
         ErrorKind.CONTENT_FILTER,
         frozenset({400, 403, 451}),
-        phrases=("considered high risk", "content_filter", "content filter"),
+        phrases=("considered high risk", "content_filter", "content filter", "content exists risk"),
     ),
 )
 """Known refusals, most specific first (a quota error mentioning a rate limit is still a
