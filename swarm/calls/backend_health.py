@@ -178,8 +178,13 @@ class BackendHealth:
         log.warning("backend %s held (%s): %s", backend, hold.kind,
                     held_message(backend, hold, self.policy))  # fmt: skip
 
-    def recovered(self, backend: str) -> None:
-        """A probe got an answer: the outage is over."""
+    def answered(self, backend: str, probing: bool) -> None:
+        """An attempt got an answer: a probe's, or any while the backend is taken as down
+        (a call sent before the outage, slow timeouts that were not one), ends the outage."""
+        if not probing:
+            hold = self.current(backend)
+            if hold is None or hold.kind is not ErrorKind.OUTAGE:
+                return
         self.holds.recovered(backend)
         log.warning("backend %s: its gateway answers again; calls resume", backend)
 

@@ -56,9 +56,10 @@ def _transient(exc: BaseException) -> bool:
 def _log_retry(state: RetryCallState) -> None:
     exc = state.outcome.exception() if state.outcome else None
     log.debug(
-        "retrying after attempt %d (%s) in %.2f s",
+        "retrying after attempt %d (%s: %s) in %.2f s",
         state.attempt_number,
         classify(exc) if exc else "?",
+        one_line(exc) if exc else "",
         state.upcoming_sleep,
     )
 

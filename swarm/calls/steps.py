@@ -74,8 +74,7 @@ def guarding(ctx: CallContext) -> Step:
                 if health.failed(backend, call, exc):
                     continue
                 raise
-            if probing:
-                health.recovered(backend)
+            health.answered(backend, probing)
             return answer
 
     return guard

@@ -209,3 +209,12 @@ def test_an_outage_longer_than_the_window_fails_the_calls_naming_it(
 )
 def test_verdicts(hold: Hold, now: float, action: Action) -> None:
     assert verdict(hold, now, HealthPolicy(daily_limit_wait_s=600))[0] is action
+
+
+def test_any_answer_while_the_backend_is_taken_as_down_ends_the_outage() -> None:
+    health = BackendHealth(MemoryBackendHolds(), HealthPolicy())
+    for other in ("a", "b", "c"):
+        assert health.failed("default", other, REFUSED) is (other == "c")
+    assert health.current("default") is not None
+    health.answered("default", probing=False)  # e.g. a call sent before, or a slow timeout
+    assert health.current("default") is None
