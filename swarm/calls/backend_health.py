@@ -8,8 +8,9 @@
   names, else the next 00:00 UTC; a call that would wait longer than
   SWARM_DAILY_LIMIT_WAIT_S fails at once (``daily_limit``).
 - Connection refusals and timeouts of SWARM_OUTAGE_MIN_CALLS calls within 10 s show the
-  gateway down: the backend pauses, one caller a second probes it with its own request,
-  and the first answer ends the outage. The attempts that met the outage are not spent.
+  gateway down (a timeout only when the process got no answer from the backend in those
+  10 s: beside answers it is a slow request): the backend pauses, one caller a second
+  probes it with its own request, and the first answer ends the outage. The attempts that met the outage are not spent.
   Once SWARM_OUTAGE_WINDOW_S has gone by, its calls fail (``outage``).
 
 ``verdict`` decides as a pure function; swarm.calls.steps.guarding is the call path's step
@@ -130,6 +131,8 @@ class BackendHealth:
     clock: Callable[[], float] = time.time
     sleep: Callable[[float], None] = time.sleep
     _clear_until: dict[str, float] = field(default_factory=dict)
+    _answered_at: dict[str, float] = field(default_factory=dict)
+    """When this process last got an answer from each backend."""
 
     def current(self, backend: str) -> Hold | None:
         """The backend's hold in force, or None."""
@@ -156,6 +159,11 @@ class BackendHealth:
             reset = daily_reset_at(_headers(exc), now)
             self._hold(backend, Hold(kind, message, now, reset), max(reset - now, 1.0))
             return True
+        if (
+            kind is ErrorKind.TIMEOUT
+            and now - self._answered_at.get(backend, -EVIDENCE_S) < EVIDENCE_S
+        ):
+            return False  # the gateway answers other calls: a slow request, not an outage
         if kind in UNREACHABLE and self.policy.outage_window_s > 0:
             outage = Hold(ErrorKind.OUTAGE, message, now, now + self.policy.outage_window_s)
             found = self.holds.connect_failed(
@@ -181,6 +189,7 @@ class BackendHealth:
     def answered(self, backend: str, probing: bool) -> None:
         """An attempt got an answer: a probe's, or any while the backend is taken as down
         (a call sent before the outage, slow timeouts that were not one), ends the outage."""
+        self._answered_at[backend] = self.clock()
         if not probing:
             hold = self.current(backend)
             if hold is None or hold.kind is not ErrorKind.OUTAGE:

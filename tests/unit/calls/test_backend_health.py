@@ -218,3 +218,33 @@ def test_any_answer_while_the_backend_is_taken_as_down_ends_the_outage() -> None
     assert health.current("default") is not None
     health.answered("default", probing=False)  # e.g. a call sent before, or a slow timeout
     assert health.current("default") is None
+
+
+def test_timeouts_beside_answers_are_slow_requests_not_an_outage() -> None:
+    timed_out = openai.APITimeoutError(request=httpx2.Request("POST", "http://gw/v1/chat"))
+    health = BackendHealth(MemoryBackendHolds(), HealthPolicy())
+    health.answered("default", probing=False)
+    assert not any(health.failed("default", call, timed_out) for call in "abcd")
+    alone = BackendHealth(MemoryBackendHolds(), HealthPolicy())  # nothing answered lately
+    assert [alone.failed("default", call, timed_out) for call in "abc"] == [False, False, True]
+
+
+@pytest.mark.parametrize(
+    ("status", "kind", "message"),
+    [
+        (429, "exceeded_current_quota_error", BALANCE),
+        (429, "insufficient_quota", "You exceeded your current quota"),
+        (429, "rate_limit_reached_error", TPD),
+        (429, "engine_overloaded_error", "The engine is currently overloaded"),
+    ],
+)
+def test_no_typed_429_pauses_admission_as_a_rate_limit(
+    status: int, kind: str, message: str
+) -> None:
+    client = openai.OpenAI(base_url="http://gw/v1", api_key="k")
+    answer = refusal(status, kind, message)
+    exc = client._make_status_error_from_response(
+        httpx2.Response(status, content=answer.content, request=httpx2.Request("POST", "http://x"))
+    )
+    outcome = outcome_of_error(exc, 0.0, at_limit=True)
+    assert not outcome.rate_limited and not outcome.exhausted
