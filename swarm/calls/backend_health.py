@@ -10,8 +10,9 @@
 - Connection refusals and timeouts of SWARM_OUTAGE_MIN_CALLS calls within 10 s show the
   gateway down (a timeout only when the process got no answer from the backend in those
   10 s: beside answers it is a slow request): the backend pauses, one caller a second
-  probes it with its own request, and the first answer ends the outage. The attempts that met the outage are not spent.
-  Once SWARM_OUTAGE_WINDOW_S has gone by, its calls fail (``outage``).
+  probes it with its own request, and the first answer ends the outage. The attempts
+  that met the outage are not spent. Once SWARM_OUTAGE_WINDOW_S has gone by, its calls
+  fail (``outage``).
 
 ``verdict`` decides as a pure function; swarm.calls.steps.guarding is the call path's step
 (outermost, so a paused call holds no admission permit).
