@@ -37,6 +37,7 @@ from swarm.errors import BackendHeldError
 from swarm.records import ErrorKind
 from swarm.settings import Settings
 from swarm.store.backend_holds import BackendHolds, Hold, MemoryBackendHolds
+from swarm.store.outages import STORE_OUTAGES
 
 log = logging.getLogger(__name__)
 
@@ -140,7 +141,11 @@ class BackendHealth:
         now = self.clock()
         if self._clear_until.get(backend, 0.0) > now:
             return None
-        hold = self.holds.get(backend)
+        try:
+            hold = self.holds.get(backend)
+        except STORE_OUTAGES as exc:  # advisory state: the call goes on to admission
+            log.debug("backend %s: its holds unreadable (%s), taken as none", backend, exc)
+            return None
         if hold is None:
             self._clear_until[backend] = now + NO_HOLD_CACHE_S
         return hold
@@ -148,7 +153,15 @@ class BackendHealth:
     def failed(self, backend: str, call: str, exc: BaseException) -> bool:
         """Take a failed attempt's error as news of its backend: hold it, pause it, or count
         a connection failure. True when the attempt met its backend's pause (a daily
-        limit, an outage): it is not spent, the call waits."""
+        limit, an outage): it is not spent, the call waits. Redis unreachable: nothing
+        recorded, the attempt's error stands."""
+        try:
+            return self._failed(backend, call, exc)
+        except STORE_OUTAGES as exc2:
+            log.debug("backend %s: hold not recorded, Redis unreachable (%s)", backend, exc2)
+            return False
+
+    def _failed(self, backend: str, call: str, exc: BaseException) -> bool:
         kind, now = classify(exc), self.clock()
         refusal = refusal_of(exc)
         status = refusal.status if refusal is not None else None
@@ -195,7 +208,11 @@ class BackendHealth:
             hold = self.current(backend)
             if hold is None or hold.kind is not ErrorKind.OUTAGE:
                 return
-        self.holds.recovered(backend)
+        try:
+            self.holds.recovered(backend)
+        except STORE_OUTAGES as exc:  # the answer stands; the outage lapses at its end
+            log.debug("backend %s: outage not ended, Redis unreachable (%s)", backend, exc)
+            return
         log.warning("backend %s: its gateway answers again; calls resume", backend)
 
 

@@ -10,6 +10,7 @@ from typing import Any
 import httpx2
 import openai
 import pytest
+import redis
 from doubles import MockGateway, completion, new_job
 
 from swarm.calls.admission.gate import outcome_of_error
@@ -248,3 +249,22 @@ def test_no_typed_429_pauses_admission_as_a_rate_limit(
     )
     outcome = outcome_of_error(exc, 0.0, at_limit=True)
     assert not outcome.rate_limited and not outcome.exhausted
+
+
+class _Unreachable(MemoryBackendHolds):
+    """Holds whose Redis cannot be reached."""
+
+    def get(self, backend: str) -> Hold | None:
+        raise redis.exceptions.ConnectionError("refused")
+
+    def hold(self, backend: str, hold: Hold, ttl_s: float) -> None:
+        raise redis.exceptions.ConnectionError("refused")
+
+
+def test_holds_unreachable_leave_the_call_to_its_own_outcome(make_runtime: MakeRuntime) -> None:
+    base, gw = make_runtime(lambda body, n: refusal(402, "unknown_error", "Insufficient Balance"))
+    new_job(base, 2)
+    rt = dataclasses.replace(base, health=BackendHealth(_Unreachable()))
+    results = [call(rt, "n0"), call(rt, "n1")]
+    assert {r.error_kind for r in results} == {ErrorKind.INSUFFICIENT_BALANCE}
+    assert len(gw.requests) == 2  # no hold recorded: each call meets the refusal itself
