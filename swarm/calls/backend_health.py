@@ -80,17 +80,22 @@ class Action(StrEnum):
     PROBE = "probe"
 
 
-def verdict(hold: Hold, now: float, policy: HealthPolicy) -> tuple[Action, float]:
+def verdict(
+    hold: Hold, now: float, policy: HealthPolicy, deadline_at: float | None = None
+) -> tuple[Action, float]:
     """What a call does about ``hold`` at ``now``, and for how long it waits (WAIT, PROBE:
-    the wait when another caller probes)."""
+    the wait when another caller probes). A daily limit that resets after the job's
+    ``deadline_at`` fails the call at once."""
     if hold.kind is ErrorKind.OUTAGE:
         if hold.until is not None and now >= hold.until:
             return Action.FAIL, 0.0
         return Action.PROBE, policy.probe_every_s
     if hold.kind is ErrorKind.DAILY_LIMIT and hold.until is not None:
         left = hold.until - now
-        return (Action.WAIT, max(left, 0.0)) if left <= policy.daily_limit_wait_s else (
-            Action.FAIL, 0.0)  # fmt: skip
+        too_late = deadline_at is not None and hold.until > deadline_at
+        if left > policy.daily_limit_wait_s or too_late:
+            return Action.FAIL, 0.0
+        return Action.WAIT, max(left, 0.0)
     return Action.FAIL, 0.0
 
 
@@ -109,9 +114,10 @@ def held_message(backend: str, hold: Hold, policy: HealthPolicy) -> str:
                 f"request is sent to it until `swarm resume` with a working key")  # fmt: skip
     if hold.kind is ErrorKind.DAILY_LIMIT:
         reset = _utc(hold.until) if hold.until is not None else "its reset"
-        return (f"the daily limit of backend {backend!r} is used up until {reset} (longer "
-                f"than SWARM_DAILY_LIMIT_WAIT_S={policy.daily_limit_wait_s:g} s): "
-                f"{hold.message}; `swarm resume` after the reset")  # fmt: skip
+        return (f"the daily limit of backend {backend!r} is used up until {reset} (later "
+                f"than SWARM_DAILY_LIMIT_WAIT_S={policy.daily_limit_wait_s:g} s allows, or "
+                f"than the job's deadline): {hold.message}; `swarm resume` after the "
+                f"reset")  # fmt: skip
     return (f"outage: the gateway of backend {backend!r} was unreachable for "
             f"{policy.outage_window_s:g} s (SWARM_OUTAGE_WINDOW_S) since {_utc(hold.since)}: "
             f"{hold.message}")  # fmt: skip
@@ -216,12 +222,19 @@ class BackendHealth:
         log.warning("backend %s: its gateway answers again; calls resume", backend)
 
 
-def wait_for(health: BackendHealth, request: CallRequest, gate: Gate) -> bool:
+def wait_for(
+    health: BackendHealth,
+    request: CallRequest,
+    gate: Gate,
+    deadline_of: Callable[[], float | None] = lambda: None,
+) -> bool:
     """Wait while the request's backend is paused; BackendHeldError when it is held (or
-    its pause outlasts the call's patience). True when this call is the outage's probe."""
+    its pause outlasts the call's patience, or the job's deadline: ``deadline_of``, asked
+    only for a daily limit). True when this call is the outage's probe."""
     backend = request.model.backend
     while (hold := health.current(backend)) is not None:
-        action, wait_s = verdict(hold, health.clock(), health.policy)
+        deadline = deadline_of() if hold.kind is ErrorKind.DAILY_LIMIT else None
+        action, wait_s = verdict(hold, health.clock(), health.policy, deadline)
         if action is Action.FAIL:
             raise BackendHeldError(str(hold.kind), held_message(backend, hold, health.policy))
         if action is Action.PROBE and health.holds.take_probe(backend, health.policy.probe_every_s):

@@ -57,15 +57,19 @@ StepFactory = Callable[[CallContext], Step | None]
 
 def guarding(ctx: CallContext) -> Step:
     """Holds of the request's backend (swarm.calls.backend_health): a held backend's call
-    fails unsent, a paused one's waits (in the task, or back in the queue); an attempt's
+    fails unsent, a paused one's waits (in the task, or back in the queue; a daily limit
+    that resets after the job's deadline fails it at once); an attempt's
     error that holds or pauses the backend is recorded, and one that met a pause is not
     spent (the step tries again once the pause ends)."""
     health = ctx.rt.health
 
+    def deadline_of(job_id: str) -> float | None:
+        return ctx.rt.store.spec(job_id).deadline_at
+
     def guard(request: CallRequest, next: Attempt) -> Answer:
         backend, call = request.model.backend, f"{request.job_id}:{request.slot}"
         while True:
-            probing = wait_for(health, request, ctx.gate)
+            probing = wait_for(health, request, ctx.gate, partial(deadline_of, request.job_id))
             try:
                 answer = next(request)
             except NOT_ATTEMPTS:

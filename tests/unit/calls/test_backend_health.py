@@ -4,6 +4,7 @@ one's wait without spending attempts (swarm.calls.backend_health through run_cal
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -268,3 +269,25 @@ def test_holds_unreachable_leave_the_call_to_its_own_outcome(make_runtime: MakeR
     results = [call(rt, "n0"), call(rt, "n1")]
     assert {r.error_kind for r in results} == {ErrorKind.INSUFFICIENT_BALANCE}
     assert len(gw.requests) == 2  # no hold recorded: each call meets the refusal itself
+
+
+def test_a_daily_limit_resetting_after_the_job_s_deadline_fails_at_once() -> None:
+    hold = Hold(ErrorKind.DAILY_LIMIT, "m", 0.0, 100.0)
+    policy = HealthPolicy(daily_limit_wait_s=600)
+    assert verdict(hold, 10.0, policy, deadline_at=200.0)[0] is Action.WAIT
+    assert verdict(hold, 10.0, policy, deadline_at=50.0)[0] is Action.FAIL
+
+
+def test_a_soon_reset_after_the_job_s_deadline_fails_the_node(make_runtime: MakeRuntime) -> None:
+    base, gw = make_runtime(
+        lambda body, n: refusal(429, "rate_limit_reached_error", TPD, **{"Retry-After": "300"})
+    )
+    rt = with_health(base)
+    spec = rt.store.spec("j1")
+    rt.store.create_job(spec.model_copy(update={"job_id": "j2", "deadline_at": time.time() + 60}),
+                        ["x"] * 10)  # fmt: skip
+    request = CallRequest.of("j2", "n0", rt.catalog.model("kimi-k2.5"),
+                             [{"role": "user", "content": "x"}], 64)  # fmt: skip
+    result = run_call(rt, request)
+    assert result.error_kind is ErrorKind.DAILY_LIMIT and len(gw.requests) == 1
+    assert "deadline" in (result.error or "")
