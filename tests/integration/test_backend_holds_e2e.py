@@ -18,7 +18,7 @@ from typing import Any
 
 import procs
 import pytest
-from stack import Stack, Worker, running_stack
+from stack import API_KEY, Stack, Worker, running_stack
 
 from swarm.records import InputItem
 
@@ -75,6 +75,19 @@ def test_a_balance_run_out_stops_the_job_and_resume_finishes_it(
         assert resumed["status"] == "succeeded" and resumed["succeeded"] == 100
         billed = sum(line["calls"] for line in resumed["models"].values())
         assert billed == st.stats()["completed"] == 101  # each node once, and the aggregation
+
+
+def test_a_worker_s_refused_key_stops_its_calls_at_the_first_401(
+    redis_server: Any, tmp_path: Path
+) -> None:
+    env = {"SWARM_API_KEY": "sk-wrong-key-of-this-worker", "SWARM_NODE_THREADS": str(THREADS)}
+    worker = Worker("w1", c=THREADS, env=env)
+    sim_args = ["--latency-ms", "50", "--api-key", API_KEY]
+    with running_stack(redis_server, tmp_path, sim_args, [worker]) as st:
+        report = st.client().submit(inputs(50), "Summarise").wait(timeout=WAIT_S).to_dict()
+        assert report["status"] == "failed" and set(report["failures_by_kind"]) == {"auth"}
+        assert st.stats()["requests"] <= 2 * THREADS  # not one per node per attempt
+        assert all("Incorrect API key" in n["error"] for n in report["nodes"])
 
 
 def restart_sim(st: Stack, args: list[str], logs: Path) -> None:
