@@ -14,6 +14,7 @@
     ├── StackError                  `swarm stack`: a local service did not start or stop
     ├── ProcessError                a supervised local process exited at start or was not ready
     ├── BudgetExceededError         a job's pre-flight cost estimate exceeds its budget
+    ├── BackendHeldError            a call not sent: its backend is held (balance, key, outage)
     └── RetryLater                  control flow: admission says wait longer than a task should
 
 Each class's docstring says when it is raised. Messages are one line, meant for a user.
@@ -78,6 +79,19 @@ class JobNotFinishedError(SwarmError):
 class BudgetExceededError(SwarmError):
     """Raised by SwarmClient.submit() when the pre-flight estimate exceeds ``budget_usd``
     (and ``force`` is not set); nothing is stored or enqueued."""
+
+
+class BackendHeldError(SwarmError):
+    """A call not sent because its backend is held (swarm.calls.backend_health): its
+    balance ran out or its key was refused (until `swarm resume` or the hold's end), its
+    daily limit resets later than the call may wait, or its gateway was unreachable for
+    longer than the outage window. The node fails with ``kind`` (an ErrorKind's value) and
+    the message quotes the provider."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+        """The ErrorKind value the node fails with."""
 
 
 class LeaseLostError(SwarmError):

@@ -82,6 +82,19 @@ class ErrorKind(StrEnum):
     """An agent node repeated a tool call, or ran out of steps, tool calls or tokens."""
     TOOLS_UNAVAILABLE = "tools_unavailable"
     """The node's toolset cannot be loaded on the worker that ran it."""
+    INSUFFICIENT_BALANCE = "insufficient_balance"
+    """The provider refused for the account's balance or quota (Moonshot
+    ``exceeded_current_quota_error``, OpenAI ``insufficient_quota``, DeepSeek 402): final for
+    its backend until a person pays (swarm.calls.backend_health)."""
+    DAILY_LIMIT = "daily_limit"
+    """A per-day limit (Moonshot's TPD) whose reset comes after the call may wait."""
+    OVERLOADED = "overloaded"
+    """The provider is overloaded (``engine_overloaded_error``): retried with backoff, never
+    taken as the tenant's rate limit."""
+    CONTENT_FILTER = "content_filter"
+    """The provider's content filter refused the input: final for its node."""
+    OUTAGE = "outage"
+    """The backend's gateway was unreachable for longer than the outage window."""
     INTERNAL = "internal"
 
 

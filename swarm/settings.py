@@ -85,6 +85,22 @@ class Settings(BaseSettings):
     """Attempts per call, first included, for transient errors."""
     backoff_max_s: float = Field(default=20.0, gt=0)
     """Upper bound of one backoff sleep (Retry-After may still ask for more)."""
+    outage_window_s: float = Field(default=120.0, ge=0)
+    """How long a backend's gateway may stay unreachable before its calls fail (error kind
+    ``outage``). Connection refusals and timeouts of several calls at once pause the backend
+    (every worker), one probe a second asks it until it answers; attempts are not used up
+    meanwhile. 0: no outage pause (each call spends its own attempts)."""
+    outage_min_calls: int = Field(default=3, ge=1)
+    """Calls of one backend that failed to connect within 10 s that show its gateway down
+    (one failing call on a healthy gateway spends its own attempts)."""
+    daily_limit_wait_s: float = Field(default=600.0, ge=0)
+    """A backend whose daily limit (Moonshot's TPD) is used up pauses until the reset the
+    provider names (else the next 00:00 UTC); a call whose wait would be longer fails at
+    once (error kind ``daily_limit``), to be resumed after the reset."""
+    backend_hold_s: float = Field(default=900.0, gt=0)
+    """A backend whose balance ran out or whose key was refused (401) gets no call for this
+    long, or until `swarm resume` (which clears the hold): its nodes fail at once, quoting
+    the provider."""
     min_success_ratio: float = Field(default=0.5, ge=0, le=1)
     """Share of nodes that must succeed for the aggregation to run."""
     report_page_nodes: int = Field(default=1000, ge=1)

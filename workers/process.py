@@ -15,6 +15,7 @@ from swarm.calls.admission import AdmissionController, AdmissionPolicy, Unlimite
 from swarm.calls.admission.backend import BackendAdmission
 from swarm.calls.admission.limits import key_prefix
 from swarm.calls.admission.redis import RedisAdmission
+from swarm.calls.backend_health import BackendHealth, HealthPolicy
 from swarm.calls.context_window import SharedWindows
 from swarm.calls.gateway import backend_clients, backend_endpoints, make_client
 from swarm.calls.hedging import HedgePolicy, Hedger, LatencySketch
@@ -28,6 +29,7 @@ from swarm.catalog import Catalog, load_catalog
 from swarm.errors import ConfigError
 from swarm.settings import Settings, load_settings
 from swarm.store import RedisJobStore, gateways
+from swarm.store.backend_holds import RedisBackendHolds
 from swarm.store.connect import SentinelOptions, redis_client
 from swarm.store.heartbeat import LeaseKeeper
 from workers.allocator import Trimmer
@@ -146,6 +148,7 @@ def from_settings(settings: Settings) -> Runtime:
         pacing=SharedPacing(learned, f"{key_prefix(settings.base_url, 'learned')}:paces:v2"),
         overtime=Overtime.from_settings(settings),
         abandoned=AbandonedPermits.from_settings(settings),
+        health=BackendHealth(RedisBackendHolds(learned), HealthPolicy.from_settings(settings)),
     )
 
 

@@ -7,6 +7,8 @@ chosen by the model's backend (``[backends.NAME] kind``). A hosted backend's cal
     guard   claim the slot; reuse a stored answer, or reserve the budget (idempotency);
             an unbudgeted call asks admission for its first permit in the same round trip
     retry   attempts until an answer, a final error, or no attempts left (retries)
+    health  the backend's holds: an empty balance or refused key fails the call unsent, a
+            daily limit or a gateway outage pauses it unspent (backend_health)
     trace   a span per attempt, when tracing is on (swarm.tracing)
     listen  tell the listener of each attempt (metrics); never changes the outcome
     record  ledger line and stored answer as a billed response arrives (a plain node's own
@@ -70,6 +72,7 @@ class Path:
 
 
 _COMMON: tuple[tuple[str, StepFactory], ...] = (
+    ("health", steps.guarding),
     ("trace", steps.tracing_attempts),
     ("listen", steps.listening),
     ("record", steps.recording),

@@ -19,9 +19,10 @@ from swarm.calls.retry_policy import (
     backoff_delay,
     classify,
     is_retryable,
+    refusal_of,
     retry_after_of,
 )
-from swarm.errors import LeaseLostError, RetryLater
+from swarm.errors import BackendHeldError, LeaseLostError, RetryLater
 from swarm.records import ErrorKind, Usage
 from swarm.store.durable import first_then
 from swarm.store.outages import STORE_OUTAGES
@@ -55,9 +56,10 @@ def _transient(exc: BaseException) -> bool:
 def _log_retry(state: RetryCallState) -> None:
     exc = state.outcome.exception() if state.outcome else None
     log.debug(
-        "retrying after attempt %d (%s) in %.2f s",
+        "retrying after attempt %d (%s: %s) in %.2f s",
         state.attempt_number,
         classify(exc) if exc else "?",
+        one_line(exc) if exc else "",
         state.upcoming_sleep,
     )
 
@@ -156,6 +158,11 @@ def call_with_retries(
 
 
 def one_line(exc: BaseException) -> str:
-    """``Type: message`` on one line, at most 300 characters."""
-    text = " ".join(str(exc).split()) or type(exc).__name__
-    return f"{type(exc).__name__}: {text}"[:300]
+    """``Type: message`` on one line, at most 300 characters; an HTTP refusal as its status,
+    type and the provider's own message (``RateLimitError: HTTP 429
+    exceeded_current_quota_error: Your account ...``); a held backend's message as is."""
+    if isinstance(exc, BackendHeldError):
+        return " ".join(str(exc).split())[:300]
+    refusal = refusal_of(exc)
+    text = refusal.describe() if refusal is not None else " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text or type(exc).__name__}"[:300]

@@ -11,6 +11,8 @@ from collections.abc import Callable, Mapping
 
 import openai
 
+from swarm.calls.provider_errors import Refusal, read_refusal
+from swarm.errors import BackendHeldError
 from swarm.records import ErrorKind, Usage
 
 RETRYABLE: frozenset[ErrorKind] = frozenset(
@@ -20,9 +22,12 @@ RETRYABLE: frozenset[ErrorKind] = frozenset(
         ErrorKind.SERVER_ERROR,
         ErrorKind.CONNECTION,
         ErrorKind.BAD_RESPONSE,
+        ErrorKind.OVERLOADED,
     }
 )
-"""Transient kinds: 408/409/429/5xx, timeouts, dropped connections, unparsable bodies."""
+"""Transient kinds: 408/409/429/5xx, timeouts, dropped connections, unparsable bodies, an
+overloaded provider. A quota, daily-limit or content-filter refusal is not transient
+(swarm.calls.provider_errors): no retry can succeed before a person or the day acts."""
 
 MAX_RETRY_AFTER_S = 60.0
 """A Retry-After longer than this is treated as this (the node's deadline still applies)."""
@@ -51,13 +56,26 @@ def _status_kind(status: int) -> ErrorKind:
     return ErrorKind.BAD_REQUEST
 
 
+def refusal_of(exc: BaseException) -> Refusal | None:
+    """The provider's refusal an HTTP status error carries (None for any other error)."""
+    if isinstance(exc, openai.APIStatusError):
+        return read_refusal(exc.status_code, exc.body)
+    return None
+
+
 def classify(exc: BaseException) -> ErrorKind:
-    """The ErrorKind of an exception raised by a gateway call."""
+    """The ErrorKind of an exception raised by a gateway call: an HTTP refusal by its status
+    and its body's type, code and message (swarm.calls.provider_errors)."""
+    if isinstance(exc, BackendHeldError):
+        return ErrorKind(exc.kind)
     if isinstance(exc, openai.APITimeoutError):
         return ErrorKind.TIMEOUT
     if isinstance(exc, openai.APIConnectionError):
         return ErrorKind.CONNECTION
     if isinstance(exc, openai.APIStatusError):
+        refusal = read_refusal(exc.status_code, exc.body)
+        if refusal.kind is not None:
+            return refusal.kind
         kind = _status_kind(exc.status_code)
         if kind is ErrorKind.BAD_REQUEST and _mentions_context(exc):
             return ErrorKind.CONTEXT_OVERFLOW

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 import openai
 
 from swarm.calls.admission.base import AdmissionController, Unlimited
+from swarm.calls.backend_health import BackendHealth
 from swarm.calls.context_window import LearnedWindows
 from swarm.calls.listeners import CallListener
 from swarm.calls.local.abandoned import AbandonedPermits
@@ -44,6 +45,9 @@ class Runtime:
     """Clients of the catalog's backends that have a base URL of their own; the others
     are called through ``client`` (SWARM_BASE_URL)."""
 
+    health: BackendHealth = field(default_factory=BackendHealth)
+    """Holds on the backends: empty balance, refused key, daily limit, outage
+    (swarm.calls.backend_health); in this process only by default, in Redis in a worker."""
     windows: LearnedWindows = field(default_factory=LearnedWindows)
     """Context windows the gateway stated in context-length errors, per model."""
     pacing: Pacing = field(default_factory=Pacing)

@@ -17,6 +17,7 @@ from functools import partial
 
 from swarm import tracing
 from swarm.calls.admission.gate import Gate
+from swarm.calls.backend_health import wait_for
 from swarm.calls.gateway import send
 from swarm.calls.hedging.race import HedgedCall
 from swarm.calls.idempotency import CallGuard
@@ -53,6 +54,35 @@ class CallContext:
 
 
 StepFactory = Callable[[CallContext], Step | None]
+
+
+def guarding(ctx: CallContext) -> Step:
+    """Holds of the request's backend (swarm.calls.backend_health): a held backend's call
+    fails unsent, a paused one's waits (in the task, or back in the queue; a daily limit
+    that resets after the job's deadline fails it at once); an attempt's
+    error that holds or pauses the backend is recorded, and one that met a pause is not
+    spent (the step tries again once the pause ends)."""
+    health = ctx.rt.health
+
+    def deadline_of(job_id: str) -> float | None:
+        return ctx.rt.store.spec(job_id).deadline_at
+
+    def guard(request: CallRequest, next: Attempt) -> Answer:
+        backend, call = request.model.backend, f"{request.job_id}:{request.slot}"
+        while True:
+            probing = wait_for(health, request, ctx.gate, partial(deadline_of, request.job_id))
+            try:
+                answer = next(request)
+            except NOT_ATTEMPTS:
+                raise
+            except Exception as exc:
+                if health.failed(backend, call, exc):
+                    continue
+                raise
+            health.answered(backend, probing)
+            return answer
+
+    return guard
 
 
 def tracing_attempts(ctx: CallContext) -> Step | None:

@@ -5,11 +5,12 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import click
 from rich.console import Console
+from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 
@@ -64,6 +65,18 @@ def print_report(report: dict[str, Any], console: Console) -> None:
         console.print(
             "failures by kind: " + ", ".join(f"{k} {v}" for k, v in sorted(failures.items()))
         )
+    for kind, error in first_errors(report.get("nodes") or ()).items():
+        console.print(f"  {kind}: {escape(error)}", soft_wrap=True)
+
+
+def first_errors(nodes: Iterable[Mapping[str, Any]]) -> dict[str, str]:
+    """The first node error of each kind, in kind order (the provider's refusal, quoted)."""
+    found: dict[str, str] = {}
+    for node in nodes:
+        kind, error = node.get("error_kind"), node.get("error")
+        if kind and error and kind != "cancelled" and kind not in found:
+            found[kind] = error
+    return dict(sorted(found.items()))
 
 
 def _models_table(report: dict[str, Any]) -> Table:

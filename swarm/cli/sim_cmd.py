@@ -20,6 +20,8 @@ PROVIDERS = ("plain", "moonshot", "openai", "deepseek", "anthropic-compat")
 simulator (a unit test checks that the two agree)."""
 USAGE_FORMATS = ("plain", "openai", "moonshot", "deepseek", "anthropic")
 """swarm.sim.usage.USAGE_FORMATS, likewise."""
+ACCOUNT_FIELDS = ("balance_answers", "error_format")
+"""Options that go to SimConfig.account (swarm.sim.account)."""
 
 
 def _one_line(error: ValidationError) -> str:
@@ -47,6 +49,9 @@ def build_config(options: dict[str, Any]) -> SimConfig:
     from swarm.sim.config import SimConfig
 
     given = nest_batch({name: value for name, value in options.items() if value is not None})
+    account = {name: given.pop(name) for name in ACCOUNT_FIELDS if name in given}
+    if account:
+        given["account"] = account
     try:
         return SimConfig(**given)
     except ValidationError as exc:
@@ -126,6 +131,17 @@ def serve(config: SimConfig, host: str, port: int) -> None:
     "--reasoning-tokens",
     type=click.IntRange(min=0),
     help="Reasoning tokens of every thinking answer (default: 64-512 per request).",
+)
+@click.option(
+    "--balance-answers",
+    type=click.IntRange(min=0),
+    help="The account's balance runs out after N answers: every later request gets the "
+    'provider\'s quota error (POST /account {"balance_answers": M} tops it up).',
+)
+@click.option(
+    "--error-format",
+    type=click.Choice(["moonshot", "openai", "deepseek"]),
+    help="Whose error bodies the account's refusals copy (default moonshot).",
 )
 @batch_options
 def sim_command(host: str, port: int, **options: Any) -> None:

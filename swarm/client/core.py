@@ -49,6 +49,7 @@ from swarm.records import DEFAULT_TENANT, InputItem, JobSpec, NodeTask, check_te
 from swarm.settings import Settings, load_settings
 from swarm.sources.spool import StreamedInputs
 from swarm.store import JobStore, RedisJobStore, gateways
+from swarm.store.backend_holds import RedisBackendHolds
 from swarm.store.batches import batch_store
 from swarm.tokens import estimate_tokens
 from swarm.tools.toolsets import load_toolset
@@ -152,6 +153,17 @@ class SwarmClient(AbstractContextManager["SwarmClient"]):
         log.debug("swarm: gateway %s answered its model list", base_url)
         if (differs := self.gateway_mismatch(base_url)) is not None:
             log.warning("swarm: %s", differs)
+
+    def release_backends(self) -> None:
+        """Clear the holds on the catalog's backends (swarm.calls.backend_health): an empty
+        balance or a refused key the person resuming a job has fixed; a hold still due comes
+        back at the first refusal."""
+        redis_client = getattr(self.store, "redis", None)
+        if redis_client is None:
+            return
+        backends = sorted({spec.backend for spec in self.catalog.models.values()})
+        RedisBackendHolds(redis_client).release(backends)
+        log.debug("swarm: holds on backends %s cleared", ", ".join(backends))
 
     def gateway_mismatch(self, base_url: str) -> str | None:
         """One line when the running workers all call another gateway than ``base_url``
@@ -353,6 +365,7 @@ class SwarmClient(AbstractContextManager["SwarmClient"]):
         if self.store.report(job_id) is None and not interrupted:
             raise JobNotFinishedError(f"job {job_id} has not ended yet; resume it once it has")
         self.check_gateway()
+        self.release_backends()
         if budget_usd is not None:
             spec = spec.model_copy(update={"budget_usd": budget_usd})
         done = {env.node_id for env in self.store.envelopes(job_id) if env.ok}

@@ -42,8 +42,16 @@ from swarm.store.billing import HeldAnswer
 from swarm.store.leases import Lease
 from swarm.tokens import estimate_messages, estimate_tokens
 
-FALLBACK_KINDS: frozenset[ErrorKind] = RETRYABLE | {ErrorKind.NOT_FOUND, ErrorKind.BAD_OUTPUT}
-"""Errors after which the next model of the node's kind is tried."""
+FALLBACK_KINDS: frozenset[ErrorKind] = RETRYABLE | {
+    ErrorKind.NOT_FOUND,
+    ErrorKind.BAD_OUTPUT,
+    ErrorKind.INSUFFICIENT_BALANCE,
+    ErrorKind.AUTH,
+    ErrorKind.DAILY_LIMIT,
+    ErrorKind.OUTAGE,
+}
+"""Errors after which the next model of the node's kind is tried (a backend that is held
+fails a next model of its own at once, unsent: swarm.calls.backend_health)."""
 SUMMARIZE_KIND = "summarize"
 SUMMARIZER_ROLE = (
     "Summarise the excerpt below for another model that will not see it: keep every fact, "

@@ -10,6 +10,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from swarm.sim.account import AccountConfig
 from swarm.sim.batch_config import BatchSimConfig
 from swarm.sim.profiles import ProviderName
 from swarm.sim.usage import UsageFormat
@@ -128,6 +129,9 @@ class SimConfig(BaseModel):
     completion path through."""
     batch: BatchSimConfig = Field(default_factory=BatchSimConfig)
     """The Batch API (``/v1/files``, ``/v1/batches``; swarm.sim.batch)."""
+    account: AccountConfig = Field(default_factory=AccountConfig)
+    """The provider account: a balance that runs out, provider-typed refusals
+    (swarm.sim.account)."""
 
     provider: ProviderName = "plain"
     """Provider profile (swarm.sim.profiles): the request rules it refuses with a 400,

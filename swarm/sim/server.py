@@ -22,6 +22,7 @@ from typing import Any
 
 from aiohttp import web
 
+from swarm.sim.account import Account, mount_account
 from swarm.sim.batch import mount_batch
 from swarm.sim.config import SimConfig
 from swarm.sim.content import (
@@ -87,6 +88,7 @@ class Simulator:
         self.cache = PrefixCache(config.cache_min_tokens, config.cache_max_entries)
         self.injector = FaultInjector(config)
         self.latency = LatencyModel(config)
+        self.account = Account(config.account)
         self.arrivals = PeakCounter(SECOND_S)
         self._limiters: dict[str, ModelLimiter] = {}
         self._slots: asyncio.Semaphore | None = None
@@ -161,6 +163,9 @@ class Simulator:
         refused = refusal(self.profile, body)
         if refused is not None:
             return self._refuse(chat.model, refused)
+        if (denied := self.account.refusal(chat.last_user_content)) is not None:
+            self.count_status(chat.model, denied[0])
+            return web.json_response(denied[1], status=denied[0])
         chat = replace(chat, thinking=thinking_on(self.profile.rules_for(chat.model), body))
         asked = "none" if chat.max_tokens is None else str(chat.max_tokens)
         for stats in (self.stats.total, self.stats.model(chat.model)):
@@ -336,6 +341,7 @@ class Simulator:
         return response
 
     def _count_usage(self, model: str, counted: tuple[int, int, int, int], cut: bool) -> None:
+        self.account.answered()
         prompt, completion, cached, reasoning = counted
         for stats in (self.stats.total, self.stats.model(model)):
             stats.completed += 1
@@ -365,7 +371,7 @@ class Simulator:
 
     async def handle_stats(self, request: web.Request) -> web.Response:
         """GET /stats."""
-        return web.json_response(self.stats.snapshot())
+        return web.json_response({**self.stats.snapshot(), "account": self.account.snapshot()})
 
     async def handle_reset(self, request: web.Request) -> web.Response:
         """POST /stats/reset: zero the counters (limits and prompt cache are kept)."""
@@ -413,6 +419,7 @@ def build_app(config: SimConfig | None = None) -> web.Application:
     app.router.add_get("/stats", sim.handle_stats)
     app.router.add_post("/stats/reset", sim.handle_reset)
     app.router.add_get("/health", sim.handle_health)
+    mount_account(app, sim.account)
     mount_batch(app, sim.config.batch, sim.stats.batch, seed=sim.config.seed,
                 authorized=sim.authorized)  # fmt: skip
     return app

@@ -249,3 +249,31 @@ def test_the_fix_up_echoes_the_rejected_answer_clipped_to_the_window(
     assert len(echoed["content"]) < len(long_wrong)
     prompt = estimate_messages(m["content"] for m in fix["messages"])
     assert prompt + fix["max_tokens"] <= 4096
+
+
+def test_a_backend_out_of_balance_falls_back_to_a_model_of_another_backend(
+    make_runtime: Callable[..., tuple[Runtime, MockGateway]],
+) -> None:
+    quota = {"message": "Insufficient Balance", "type": "unknown_error"}
+
+    def handler(body: dict[str, Any], n: int) -> httpx2.Response:
+        if body["model"] == "gemini-2.5-flash":
+            return httpx2.Response(402, json={"error": quota})
+        return completion("from the other account")
+
+    rt, gw = make_runtime(handler)
+    other = rt.catalog.backends["default"].model_copy()
+    moved = rt.catalog.models["deepseek-v3.2"].model_copy(update={"backend": "other"})
+    catalog = rt.catalog.model_copy(
+        update={
+            "backends": {**rt.catalog.backends, "other": other},
+            "models": {**rt.catalog.models, "deepseek-v3.2": moved},
+        }
+    )
+    rt = dataclasses.replace(rt, catalog=catalog)
+    task = NodeTask(model="gemini-2.5-flash", instruction="extract", kind="extract",
+                    fallback_models=("deepseek-v3.2",))  # fmt: skip
+    job(rt, ["x"], tasks={"n0": task})
+    env = run_node(rt, "j", "n0")
+    assert env.ok and env.model == "deepseek-v3.2"
+    assert [r["model"] for r in gw.requests] == ["gemini-2.5-flash", "deepseek-v3.2"]
