@@ -82,6 +82,9 @@ class ErrorKind(StrEnum):
     """An agent node repeated a tool call, or ran out of steps, tool calls or tokens."""
     TOOLS_UNAVAILABLE = "tools_unavailable"
     """The node's toolset cannot be loaded on the worker that ran it."""
+    REASONING_CUT = "reasoning_cut"
+    """The answer stopped at its completion cap (finish_reason ``length``) with no content:
+    a thinking model's reasoning used the whole ``max_tokens``."""
     INTERNAL = "internal"
 
 
@@ -124,6 +127,9 @@ class NodeEnvelope(Frozen):
     """``ok`` or ``error``."""
     content: str = ""
     """The model's answer; empty on error."""
+    reasoning: str = ""
+    """The answer's ``reasoning_content`` (a thinking model's reasoning), apart from
+    ``content``: never quoted to the aggregation."""
     usage: Usage = Field(default_factory=Usage)
     """Tokens billed for this node, over all its attempts."""
     latency_ms: int = 0

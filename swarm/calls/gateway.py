@@ -32,7 +32,7 @@ from swarm.calls.http_pool import SHARDS, ThreadPools
 from swarm.calls.request import Answer, CallRequest
 from swarm.calls.retry_policy import BadResponseError
 from swarm.catalog import Catalog
-from swarm.records import ToolCall, Usage
+from swarm.records import ErrorKind, ToolCall, Usage
 from swarm.settings import Settings
 from swarm.unique import unique_hex
 
@@ -226,16 +226,31 @@ def answer_from_json(completion: Any) -> Answer:
     message = message if isinstance(message, dict) else {}
     content = message.get("content")
     calls = _tool_calls_of(message)
+    finish = choice.get("finish_reason")
+    reasoning = _text(message.get("reasoning_content"))
+    if not calls and finish == "length" and not (isinstance(content, str) and content.strip()):
+        raise BadResponseError(_cut_text(reasoning, billed), billed, ErrorKind.REASONING_CUT)
     if not isinstance(content, str) and not calls:
         raise BadResponseError("answer has no message content", billed)
-    finish = choice.get("finish_reason")
     return Answer(
         content=content if isinstance(content, str) else "",
         usage=_usage_of(usage),
         finish_reason=finish if isinstance(finish, str) else None,
         usage_missing=usage is None,
         tool_calls=calls,
+        reasoning=reasoning,
     )
+
+
+def _cut_text(reasoning: str, billed: Usage | None) -> str:
+    """Why an answer cut at its cap with no content is not used."""
+    spent = f"all {billed.completion_tokens} completion tokens" if billed else "the whole cap"
+    if reasoning:
+        return (
+            f"the model's reasoning used {spent} (finish_reason length) and left no "
+            "content: raise max_tokens for this model, or turn its thinking off"
+        )
+    return f"the answer stopped at max_tokens with no content ({spent}, finish_reason length)"
 
 
 def _tool_calls_of(message: dict[str, Any]) -> tuple[ToolCall, ...]:
