@@ -97,6 +97,7 @@ def run_embedded(
             base_url, key = gateway(settings)
             check_gateway(make_client(settings, base_url, key), base_url, keyless=key == NO_KEY)
         client = stack.enter_context(embedded_swarm(settings, catalog, base_url, key, join_s=None))
+        client.check_requests = not simulate  # the job's request shape, at the real gateway
         handle = submit(client)
         return follow(Watch(client.store, client.catalog, handle.id, embedded=True), timeout_s)
     raise AssertionError("unreachable")  # pragma: no cover

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import os
 import time
 import uuid
 from collections.abc import Iterable, Sequence
@@ -107,7 +108,12 @@ class SwarmClient(AbstractContextManager["SwarmClient"]):
         self.app = app or make_celery(self.settings, self.catalog)
         self._owns = (store is None, app is None)
         self._check_gateway = check_gateway
+        self.check_requests = check_gateway
+        """Before a job is queued, send one small request per model of the job shaped as
+        its nodes' (swarm.calls.preflight.check_requests): a field the provider refuses
+        stops the job with the provider's message and the catalog line to change."""
         self._closed = False
+        self._requests_checked: set[tuple[str, str]] = set()
 
     @classmethod
     def from_settings(cls, settings: Settings, *, check_gateway: bool = True) -> SwarmClient:
@@ -150,6 +156,20 @@ class SwarmClient(AbstractContextManager["SwarmClient"]):
         log.debug("swarm: gateway %s answered its model list", base_url)
         if (differs := self.gateway_mismatch(base_url)) is not None:
             log.warning("swarm: %s", differs)
+
+    def check_job_requests(
+        self, calls: Sequence[tuple[ModelSpec, str]], *, json_mode: bool = False
+    ) -> None:
+        """Check (model, kind) pairs of a job in its nodes' request shape, at most once each
+        per client (see ``check_requests``); nothing without a base URL."""
+        calls = [c for c in calls if (c[0].name, c[1]) not in self._requests_checked]
+        if not self.check_requests or self.settings.base_url is None or not calls:
+            return
+        key = gateway_key(self.settings)
+        gateway_preflight.check_job_requests(
+            self.settings, self.catalog, calls, key, os.environ, json_mode=json_mode
+        )
+        self._requests_checked.update((model.name, kind) for model, kind in calls)
 
     def gateway_mismatch(self, base_url: str) -> str | None:
         """One line when the running workers all call another gateway than ``base_url``
@@ -215,6 +235,8 @@ class SwarmClient(AbstractContextManager["SwarmClient"]):
         check_tenant(tenant)
         spec_model, aggregate = self._route(model, kind)
         self.check_gateway()
+        self.check_job_requests([(spec_model, kind), (aggregate, AGGREGATE_KIND)],
+                                json_mode=output_schema is not None)  # fmt: skip
         if tools is not None:
             load_toolset(tools)
         if budget_usd is not None:
@@ -295,6 +317,8 @@ class SwarmClient(AbstractContextManager["SwarmClient"]):
             load_toolset(tools)
         planner = self.catalog.route(PLAN_KIND)
         self.check_gateway()
+        kinds = [PLAN_KIND, AGGREGATE_KIND, *self.catalog.routing]  # a plan routes by kind
+        self.check_job_requests([(self.catalog.route(k), k) for k in dict.fromkeys(kinds)])
         width = max(4, len(str(len(items) - 1)))
         spec = JobSpec(
             job_id=job_id or uuid.uuid4().hex,
