@@ -102,18 +102,30 @@ def check_requests(
     *,
     json_mode: bool = False,
 ) -> None:
-    """Send one small request per (model, kind) of a job, built by the request code its
-    nodes use (CallRequest.body: the same sampling, thinking and cap fields), so a field the
-    provider refuses (HTTP 400) stops the job before anything is queued: ConfigError with
-    the provider's message and the catalog line to change. Other answers pass (the first
-    call will tell); a model without an endpoint (the workers' own) is not checked."""
+    """Send one small request per distinct request shape of a job ((model, kind) pairs
+    whose bodies differ only in their messages are sent once), built by the request code
+    its nodes use (CallRequest.body: the same sampling, thinking and cap fields), so a field
+    the provider refuses (HTTP 400) stops the job before anything is queued: ConfigError
+    with the provider's message and the catalog line to change. Other answers pass (the
+    first call will tell); a model without an endpoint (the workers' own) is not checked.
+    Each request is billed by the gateway (16 completion tokens at most)."""
     seen: set[tuple[str, str]] = set()
     for model, kind in calls:
         endpoint = endpoint_of(model)
-        if endpoint is None or (model.name, kind) in seen:
+        if endpoint is None:
             continue
-        seen.add((model.name, kind))
-        check_request(*endpoint, model, kind, source, json_mode=json_mode)
+        request = probe_request(model, kind, json_mode)
+        shape = {k: v for k, v in request.body().items() if k != "messages"}
+        key = (endpoint[1], json.dumps(shape, sort_keys=True, default=str))
+        if key not in seen:
+            seen.add(key)
+            check_request(*endpoint, request, source)
+
+
+def probe_request(model: ModelSpec, kind: str, json_mode: bool = False) -> CallRequest:
+    """The small request shaped as ``model``'s calls of ``kind``."""
+    return CallRequest.of("preflight", "preflight", model, PROBE_MESSAGES, PROBE_MAX_TOKENS,
+                          kind=kind, json_mode=json_mode)  # fmt: skip
 
 
 def check_job_requests(
@@ -146,18 +158,9 @@ def check_job_requests(
             client.close()
 
 
-def check_request(
-    client: openai.OpenAI,
-    base_url: str,
-    model: ModelSpec,
-    kind: str,
-    source: str,
-    *,
-    json_mode: bool = False,
-) -> None:
-    """One request shaped as ``model``'s calls of ``kind`` (see ``check_requests``)."""
-    request = CallRequest.of("preflight", "preflight", model, PROBE_MESSAGES, PROBE_MAX_TOKENS,
-                             kind=kind, json_mode=json_mode)  # fmt: skip
+def check_request(client: openai.OpenAI, base_url: str, request: CallRequest, source: str) -> None:
+    """Send ``request`` (a ``probe_request``); ConfigError when the gateway refuses it."""
+    model, kind = request.model, request.kind
     quick = client.with_options(timeout=SHAPE_TIMEOUT_S, max_retries=0)
     try:
         quick.post("/chat/completions", body=request.body(), cast_to=object)

@@ -69,7 +69,9 @@ class SwarmClient(AbstractContextManager["SwarmClient"]):
     Before its first job the client lists the gateway's models once, as the CLI does: an
     unreachable gateway, a rejected key or a wrong base URL is one GatewayUnavailableError
     (or MissingKeyError) with nothing enqueued. ``check_gateway=False`` skips it; without a
-    base URL (the workers have their own) there is nothing to check.
+    base URL (the workers have their own) there is nothing to check. ``check_requests=True``
+    (the CLI's way) also sends, before each job, one small request per model of the job
+    shaped as its nodes' requests: a field the provider refuses stops the job there.
     """
 
     def __init__(
@@ -85,6 +87,7 @@ class SwarmClient(AbstractContextManager["SwarmClient"]):
         api_key: str | None = None,
         config: str | Path | None = None,
         check_gateway: bool = True,
+        check_requests: bool = False,
     ) -> None:
         overrides = {
             name: value
@@ -108,10 +111,11 @@ class SwarmClient(AbstractContextManager["SwarmClient"]):
         self.app = app or make_celery(self.settings, self.catalog)
         self._owns = (store is None, app is None)
         self._check_gateway = check_gateway
-        self.check_requests = check_gateway
+        self.check_requests = check_requests
         """Before a job is queued, send one small request per model of the job shaped as
         its nodes' (swarm.calls.preflight.check_requests): a field the provider refuses
-        stops the job with the provider's message and the catalog line to change."""
+        stops the job with the provider's message and the catalog line to change. The CLI
+        turns it on; each check is a call the gateway bills."""
         self._closed = False
         self._requests_checked: set[tuple[str, str]] = set()
 

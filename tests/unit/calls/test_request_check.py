@@ -51,8 +51,9 @@ def test_a_refused_field_stops_the_job_naming_the_catalog_line() -> None:
 def test_the_check_sends_each_models_shape_for_its_kind_once() -> None:
     gw = MockGateway(moonshot)
     kimi = load_catalog().model("kimi-k2.5")
-    calls = [(kimi, "extract"), (kimi, "aggregate"), (kimi, "extract")]
+    calls = [(kimi, "extract"), (kimi, "aggregate"), (kimi, "extract"), (kimi, "default")]
     check_requests(calls, lambda m: (gw.client(), "http://gw/v1"), "(packaged)")
+    # default's body is aggregate's: one request per distinct shape
     assert [r["thinking"] for r in gw.requests] == [{"type": "disabled"}, {"type": "enabled"}]
     assert all("temperature" not in r for r in gw.requests)
 
