@@ -9,11 +9,16 @@ from collections.abc import Callable, Iterable, Mapping
 
 import openai
 
-from swarm.calls.gateway import NO_KEY, backend_endpoints, make_client
+from swarm.calls.gateway import NO_KEY, answer_from_json, backend_endpoints, make_client
 from swarm.calls.request import CallRequest
+from swarm.calls.retry_policy import BadResponseError
 from swarm.catalog import Catalog, ModelSpec
+from swarm.cost.pricing import cost_nusd
 from swarm.errors import ConfigError, GatewayUnavailableError, MissingKeyError
+from swarm.records import Usage
 from swarm.settings import Settings
+from swarm.store.billing import BilledCall
+from swarm.unique import unique_hex
 
 __all__ = ["NO_KEY", "check_gateway", "check_requests"]
 
@@ -93,6 +98,8 @@ SHAPE_TIMEOUT_S = 30.0
 """How long a request-shape check waits (a thinking model reasons before its 16 tokens)."""
 Endpoint = tuple[openai.OpenAI, str]
 """A gateway's client and base URL."""
+Bill = tuple[ModelSpec, Usage]
+"""A check's answer: the model and the usage the gateway billed."""
 
 
 def check_requests(
@@ -101,15 +108,17 @@ def check_requests(
     source: str,
     *,
     json_mode: bool = False,
-) -> None:
+) -> list[Bill]:
     """Send one small request per distinct request shape of a job ((model, kind) pairs
     whose bodies differ only in their messages are sent once), built by the request code
     its nodes use (CallRequest.body: the same sampling, thinking and cap fields), so a field
     the provider refuses (HTTP 400) stops the job before anything is queued: ConfigError
     with the provider's message and the catalog line to change. Other answers pass (the
     first call will tell); a model without an endpoint (the workers' own) is not checked.
-    Each request is billed by the gateway (16 completion tokens at most)."""
+    Each request is billed by the gateway (16 completion tokens at most): the answers' usage
+    is returned, to be counted in the job's ledger (``billed_calls``)."""
     seen: set[tuple[str, str]] = set()
+    bills: list[Bill] = []
     for model, kind in calls:
         endpoint = endpoint_of(model)
         if endpoint is None:
@@ -119,7 +128,16 @@ def check_requests(
         key = (endpoint[1], json.dumps(shape, sort_keys=True, default=str))
         if key not in seen:
             seen.add(key)
-            check_request(*endpoint, request, source)
+            usage = check_request(*endpoint, request, source)
+            if usage is not None:
+                bills.append((model, usage))
+    return bills
+
+
+def billed_calls(bills: Iterable[Bill]) -> list[BilledCall]:
+    """The checks' answers as billed calls of the job they were made for."""
+    return [BilledCall(call_id=unique_hex(), model=model.name, usage=usage,
+                       cost_nusd=cost_nusd(model, usage)) for model, usage in bills]  # fmt: skip
 
 
 def probe_request(model: ModelSpec, kind: str, json_mode: bool = False) -> CallRequest:
@@ -136,7 +154,7 @@ def check_job_requests(
     environ: Mapping[str, str],
     *,
     json_mode: bool = False,
-) -> None:
+) -> list[Bill]:
     """``check_requests`` at the gateway each model is called through: its backend's own
     base URL and key, else SWARM_BASE_URL with ``key``."""
     endpoints = backend_endpoints(settings, catalog, environ)
@@ -152,27 +170,34 @@ def check_job_requests(
 
     try:
         source = str(settings.config) if settings.config else "(packaged)"
-        check_requests(calls, endpoint_of, source, json_mode=json_mode)
+        return check_requests(calls, endpoint_of, source, json_mode=json_mode)
     finally:
         for client, _ in clients.values():
             client.close()
 
 
-def check_request(client: openai.OpenAI, base_url: str, request: CallRequest, source: str) -> None:
-    """Send ``request`` (a ``probe_request``); ConfigError when the gateway refuses it."""
+def check_request(
+    client: openai.OpenAI, base_url: str, request: CallRequest, source: str
+) -> Usage | None:
+    """Send ``request`` (a ``probe_request``); ConfigError when the gateway refuses it, else
+    the usage its answer billed (None: not answered)."""
     model, kind = request.model, request.kind
     quick = client.with_options(timeout=SHAPE_TIMEOUT_S, max_retries=0)
     try:
-        quick.post("/chat/completions", body=request.body(), cast_to=object)
+        raw = quick.post("/chat/completions", body=request.body(), cast_to=object)
     except (openai.BadRequestError, openai.UnprocessableEntityError) as exc:
         if _mentions_context(exc):
-            return
+            return None
         raise ConfigError(refusal_line(exc, request, base_url, source)) from None
     except openai.APIError as exc:
         log.debug("request check of %s (%s) at %s: %s, passed (the first call will tell)",
                   model.name, kind, base_url, type(exc).__name__)  # fmt: skip
-        return
+        return None
     log.debug("request check of %s (%s) at %s: accepted", model.name, kind, base_url)
+    try:
+        return answer_from_json(raw).usage
+    except BadResponseError as exc:  # a thinking model cut at 16 tokens: billed all the same
+        return exc.usage
 
 
 def refusal_line(

@@ -118,6 +118,7 @@ class SwarmClient(AbstractContextManager["SwarmClient"]):
         turns it on; each check is a call the gateway bills."""
         self._closed = False
         self._requests_checked: set[tuple[str, str]] = set()
+        self._check_bills: list[gateway_preflight.Bill] = []
 
     @classmethod
     def from_settings(cls, settings: Settings, *, check_gateway: bool = True) -> SwarmClient:
@@ -170,10 +171,16 @@ class SwarmClient(AbstractContextManager["SwarmClient"]):
         if not self.check_requests or self.settings.base_url is None or not calls:
             return
         key = gateway_key(self.settings)
-        gateway_preflight.check_job_requests(
+        self._check_bills += gateway_preflight.check_job_requests(
             self.settings, self.catalog, calls, key, os.environ, json_mode=json_mode
         )
         self._requests_checked.update((model.name, kind) for model, kind in calls)
+
+    def _bill_checks(self, job_id: str) -> None:
+        """Count the checks' billed answers in the job's ledger (they were made for it)."""
+        for call in gateway_preflight.billed_calls(self._check_bills):
+            self.store.record_call(job_id, call)
+        self._check_bills = []
 
     def gateway_mismatch(self, base_url: str) -> str | None:
         """One line when the running workers all call another gateway than ``base_url``
@@ -239,8 +246,6 @@ class SwarmClient(AbstractContextManager["SwarmClient"]):
         check_tenant(tenant)
         spec_model, aggregate = self._route(model, kind)
         self.check_gateway()
-        self.check_job_requests([(spec_model, kind), (aggregate, AGGREGATE_KIND)],
-                                json_mode=output_schema is not None)  # fmt: skip
         if tools is not None:
             load_toolset(tools)
         if budget_usd is not None:
@@ -261,6 +266,8 @@ class SwarmClient(AbstractContextManager["SwarmClient"]):
         for task in tasks or ():
             for name in task.models():
                 self.catalog.model(name)
+        self.check_job_requests([(spec_model, kind), (aggregate, AGGREGATE_KIND)],
+                                json_mode=output_schema is not None)  # fmt: skip
         node_ids = NodeIds.for_count(len(items))
         spec = JobSpec(
             job_id=job_id or uuid.uuid4().hex,
@@ -287,6 +294,7 @@ class SwarmClient(AbstractContextManager["SwarmClient"]):
             self.store.create_job(
                 spec, (item.text for item in items), chunk=self.settings.submit_chunk_nodes
             )
+            self._bill_checks(spec.job_id)
             self.fan_out(spec, (len(item.text) for item in items))
         except (redis.RedisError, kombu.exceptions.OperationalError) as exc:
             raise BrokerUnavailableError(f"cannot reach the broker: {exc}") from None
@@ -342,6 +350,7 @@ class SwarmClient(AbstractContextManager["SwarmClient"]):
         )
         try:
             self.store.create_job(spec, [item.text for item in items])
+            self._bill_checks(spec.job_id)
             self.app.signature(
                 PLAN_TASK,
                 args=(spec.job_id,),

@@ -118,5 +118,6 @@ def test_the_packaged_catalog_runs_on_moonshots_rules(
     bodies: list[dict[str, Any]] = gateway.bodies  # type: ignore[attr-defined]
     assert len(bodies) == 1 + 3 + 1  # the check (nodes and merge share a shape), 3 nodes, the merge
     assert all("temperature" not in b and b["thinking"] == {"type": "enabled"} for b in bodies)
+    assert report["models"]["kimi-k2.5"]["calls"] == len(bodies)  # the check is billed too
     assert all(n["reasoning"] == "thinking about it" for n in report["nodes"])
     assert "thinking about it" not in json.dumps(bodies[-1]["messages"])  # not aggregated
