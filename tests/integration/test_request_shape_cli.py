@@ -22,8 +22,8 @@ REFUSAL = "invalid temperature: only 1 is allowed for this model"
 
 
 class MoonshotRules(BaseHTTPRequestHandler):
-    """kimi-k2.5's rules: any temperature but 1 is a 400; thinking answers carry
-    reasoning_content. Every chat request body is kept in ``server.bodies``."""
+    """kimi-k2.5's rules: any temperature but 1 is a 400 (other models take any); thinking
+    answers carry reasoning_content. Every chat request body is kept in ``server.bodies``."""
 
     def do_GET(self) -> None:
         self._send(200, {"object": "list", "data": [{"id": "kimi-k2.5", "object": "model"}]})
@@ -31,7 +31,7 @@ class MoonshotRules(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         self.server.bodies.append(body)  # type: ignore[attr-defined]
-        if body.get("temperature", 1) != 1:
+        if body["model"] == "kimi-k2.5" and body.get("temperature", 1) != 1:
             self._send(400, {"error": {"type": "invalid_request_error", "message": REFUSAL}})
             return
         thinking = body.get("thinking", {}).get("type", "enabled") == "enabled"
@@ -70,12 +70,19 @@ def gateway() -> Iterator[ThreadingHTTPServer]:
 
 def run_inputs(cwd: Path, server: ThreadingHTTPServer, config: Path | None, *lines: str
                ) -> subprocess.CompletedProcess[str]:  # fmt: skip
+    """`swarm run - --json` with one input per line."""
+    return swarm(cwd, server, config, ["run", "-", "--json"], *lines)
+
+
+def swarm(cwd: Path, server: ThreadingHTTPServer, config: Path | None, args: list[str],
+          *lines: str) -> subprocess.CompletedProcess[str]:  # fmt: skip
+    """A swarm command with only SWARM_BASE_URL (the stub) and SWARM_CONFIG set."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SWARM_", "OPENAI_"))}
     env["SWARM_BASE_URL"] = f"http://127.0.0.1:{server.server_address[1]}/v1"
     if config is not None:
         env["SWARM_CONFIG"] = str(config)
     return subprocess.run(
-        [sys.executable, "-m", "swarm.cli.main", "run", "-", "--json"],
+        [sys.executable, "-m", "swarm.cli.main", *args],
         cwd=cwd,
         env=env,
         input="".join(f"{line}\n" for line in lines),
@@ -121,3 +128,18 @@ def test_the_packaged_catalog_runs_on_moonshots_rules(
     assert report["models"]["kimi-k2.5"]["calls"] == len(bodies)  # the check is billed too
     assert all(n["reasoning"] == "thinking about it" for n in report["nodes"])
     assert "thinking about it" not in json.dumps(bodies[-1]["messages"])  # not aggregated
+
+
+def test_gateway_check_names_each_refused_shape_and_its_catalog_line(
+    tmp_path: Path, gateway: ThreadingHTTPServer
+) -> None:
+    refused = swarm(tmp_path, gateway, old_catalog(tmp_path), ["gateway", "check"])
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr
+    assert "refused: " in refused.stderr and REFUSAL in refused.stderr
+    assert 'in [models."kimi-k2.5"]' in refused.stderr
+    assert "request shape(s) of the catalog refused" in refused.stderr
+    assert "gemini-2.5-flash (extract): not refused" in refused.stdout
+    fine = swarm(tmp_path, gateway, None, ["gateway", "check"])
+    assert fine.returncode == 0, fine.stderr
+    assert "kimi-k2.5 (default): not refused" in fine.stdout
+    assert "kimi-k2.5 (summarize): not refused" in fine.stdout  # thinking off: another shape
