@@ -13,10 +13,10 @@ from __future__ import annotations
 import difflib
 import re
 import tomllib
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from importlib import resources
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Self
 
 from pydantic import (
     BaseModel,
@@ -36,6 +36,7 @@ from swarm.providers import (
     ProviderName,
     RequestShape,
     Thinking,
+    inherit_providers,
     problems,
     shape_of,
 )
@@ -137,6 +138,13 @@ class ModelSpec(BaseModel):
     def __hash__(self) -> int:  # its tables (sampling, extra_body) are dicts
         return hash((self.name, self.gateway_name, self.queue, self.backend, self.max_tokens))
 
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
+        """A copy (with ``update``), resolving its request shapes afresh: pydantic shares
+        the private shape cache between copies."""
+        copy = super().model_copy(update=update, deep=deep)
+        copy._shapes = {}
+        return copy
+
     @property
     def fields(self) -> ModelFields:
         """The model's request fields as the provider rules read them."""
@@ -191,7 +199,7 @@ class Catalog(BaseModel):
                     for name, spec in data[table].items()
                 }
                 data = {**data, table: named}
-        return _with_providers(_with_default_backend(data))
+        return inherit_providers(_with_default_backend(data), DEFAULT_BACKEND)
 
     @model_validator(mode="after")
     def _check_routing(self) -> Catalog:
@@ -272,23 +280,6 @@ def _check_request_fields(spec: ModelSpec, kinds: frozenset[str]) -> None:
     if found:
         where, _, why = found[0].partition(": ")
         raise ValueError(f"{where} in {table} (provider {spec.fields.provider}): {why}")
-
-
-def _with_providers(data: dict[str, Any]) -> dict[str, Any]:
-    """Give each model table without a ``provider`` its backend's (when declared)."""
-    backends, models = data.get("backends"), data.get("models")
-    if not isinstance(backends, dict) or not isinstance(models, dict):
-        return data
-    named = {}
-    for name, spec in models.items():
-        backend = (
-            backends.get(spec.get("backend", DEFAULT_BACKEND)) if isinstance(spec, dict) else None
-        )
-        provider = backend.get("provider") if isinstance(backend, dict) else None
-        if isinstance(spec, dict) and "provider" not in spec and provider is not None:
-            spec = {**spec, "provider": provider}
-        named[name] = spec
-    return {**data, "models": named}
 
 
 def _with_default_backend(data: dict[str, Any]) -> dict[str, Any]:

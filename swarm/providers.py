@@ -227,3 +227,21 @@ def _reasoning_problems(model: ModelFields) -> list[str]:
             f"model; {temperature:g} is refused (leave it out)"
         )
     return found
+
+
+def inherit_providers(data: dict[str, Any], default_backend: str) -> dict[str, Any]:
+    """The catalog's TOML data with each model table that names no ``provider`` given its
+    backend's (when the backend's table names one)."""
+    backends, models = data.get("backends"), data.get("models")
+    if not isinstance(backends, dict) or not isinstance(models, dict):
+        return data
+    named = {}
+    for name, spec in models.items():
+        backend = (
+            backends.get(spec.get("backend", default_backend)) if isinstance(spec, dict) else None
+        )
+        provider = backend.get("provider") if isinstance(backend, dict) else None
+        if isinstance(spec, dict) and "provider" not in spec and provider is not None:
+            spec = {**spec, "provider": provider}
+        named[name] = spec
+    return {**data, "models": named}

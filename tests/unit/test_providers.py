@@ -136,3 +136,11 @@ def test_the_values_a_provider_fixes_may_be_written_out() -> None:
     kimi = model('provider = "moonshot"\nthinking = "enabled"\n'
                  "sampling = { temperature = 1.0, top_p = 0.95, n = 1 }")  # fmt: skip
     assert body(kimi)["temperature"] == 1.0 and body(kimi)["n"] == 1
+
+
+def test_a_copied_model_resolves_its_own_request_shape() -> None:
+    kimi = load_catalog().model("kimi-k2.5")
+    assert "temperature" not in body(kimi)  # its shape resolved (and kept) first
+    plain = kimi.model_copy(update={"provider": None, "thinking": None, "thinking_by_kind": {}})
+    assert body(plain)["temperature"] == 0.2 and "thinking" not in body(plain)
+    assert body(kimi)["thinking"] == {"type": "enabled"}
