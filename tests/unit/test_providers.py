@@ -3,12 +3,16 @@ lines refused because a provider documents them as refused (swarm.providers)."""
 
 from __future__ import annotations
 
-import pytest
+from typing import Any
 
-from swarm.batch.lines import line_of
+import pytest
+from doubles import completion, job_spec
+
+from swarm.batch.lines import line_of, node_request
 from swarm.calls.request import CallRequest
 from swarm.catalog import ModelSpec, load_catalog, parse_catalog
 from swarm.errors import ConfigError
+from swarm.records import NodeTask
 
 MESSAGES = [{"role": "user", "content": "hi"}]
 
@@ -144,3 +148,14 @@ def test_a_copied_model_resolves_its_own_request_shape() -> None:
     plain = kimi.model_copy(update={"provider": None, "thinking": None, "thinking_by_kind": {}})
     assert body(plain)["temperature"] == 0.2 and "thinking" not in body(plain)
     assert body(kimi)["thinking"] == {"type": "enabled"}
+
+
+def test_a_batch_line_has_its_nodes_kind_fields(make_runtime: Any) -> None:
+    rt, _ = make_runtime(lambda body, n: completion("x"))
+    tasks = {"n00": NodeTask(model="kimi-k2.5", instruction="pull the dates", kind="extract")}
+    spec = job_spec(2, tasks=tasks)
+    request = node_request(rt, spec, "n00", "text")
+    assert request is not None and request.kind == "extract"
+    assert line_of(request)["body"]["thinking"] == {"type": "disabled"}
+    default = node_request(rt, spec, "n01", "text")
+    assert default is not None and line_of(default)["body"]["thinking"] == {"type": "enabled"}
