@@ -15,6 +15,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from swarm.providers import ProviderName
+
 DEFAULT_BACKEND = "default"
 """The backend of models that name none; without a ``[backends.default]`` table it has no
 limits of its own and uses SWARM_BASE_URL."""
@@ -49,6 +51,10 @@ class BackendSpec(BaseModel):
     (a local backend: found from latency)."""
     adaptive: bool | None = None
     """Find the in-flight limit from latency; None = a local backend without max_inflight."""
+    provider: ProviderName = "plain"
+    """Whose documented request rules its models follow (swarm.providers): ``"plain"``
+    (any OpenAI-compatible server), ``"moonshot"``, ``"openai"``, ``"deepseek"``; a model's
+    own ``provider`` overrides it."""
     implicit: bool = False
     """Made up for models naming no declared backend: no shared limits, never adaptive."""
 

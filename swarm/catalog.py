@@ -13,16 +13,33 @@ from __future__ import annotations
 import difflib
 import re
 import tomllib
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from importlib import resources
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    model_validator,
+)
 from pydantic_core import ErrorDetails
 
 from swarm.backends import DEFAULT_BACKEND, BackendSpec
 from swarm.errors import ConfigError, UnknownModelError
+from swarm.providers import (
+    CapField,
+    ModelFields,
+    ProviderName,
+    RequestShape,
+    Thinking,
+    inherit_providers,
+    problems,
+    shape_of,
+)
 from swarm.records import TenantName
 
 DEFAULT_KIND = "default"
@@ -91,6 +108,69 @@ class ModelSpec(BaseModel):
     batch_refused_fields: ModelList = ()
     """Body fields the provider refuses in a batch line (Kimi: temperature, top_p); they
     are left out of the lines."""
+    max_output_tokens: Positive | None = None
+    """The most one answer of the model may be (its documented output limit); a call
+    whose reasoning used its whole cap is retried with a larger cap up to this (None: the
+    context window)."""
+    provider: ProviderName | None = None
+    """Whose documented request rules the model follows (swarm.providers); None: its
+    backend's ``provider``."""
+    sampling: dict[str, float] | None = Field(default=None, strict=False)
+    """Sampling fields sent (``{ temperature = 0.2 }``; ``{}``: none); None: the
+    provider's default (``plain``: temperature 0.2; ``moonshot``, ``deepseek``: none)."""
+    thinking: Thinking | None = None
+    """Send ``{"thinking": {"type": ...}}`` (Moonshot's and DeepSeek's switch); None: not
+    sent, the model's own default holds."""
+    thinking_by_kind: dict[str, Thinking] = Field(default_factory=dict)
+    """The thinking switch for some task kinds (``{ extract = "disabled" }``)."""
+    reasoning: bool | None = None
+    """A reasoning model (OpenAI's o-series and GPT-5): it always reasons inside its cap,
+    takes ``max_completion_tokens`` and no temperature but the default."""
+    max_tokens_field: CapField | None = None
+    """The body field of the completion cap; None: the provider's for this model."""
+    echo_reasoning: bool | None = None
+    """Send assistant tool-call messages back with their ``reasoning_content``; None: the
+    provider's rule (``moonshot``, ``deepseek``: yes)."""
+    extra_body: dict[str, Any] = Field(default_factory=dict)
+    """Other body fields sent as they are (``{ reasoning_effort = "low" }``)."""
+    _shapes: dict[str, RequestShape] = PrivateAttr(default_factory=dict)
+
+    def __hash__(self) -> int:  # its tables (sampling, extra_body) are dicts
+        return hash((self.name, self.gateway_name, self.queue, self.backend, self.max_tokens))
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
+        """A copy (with ``update``), resolving its request shapes afresh: pydantic shares
+        the private shape cache between copies."""
+        copy = super().model_copy(update=update, deep=deep)
+        copy._shapes = {}
+        return copy
+
+    @property
+    def fields(self) -> ModelFields:
+        """The model's request fields as the provider rules read them."""
+        return ModelFields(
+            provider=self.provider or "plain",
+            sampling=self.sampling,
+            thinking=self.thinking,
+            thinking_by_kind=self.thinking_by_kind,
+            reasoning=self.reasoning,
+            max_tokens_field=self.max_tokens_field,
+            echo_reasoning=self.echo_reasoning,
+            extra_body=self.extra_body,
+        )
+
+    def shape(self, kind: str) -> RequestShape:
+        """What this model's calls of ``kind`` send beside the messages (resolved once per
+        kind: swarm.providers.shape_of)."""
+        shape = self._shapes.get(kind)
+        if shape is None:
+            shape = self._shapes[kind] = shape_of(self.fields, kind)
+        return shape
+
+    @property
+    def output_limit(self) -> int:
+        """The most one answer may be: ``max_output_tokens``, else the context window."""
+        return min(self.max_output_tokens or self.context_window, self.context_window)
 
 
 class Catalog(BaseModel):
@@ -119,7 +199,7 @@ class Catalog(BaseModel):
                     for name, spec in data[table].items()
                 }
                 data = {**data, table: named}
-        return _with_default_backend(data)
+        return inherit_providers(_with_default_backend(data), DEFAULT_BACKEND)
 
     @model_validator(mode="after")
     def _check_routing(self) -> Catalog:
@@ -137,6 +217,7 @@ class Catalog(BaseModel):
                     f"backend in {_table(('models', spec.name))}: unknown backend "
                     f"{spec.backend!r}{_hint(spec.backend, self.backends)}"
                 )
+            _check_request_fields(spec, kinds)
         return self
 
     def _check_route(self, kind: str, names: tuple[str, ...], kinds: frozenset[str]) -> None:
@@ -180,6 +261,25 @@ class Catalog(BaseModel):
     def queues(self) -> tuple[str, ...]:
         """Every queue of the catalog, each once, in catalog order."""
         return tuple(dict.fromkeys(spec.queue for spec in self.models.values()))
+
+
+def _check_request_fields(spec: ModelSpec, kinds: frozenset[str]) -> None:
+    """Refuse what the model's provider documents as refused, and caps that cannot fit."""
+    table = _table(("models", spec.name))
+    if spec.max_tokens >= spec.context_window:
+        raise ValueError(
+            f"max_tokens in {table}: {spec.max_tokens} leaves no room for a prompt in "
+            f"context_window {spec.context_window}"
+        )
+    if spec.max_output_tokens is not None and spec.max_tokens > spec.max_output_tokens:
+        raise ValueError(
+            f"max_tokens in {table}: {spec.max_tokens} is more than max_output_tokens "
+            f"{spec.max_output_tokens}"
+        )
+    found = problems(spec.fields, kinds)
+    if found:
+        where, _, why = found[0].partition(": ")
+        raise ValueError(f"{where} in {table} (provider {spec.fields.provider}): {why}")
 
 
 def _with_default_backend(data: dict[str, Any]) -> dict[str, Any]:

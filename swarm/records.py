@@ -95,6 +95,9 @@ class ErrorKind(StrEnum):
     """The provider's content filter refused the input: final for its node."""
     OUTAGE = "outage"
     """The backend's gateway was unreachable for longer than the outage window."""
+    REASONING_CUT = "reasoning_cut"
+    """The answer stopped at its completion cap (finish_reason ``length``) with no content:
+    a thinking model's reasoning used the whole ``max_tokens``."""
     INTERNAL = "internal"
 
 
@@ -141,6 +144,9 @@ class NodeEnvelope(Frozen):
     """``ok`` or ``error``."""
     content: str = ""
     """The model's answer; empty on error."""
+    reasoning: str = ""
+    """The answer's ``reasoning_content`` (a thinking model's reasoning), apart from
+    ``content``: never quoted to the aggregation."""
     usage: Usage = Field(default_factory=Usage)
     """Tokens billed for this node, over all its attempts."""
     latency_ms: int = 0

@@ -4,8 +4,9 @@ The request is built as the sub-agent code builds the node's first call (swarm.j
 the instruction with its schema, the input as it fits the model's window, the job's
 completion budget), so the line's ``custom_id`` (the request's idempotency key) is the key
 a live call of the node looks its answer up under. A node whose input would need its middle
-summarised gets no line (it runs live). Fields the provider refuses in a batch body
-(catalog ``batch_refused_fields``) are left out.
+summarised gets no line (it runs live). The body is the live call's (its kind's request
+fields: swarm.providers); fields the provider refuses in a batch body (catalog
+``batch_refused_fields``) are left out.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 
 from swarm.calls.request import CallRequest
 from swarm.calls.runtime import Runtime
+from swarm.catalog import DEFAULT_KIND
 from swarm.jobs.context_fit import input_budget_tokens, split_for_budget
 from swarm.jobs.prompts import subagent_messages
 from swarm.jobs.structured import schema_instruction
@@ -66,6 +68,7 @@ def node_request(rt: Runtime, spec: JobSpec, node_id: str, text: str) -> CallReq
         max_tokens,
         budgeted=spec.budget_usd is not None,
         json_mode=task.output_schema is not None,
+        kind=task.kind or DEFAULT_KIND,
     )
 
 

@@ -33,7 +33,7 @@ from swarm.calls.request import Answer, CallRequest
 from swarm.calls.retry_policy import BadResponseError
 from swarm.calls.usage import usage_of
 from swarm.catalog import Catalog
-from swarm.records import ToolCall
+from swarm.records import ErrorKind, ToolCall, Usage
 from swarm.settings import Settings
 from swarm.unique import unique_hex
 
@@ -227,9 +227,12 @@ def answer_from_json(completion: Any) -> Answer:
     message = message if isinstance(message, dict) else {}
     content = message.get("content")
     calls = _tool_calls_of(message)
+    finish = choice.get("finish_reason")
+    reasoning = _text(message.get("reasoning_content"))
+    if not calls and finish == "length" and not (isinstance(content, str) and content.strip()):
+        raise BadResponseError(_cut_text(reasoning, billed), billed, ErrorKind.REASONING_CUT)
     if not isinstance(content, str) and not calls:
         raise BadResponseError("answer has no message content", billed)
-    finish = choice.get("finish_reason")
     return Answer(
         content=content if isinstance(content, str) else "",
         usage=usage_of(usage),
@@ -238,7 +241,19 @@ def answer_from_json(completion: Any) -> Answer:
         tool_calls=calls,
         response_id=_text(completion.get("id")) or None,
         response_model=_text(completion.get("model")) or None,
+        reasoning=reasoning,
     )
+
+
+def _cut_text(reasoning: str, billed: Usage | None) -> str:
+    """Why an answer cut at its cap with no content is not used."""
+    spent = f"all {billed.completion_tokens} completion tokens" if billed else "the whole cap"
+    if reasoning:
+        return (
+            f"the model's reasoning used {spent} (finish_reason length) and left no "
+            "content: raise max_tokens for this model, or turn its thinking off"
+        )
+    return f"the answer stopped at max_tokens with no content ({spent}, finish_reason length)"
 
 
 def _tool_calls_of(message: dict[str, Any]) -> tuple[ToolCall, ...]:

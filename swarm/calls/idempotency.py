@@ -205,6 +205,7 @@ class CallGuard:
                 latency_ms=int((time.perf_counter() - self._started) * 1000),
                 tool_calls=answer.tool_calls,
                 max_tokens_sent=answer.max_tokens_sent,
+                reasoning=answer.reasoning,
             )
         billed = BilledCall(
             call_id=unique_hex(),

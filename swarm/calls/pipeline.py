@@ -185,6 +185,7 @@ def _guarded_call(rt: Runtime, request: CallRequest, path: Path, ctx: CallContex
             stored.usage_missing,
             stored.tool_calls,
             max_tokens_sent=stored.max_tokens_sent,
+            reasoning=stored.reasoning,
         )
         return CallResult(answer, stored.usage, stored.attempts, stored.latency_ms, reused=True)
     if guard.refused:

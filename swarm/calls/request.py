@@ -14,15 +14,15 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from swarm.catalog import ModelSpec
+from swarm.catalog import DEFAULT_KIND, ModelSpec
 from swarm.records import DEFAULT_TENANT, ErrorKind, ToolCall, Usage
 from swarm.store.billing import HeldAnswer
 from swarm.tokens import estimate_messages
 
 Message = dict[str, Any]
 """A chat message: ``role`` and ``content`` (text, or None beside ``tool_calls``), and for
-agent steps ``tool_calls`` (assistant) or ``tool_call_id`` (role ``tool``)."""
-TEMPERATURE = 0.2
+agent steps ``tool_calls`` and ``reasoning_content`` (assistant) or ``tool_call_id`` (role
+``tool``)."""
 
 
 @dataclass(frozen=True)
@@ -81,6 +81,9 @@ class CallRequest:
     """Tool definitions offered to the model (OpenAI ``tools``); empty: a plain call."""
     tenant: str = DEFAULT_TENANT
     """Tenant of the job (admission shares each model's tokens between tenants)."""
+    kind: str = DEFAULT_KIND
+    """The task kind the call serves (its model's request fields may differ by kind, e.g.
+    thinking off for ``extract``: ModelSpec.shape)."""
     hold_answer: bool = False
     """A node's own plain call, whose envelope is stored right after it: a billed answer is
     held under the call's claim and recorded with the envelope in one write
@@ -113,16 +116,20 @@ class CallRequest:
 
     @property
     def tokens(self) -> int:
-        """Tokens admission reserves: the prompt estimate plus the completion budget."""
+        """Tokens admission reserves: the prompt estimate plus the completion budget (a
+        thinking model's reasoning is generated inside that budget, so it is counted)."""
         return self.prompt_tokens + self.max_tokens
 
     def body(self) -> dict[str, Any]:
-        """The JSON body of the chat completion request."""
+        """The JSON body of the chat completion request: the messages, the completion cap
+        under the field the model takes, and the model's request fields for this kind
+        (sampling, thinking, extra body: the catalog's, else its provider's defaults)."""
+        shape = self.model.shape(self.kind)
         body: dict[str, Any] = {
             "model": self.model.gateway_name,
             "messages": list(self.messages),
-            "max_tokens": self.max_tokens,
-            "temperature": TEMPERATURE,
+            shape.cap_field: self.max_tokens,
+            **shape.fields,
         }
         if self.json_mode:
             body["response_format"] = {"type": "json_object"}
@@ -136,7 +143,7 @@ class CallRequest:
 
 def message_text(message: Message) -> str:
     """What a message sends the model as text: its content and any tool calls' arguments."""
-    text = message.get("content") or ""
+    text = (message.get("reasoning_content") or "") + (message.get("content") or "")
     for call in message.get("tool_calls") or ():
         function = call.get("function", {})
         text += f"\n{function.get('name', '')}({function.get('arguments', '')})"
@@ -165,6 +172,10 @@ class Answer:
     """The completion's ``id``, when it had one (traces: ``gen_ai.response.id``)."""
     response_model: str | None = None
     """The model the gateway says answered (traces: ``gen_ai.response.model``)."""
+    reasoning: str = ""
+    """The message's ``reasoning_content`` (a thinking model's reasoning), kept apart from
+    ``content``: never quoted to the aggregation, sent back only in an agent's tool-call
+    messages where the provider requires it."""
 
 
 @dataclass(frozen=True)

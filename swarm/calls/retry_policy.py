@@ -36,10 +36,15 @@ MAX_RETRY_AFTER_S = 60.0
 class BadResponseError(Exception):
     """A 2xx answer we cannot use: not JSON, no choices, no message content."""
 
-    def __init__(self, message: str, usage: Usage | None = None) -> None:
+    def __init__(
+        self, message: str, usage: Usage | None = None, kind: ErrorKind = ErrorKind.BAD_RESPONSE
+    ) -> None:
         super().__init__(message)
         self.usage = usage
         """What the gateway billed for this answer, when its body had a usage field."""
+        self.kind = kind
+        """How it is classified: ``bad_response`` (retried), or ``reasoning_cut`` (an
+        answer whose reasoning used the whole cap: the same request would be cut again)."""
 
 
 def _status_kind(status: int) -> ErrorKind:
@@ -80,7 +85,9 @@ def classify(exc: BaseException) -> ErrorKind:
         if kind is ErrorKind.BAD_REQUEST and _mentions_context(exc):
             return ErrorKind.CONTEXT_OVERFLOW
         return kind
-    if isinstance(exc, BadResponseError | openai.APIResponseValidationError | ValueError):
+    if isinstance(exc, BadResponseError):
+        return exc.kind
+    if isinstance(exc, openai.APIResponseValidationError | ValueError):
         return ErrorKind.BAD_RESPONSE
     return ErrorKind.INTERNAL
 

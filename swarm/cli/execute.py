@@ -73,6 +73,7 @@ def gateway(settings: Settings) -> tuple[str, str]:
 def broker_client(settings: Settings, strict: bool = False) -> SwarmClient:
     base_url, key = gateway(settings)
     client = SwarmClient.from_settings(settings)
+    client.check_requests = True  # the job's request shape, before anything is queued
     check_gateway(make_client(settings, base_url, key), base_url, keyless=key == NO_KEY)
     if (differs := client.gateway_mismatch(base_url)) is not None:
         if strict:
@@ -97,6 +98,7 @@ def run_embedded(
             base_url, key = gateway(settings)
             check_gateway(make_client(settings, base_url, key), base_url, keyless=key == NO_KEY)
         client = stack.enter_context(embedded_swarm(settings, catalog, base_url, key, join_s=None))
+        client.check_requests = not simulate  # the job's request shape, at the real gateway
         handle = submit(client)
         return follow(Watch(client.store, client.catalog, handle.id, embedded=True), timeout_s)
     raise AssertionError("unreachable")  # pragma: no cover

@@ -28,6 +28,7 @@ from swarm.cli.decorators import (
     resume_options,
 )
 from swarm.cli.duration import DEADLINE_HELP, Duration
+from swarm.cli.gateway_cmd import gateway_group
 from swarm.cli.jobs_cmd import cancel_command, jobs_command
 from swarm.cli.probe_cmd import probe_command
 from swarm.cli.review_cmd import review_command
@@ -262,6 +263,7 @@ for command in (
     stack_group,
     bench_group,
     probe_command,
+    gateway_group,
 ):
     main.add_command(command)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import os
 import time
 import uuid
 from collections.abc import Iterable, Sequence
@@ -70,7 +71,9 @@ class SwarmClient(AbstractContextManager["SwarmClient"]):
     Before its first job the client lists the gateway's models once, as the CLI does: an
     unreachable gateway, a rejected key or a wrong base URL is one GatewayUnavailableError
     (or MissingKeyError) with nothing enqueued. ``check_gateway=False`` skips it; without a
-    base URL (the workers have their own) there is nothing to check.
+    base URL (the workers have their own) there is nothing to check. ``check_requests=True``
+    (the CLI's way) also sends, before each job, one small request per model of the job
+    shaped as its nodes' requests: a field the provider refuses stops the job there.
     """
 
     def __init__(
@@ -86,6 +89,7 @@ class SwarmClient(AbstractContextManager["SwarmClient"]):
         api_key: str | None = None,
         config: str | Path | None = None,
         check_gateway: bool = True,
+        check_requests: bool = False,
     ) -> None:
         overrides = {
             name: value
@@ -110,7 +114,14 @@ class SwarmClient(AbstractContextManager["SwarmClient"]):
         self._owns = (store is None, app is None)
         tracing.setup("swarm")  # on only when OTEL_* configures an exporter
         self._check_gateway = check_gateway
+        self.check_requests = check_requests
+        """Before a job is queued, send one small request per model of the job shaped as
+        its nodes' (swarm.calls.preflight.check_requests): a field the provider refuses
+        stops the job with the provider's message and the catalog line to change. The CLI
+        turns it on; each check is a call the gateway bills."""
         self._closed = False
+        self._requests_checked: set[tuple[str, str]] = set()
+        self._check_bills: list[gateway_preflight.Bill] = []
 
     @classmethod
     def from_settings(cls, settings: Settings, *, check_gateway: bool = True) -> SwarmClient:
@@ -164,6 +175,26 @@ class SwarmClient(AbstractContextManager["SwarmClient"]):
         backends = sorted({spec.backend for spec in self.catalog.models.values()})
         RedisBackendHolds(redis_client).release(backends)
         log.debug("swarm: holds on backends %s cleared", ", ".join(backends))
+
+    def check_job_requests(
+        self, calls: Sequence[tuple[ModelSpec, str]], *, json_mode: bool = False
+    ) -> None:
+        """Check (model, kind) pairs of a job in its nodes' request shape, at most once each
+        per client (see ``check_requests``); nothing without a base URL."""
+        calls = [c for c in calls if (c[0].name, c[1]) not in self._requests_checked]
+        if not self.check_requests or self.settings.base_url is None or not calls:
+            return
+        key = gateway_key(self.settings)
+        self._check_bills += gateway_preflight.check_job_requests(
+            self.settings, self.catalog, calls, key, os.environ, json_mode=json_mode
+        )
+        self._requests_checked.update((model.name, kind) for model, kind in calls)
+
+    def _bill_checks(self, job_id: str) -> None:
+        """Count the checks' billed answers in the job's ledger (they were made for it)."""
+        for call in gateway_preflight.billed_calls(self._check_bills):
+            self.store.record_call(job_id, call)
+        self._check_bills = []
 
     def gateway_mismatch(self, base_url: str) -> str | None:
         """One line when the running workers all call another gateway than ``base_url``
@@ -249,6 +280,8 @@ class SwarmClient(AbstractContextManager["SwarmClient"]):
         for task in tasks or ():
             for name in task.models():
                 self.catalog.model(name)
+        self.check_job_requests([(spec_model, kind), (aggregate, AGGREGATE_KIND)],
+                                json_mode=output_schema is not None)  # fmt: skip
         node_ids = NodeIds.for_count(len(items))
         spec = JobSpec(
             job_id=job_id or uuid.uuid4().hex,
@@ -276,6 +309,7 @@ class SwarmClient(AbstractContextManager["SwarmClient"]):
                 self.store.create_job(
                     spec, (item.text for item in items), chunk=self.settings.submit_chunk_nodes
                 )
+                self._bill_checks(spec.job_id)
                 self.fan_out(spec, (len(item.text) for item in items))
         except (redis.RedisError, kombu.exceptions.OperationalError) as exc:
             raise BrokerUnavailableError(f"cannot reach the broker: {exc}") from None
@@ -310,6 +344,8 @@ class SwarmClient(AbstractContextManager["SwarmClient"]):
             load_toolset(tools)
         planner = self.catalog.route(PLAN_KIND)
         self.check_gateway()
+        kinds = [PLAN_KIND, AGGREGATE_KIND, *self.catalog.routing]  # a plan routes by kind
+        self.check_job_requests([(self.catalog.route(k), k) for k in dict.fromkeys(kinds)])
         width = max(4, len(str(len(items) - 1)))
         spec = JobSpec(
             job_id=job_id or uuid.uuid4().hex,
@@ -337,6 +373,7 @@ class SwarmClient(AbstractContextManager["SwarmClient"]):
     def _plan(self, spec: JobSpec, planner: ModelSpec, items: Sequence[InputItem]) -> None:
         """Store a planned job and send its planner task."""
         self.store.create_job(spec, [item.text for item in items])
+        self._bill_checks(spec.job_id)
         self.app.signature(
             PLAN_TASK,
             args=(spec.job_id,),

@@ -85,6 +85,9 @@ class AgentRun:
     tools: Mapping[str, Tool]
     limits: AgentLimits
     call: StepCall
+    echo_reasoning: bool = False
+    """Send each assistant tool-call message back with its reasoning_content (the
+    provider requires it with thinking on: swarm.providers)."""
     steps: int = 0
     tool_calls: int = 0
     tool_errors: int = 0
@@ -118,7 +121,8 @@ class AgentRun:
                     self.messages.append({"role": "assistant", "content": answer.content})
                 self._save("answered" if last.ok else f"{last.error_kind}: {last.error}")
                 return last
-            self.messages.append(_assistant(answer.content, answer.tool_calls))
+            reasoning = answer.reasoning if self.echo_reasoning else ""
+            self.messages.append(_assistant(answer.content, answer.tool_calls, reasoning))
             stop = self._guard(answer.tool_calls, last)
             if stop is not None:
                 return stop
@@ -201,8 +205,10 @@ def _with_hint(messages: list[Message]) -> list[Message]:
     return out
 
 
-def _assistant(content: str, calls: tuple[ToolCall, ...]) -> Message:
-    return {
+def _assistant(content: str, calls: tuple[ToolCall, ...], reasoning: str = "") -> Message:
+    """An assistant tool-call message as sent back; with its reasoning_content when given
+    (Moonshot and DeepSeek refuse the next step of a thinking model without it)."""
+    message: Message = {
         "role": "assistant",
         "content": content,  # "" rather than null: some servers (llama-cpp-python) reject null
         "tool_calls": [
@@ -210,6 +216,9 @@ def _assistant(content: str, calls: tuple[ToolCall, ...]) -> Message:
             for c in calls
         ],
     }
+    if reasoning:
+        message["reasoning_content"] = reasoning
+    return message
 
 
 def _short(call: ToolCall) -> str:
@@ -236,9 +245,17 @@ class AgentOutcome:
 
 
 def run_agent(
-    rt: Runtime, spec: JobSpec, node_id: str, slot: str, messages: list[Message], call: StepCall
+    rt: Runtime,
+    spec: JobSpec,
+    node_id: str,
+    slot: str,
+    messages: list[Message],
+    call: StepCall,
+    *,
+    echo: bool = False,
 ) -> AgentOutcome:
-    """Run a node's loop with the job's toolset."""
+    """Run a node's loop with the job's toolset; ``echo``: send tool-call messages back
+    with their reasoning_content (the model's request shape says)."""
     assert spec.tools is not None
     try:
         tools = load_toolset(spec.tools, ToolContext(spec, node_id, rt.store))
@@ -246,7 +263,8 @@ def run_agent(
         why = f"toolset {spec.tools!r} cannot be loaded on this worker: {exc}"
         failed = CallResult(None, Usage(), 0, 0, ErrorKind.TOOLS_UNAVAILABLE, why)
         return AgentOutcome(failed, {}, messages)
-    agent = AgentRun(rt.store, spec.job_id, node_id, slot, tools, AgentLimits.of(rt.settings), call)
+    limits = AgentLimits.of(rt.settings)
+    agent = AgentRun(rt.store, spec.job_id, node_id, slot, tools, limits, call, echo_reasoning=echo)
     result = agent.run(messages)
     fields = {
         "steps": agent.steps,

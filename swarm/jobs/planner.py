@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 
-from swarm.calls.pipeline import run_call
+from swarm.calls.reasoning import run_raising
 from swarm.calls.request import CallRequest
 from swarm.calls.runtime import Runtime
 from swarm.catalog import Catalog
@@ -52,8 +52,8 @@ def _ask(rt: Runtime, spec: JobSpec, docs: list[InputItem]) -> tuple[Plan | None
         messages = planner_messages(spec.instruction, docs, kinds, error or None)
         request = CallRequest.of(spec.job_id, f"plan:{attempt}", model, messages,
                                  model.max_tokens, budgeted=spec.budget_usd is not None,
-                                 json_mode=True, tenant=spec.tenant)  # fmt: skip
-        outcome = run_call(rt, request)
+                                 json_mode=True, tenant=spec.tenant, kind=PLAN_KIND)  # fmt: skip
+        outcome = run_raising(rt, request)
         if outcome.answer is None:
             return None, f"{outcome.error_kind}: {outcome.error}"
         try:

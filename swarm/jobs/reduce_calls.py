@@ -15,10 +15,10 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 
 from swarm import tracing
-from swarm.calls.pipeline import run_call
+from swarm.calls.reasoning import run_raising
 from swarm.calls.request import CallRequest, CallResult, Message
 from swarm.calls.runtime import Runtime
-from swarm.catalog import ModelSpec
+from swarm.catalog import AGGREGATE_KIND, ModelSpec
 from swarm.jobs.prompts import aggregate_messages
 from swarm.jobs.reduce import group_lengths, levels_after, needs_reduction
 from swarm.jobs.tally import RESULT_OVERHEAD_TOKENS, result_tokens
@@ -46,8 +46,8 @@ def closing_call(
     """One call of the aggregation (a reduce or the final merge), billed to the job."""
     request = CallRequest.of(spec.job_id, slot, model, messages, model.max_tokens,
                              budgeted=spec.budget_usd is not None, closing=True,
-                             tenant=spec.tenant)  # fmt: skip
-    return run_call(rt, request)
+                             tenant=spec.tenant, kind=AGGREGATE_KIND)  # fmt: skip
+    return run_raising(rt, request)
 
 
 def reduce_results(

@@ -24,10 +24,11 @@ from swarm import tracing
 from swarm.calls.context_window import parse_overflow
 from swarm.calls.listeners import safely
 from swarm.calls.pipeline import run_call
+from swarm.calls.reasoning import run_raising
 from swarm.calls.request import CallProgress, CallRequest, CallResult, Message
 from swarm.calls.retry_policy import RETRYABLE
 from swarm.calls.runtime import Runtime
-from swarm.catalog import ModelSpec
+from swarm.catalog import DEFAULT_KIND, ModelSpec
 from swarm.jobs.agent import run_agent
 from swarm.jobs.context_fit import (
     clip_to_tokens,
@@ -222,9 +223,10 @@ class _ModelRun:
             progress=self.progress.get(slot, CallProgress()),
             tools=tools,
             tenant=self.spec.tenant,
+            kind=self.task.kind or DEFAULT_KIND,
             hold_answer=hold_answer,
         )
-        return run_call(self.rt, request)
+        return run_raising(self.rt, request)
 
     def envelope(self, text: str, slot: str, tally: _Tally) -> NodeEnvelope:
         instruction = schema_instruction(self.task.instruction, self.task.output_schema)
@@ -273,7 +275,8 @@ class _ModelRun:
             tally.add(outcome)
             return outcome
 
-        ran = run_agent(self.rt, self.spec, self.node_id, slot, messages, step)
+        echo = self.model.shape(self.task.kind or DEFAULT_KIND).echo_reasoning
+        ran = run_agent(self.rt, self.spec, self.node_id, slot, messages, step, echo=echo)
         outcome = ran.result
         if outcome.ok and self.task.output_schema is not None:
             # The fix-up continues the agent's conversation: the model sees what its tools
@@ -338,6 +341,7 @@ class _ModelRun:
             may_requeue=self.may_requeue,
             progress=self.progress.get(slot, CallProgress()),
             tenant=self.spec.tenant,
+            kind=SUMMARIZE_KIND,
         )
         return run_call(self.rt, request)
 
@@ -391,6 +395,7 @@ class _ModelRun:
             model=self.model.name,
             status="ok" if ok else "error",
             content=answer.content if answer else "",
+            reasoning=answer.reasoning if answer else "",
             usage=tally.usage,
             latency_ms=tally.latency_ms,
             attempts=tally.attempts,

@@ -23,6 +23,9 @@ class StoredAnswer(Frozen):
     """The answer's text."""
     usage: Usage
     """Tokens that answer billed."""
+    reasoning: str = ""
+    """The answer's reasoning_content (a replayed agent step sends it back with its tool
+    calls, so the step after it has the request, and key, it had)."""
     finish_reason: str | None = None
     """The gateway's finish_reason."""
     usage_missing: bool = False

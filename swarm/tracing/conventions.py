@@ -47,14 +47,19 @@ _PROVIDER_HINTS: tuple[tuple[str, str], ...] = (
 model served through a proxy is that proxy's call."""
 
 
+_CATALOG_PROVIDERS = {"moonshot": "moonshot_ai", "openai": "openai", "deepseek": "deepseek"}
+"""The catalog's ``provider`` names (swarm.providers) as the convention spells them;
+``plain`` says nothing of who serves the model, so the host and name are read instead."""
+
+
 def provider_name(catalog: Catalog, model: ModelSpec) -> str:
     """``gen_ai.provider.name`` of a model: the catalog's ``provider`` (of the model, else
     of its backend) when it names one, else guessed from the backend's host, then from the
     model's gateway name; ``_OTHER`` when nothing matches."""
     backend = catalog.backend_of(model)
     for declared in (getattr(model, "provider", None), getattr(backend, "provider", None)):
-        if isinstance(declared, str) and declared:
-            return declared
+        if isinstance(declared, str) and declared in _CATALOG_PROVIDERS:
+            return _CATALOG_PROVIDERS[declared]
     host = urlsplit(backend.base_url).hostname or "" if backend.base_url else ""
     for text in (host.lower(), model.gateway_name.lower()):
         for hint, provider in _PROVIDER_HINTS:

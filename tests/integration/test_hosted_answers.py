@@ -16,12 +16,13 @@ from __future__ import annotations
 import pytest
 from stack import Stack, Worker, stack_fixture
 
+from swarm.catalog import load_catalog
 from swarm.records import InputItem
 
 pytestmark = pytest.mark.integration
 
-MAX_TOKENS = "2048"
-"""The packaged catalog's max_tokens of the routed model."""
+MAX_TOKENS = str(load_catalog().route("default").max_tokens)
+"""The packaged catalog's max_tokens of the routed model (kimi-k2.5's 16,384)."""
 WAIT_S = 180.0
 """A generous deadline for a job (never a timing bound)."""
 

@@ -23,7 +23,11 @@ def completion(
     completion_tokens: int = 5,
     cached: int = 0,
     finish: str = "stop",
+    reasoning: str | None = None,
 ) -> httpx2.Response:
+    message: dict[str, Any] = {"role": "assistant", "content": content}
+    if reasoning is not None:
+        message["reasoning_content"] = reasoning
     return httpx2.Response(
         200,
         json={
@@ -34,7 +38,7 @@ def completion(
             "choices": [
                 {
                     "index": 0,
-                    "message": {"role": "assistant", "content": content},
+                    "message": message,
                     "finish_reason": finish,
                 }
             ],
@@ -96,12 +100,18 @@ def new_job(rt: Runtime, n: int = 4, ratio: float = 0.5) -> JobSpec:
     return spec
 
 
-def tool_call_answer(*calls: tuple[str, str], prompt: int = 10) -> httpx2.Response:
-    """An answer asking for tool calls: (name, raw arguments) each, ids ``c0``, ``c1``..."""
+def tool_call_answer(
+    *calls: tuple[str, str], prompt: int = 10, reasoning: str | None = None
+) -> httpx2.Response:
+    """An answer asking for tool calls: (name, raw arguments) each, ids ``c0``, ``c1``...;
+    with a ``reasoning_content`` when ``reasoning`` is given."""
     tool_calls = [
         {"id": f"c{i}", "type": "function", "function": {"name": name, "arguments": args}}
         for i, (name, args) in enumerate(calls)
     ]
+    message: dict[str, Any] = {"role": "assistant", "content": None, "tool_calls": tool_calls}
+    if reasoning is not None:
+        message["reasoning_content"] = reasoning
     return httpx2.Response(
         200,
         json={
@@ -112,7 +122,7 @@ def tool_call_answer(*calls: tuple[str, str], prompt: int = 10) -> httpx2.Respon
             "choices": [
                 {
                     "index": 0,
-                    "message": {"role": "assistant", "content": None, "tool_calls": tool_calls},
+                    "message": message,
                     "finish_reason": "tool_calls",
                 }
             ],

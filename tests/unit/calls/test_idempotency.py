@@ -26,7 +26,7 @@ from swarm.store import MemoryJobStore
 from swarm.store.heartbeat import LeaseKeeper
 
 MakeRuntime = Callable[..., tuple[Runtime, MockGateway]]
-BIG = "x" * 20_000  # 5,000 prompt tokens: a node costs more than the aggregation's bound
+BIG = "x" * 60_000  # 15,000 prompt tokens: a node costs more than the aggregation's bound
 
 
 def new_job(rt: Runtime, n: int, *, budget_usd: float | None = None, text: str = "") -> JobSpec:
@@ -158,9 +158,9 @@ def test_the_aggregation_runs_on_what_is_left(make_runtime: MakeRuntime) -> None
     rt, gw = make_runtime(exact)
     bound = node_bound(rt)
     # 4 nodes fit, the 5th does not, and what is left covers the aggregation's bound
-    # (a kimi call of 2,048 output tokens plus 4 short results: ~1.3M nano-USD < bound).
-    spec = new_job(rt, 10, budget_usd=usd_of_nusd(4 * bound + 2_000_000), text=BIG)
-    assert bound > 2_000_000
+    # (a kimi call of 16,384 output tokens plus 4 short results: ~10M nano-USD < bound).
+    spec = new_job(rt, 10, budget_usd=usd_of_nusd(4 * bound + 12_000_000), text=BIG)
+    assert bound > 12_000_000
     for n in spec.node_ids:
         run_node(rt, "j1", n)
     report = run_aggregation(rt, "j1")

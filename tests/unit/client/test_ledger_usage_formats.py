@@ -72,16 +72,7 @@ def test_the_ledger_equals_the_gateways_counts_in_every_usage_format(
     assert report["cost_usd"] == pytest.approx(cost_usd(catalog.model(MODEL), expected), abs=1e-6)
 
 
-@pytest.mark.parametrize(
-    "provider",
-    [
-        pytest.param(name, marks=pytest.mark.xfail(
-            strict=True, reason="the packaged catalog sends temperature 0.2 to kimi-k2.5, "
-            "which Moonshot refuses (issue 36 item 1, swarm/calls/request.py)"))
-        if name == "moonshot" else name
-        for name in PROVIDERS
-    ],
-)  # fmt: skip
+@pytest.mark.parametrize("provider", PROVIDERS)
 def test_the_packaged_catalogs_job_runs_on_each_provider_profile(provider: str) -> None:
     config = SimConfig(provider=provider)  # type: ignore[arg-type]
     with start_in_thread(config) as sim, swarm.testing.embedded(base_url=sim.base_url) as client:

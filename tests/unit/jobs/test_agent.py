@@ -159,7 +159,8 @@ def test_tool_less_calls_keep_their_idempotency_key(make_runtime: MakeRuntime) -
 
 def test_a_node_stopped_by_the_budget_keeps_its_transcript(make_runtime: MakeRuntime) -> None:
     rt, gw = make_runtime(steps(tool_call_answer(("add", '{"a": 1}'), prompt=1500)))
-    spec = job_spec(1, tools="agent_tools", budget_usd=0.004)
+    # the job's cap as asked with --max-tokens 2048: one step's bound fits, two do not
+    spec = job_spec(1, tools="agent_tools", budget_usd=0.004, max_tokens=2048)
     rt.store.create_job(spec, ["input 0"])
     env = run_node(rt, "j1", "n00")
     assert env.error_kind is ErrorKind.BUDGET_EXCEEDED and env.steps == 1 == len(gw.requests)

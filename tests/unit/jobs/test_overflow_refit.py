@@ -18,6 +18,18 @@ MakeRuntime = Callable[..., tuple[Runtime, MockGateway]]
 WINDOW = 4096
 
 
+def capped(rt: Runtime, max_tokens: int = 2048) -> Runtime:
+    """``rt`` with kimi-k2.5's and gemini-2.5-flash's caps at ``max_tokens``: the packaged
+    thinking caps (16,384 and 8,192) cannot fit the small server's window at all."""
+    models = {
+        name: spec.model_copy(update={"max_tokens": max_tokens})
+        if name in ("kimi-k2.5", "gemini-2.5-flash")
+        else spec
+        for name, spec in rt.catalog.models.items()
+    }
+    return dataclasses.replace(rt, catalog=rt.catalog.model_copy(update={"models": models}))
+
+
 def server_tokens(body: dict[str, Any]) -> int:
     """A tokenizer denser than the offline estimate: 3 characters per token."""
     return sum(len(m["content"]) for m in body["messages"]) // 3 + body.get("max_tokens", 0)
@@ -40,6 +52,7 @@ def test_an_overflow_stating_the_window_is_refitted_and_not_counted(
     make_runtime: MakeRuntime,
 ) -> None:
     rt, gw = make_runtime(small_server)
+    rt = capped(rt)
     rt.store.create_job(job_spec(1, job_id="j1"), ["x = compute(y)\n" * 700])  # ~10 KB
     envelope = run_node(rt, "j1", "n00")
     assert envelope.ok and envelope.content == "reviewed"
@@ -99,6 +112,7 @@ def test_a_summariser_that_overflows_is_refitted_to_its_stated_window(
         return completion("reviewed", prompt=asked - body["max_tokens"], completion_tokens=20)
 
     rt, gw = make_runtime(every_model_small)
+    rt = capped(rt)
     rt.store.create_job(job_spec(1, job_id="j1"), ["x = compute(y)\n" * 2000])  # ~30 KB
     envelope = run_node(rt, "j1", "n00")
     assert envelope.ok and envelope.truncation is not None
@@ -127,6 +141,7 @@ def test_an_aggregation_that_overflows_is_merged_again_for_the_stated_window(
         return completion("finding " * 500, prompt=prompt, completion_tokens=600)
 
     rt, gw = make_runtime(handler)
+    rt = capped(rt)
     rt.store.create_job(job_spec(20, job_id="j1"), [f"def f{i}(): pass" for i in range(20)])
     for node in rt.store.spec("j1").node_ids:
         assert run_node(rt, "j1", node).ok

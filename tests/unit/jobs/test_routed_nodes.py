@@ -241,7 +241,7 @@ def test_the_fix_up_echoes_the_rejected_answer_clipped_to_the_window(
     long_wrong = '{"summary": "' + "words " * 2500 + '"}'  # ~3,750 estimated tokens
     rt, gw = make_runtime(lambda body, n: completion(long_wrong))
     rt.windows.learn("kimi-k2.5", 4096)  # a local server's window, smaller than the catalog's
-    job(rt, ["diff"], output_schema=SCHEMA)
+    job(rt, ["diff"], output_schema=SCHEMA, max_tokens=2048)  # a cap that fits that window
     run_node(rt, "j", "n0")
     fix = gw.requests[1]
     echoed = fix["messages"][-2]

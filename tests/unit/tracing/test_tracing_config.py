@@ -53,7 +53,7 @@ def test_providers_come_from_the_catalog_then_the_host_then_the_model_name() -> 
     assert names["gpt-4.1"] == "openai"
     assert names["deepseek-v3.2"] == "deepseek"
     assert names["claude-sonnet-4.5"] == "anthropic"
-    declared = catalog.model("gpt-4.1").model_copy(update={"gateway_name": "house-model"})
+    declared = catalog.model("claude-sonnet-4.5").model_copy(update={"gateway_name": "house-model"})
     assert provider_name(catalog, declared) == "_OTHER"
     assert server_address("https://gw.example:8443/v1?key=x") == "gw.example"
 
