@@ -91,6 +91,9 @@ class ModelSpec(BaseModel):
     batch_refused_fields: ModelList = ()
     """Body fields the provider refuses in a batch line (Kimi: temperature, top_p); they
     are left out of the lines."""
+    cache_min_prefix_tokens: Annotated[int, Field(ge=0)] = 0
+    """Shortest identical prompt prefix the provider caches (OpenAI: 1,024); 0 = the model
+    does not cache prompts (no cache warm-up, no expected cache hits; swarm.calls.warmup)."""
 
 
 class Catalog(BaseModel):

@@ -266,6 +266,10 @@ class JobSpec(Frozen):
     tenant: TenantName = DEFAULT_TENANT
     """The team the job runs for: admission shares each model's tokens between the tenants
     by their catalog weights (swarm.calls.admission.shares)."""
+    context: str | None = None
+    """Text every sub-agent and the aggregation read before their own input (a repository's
+    conventions, a paper's background): placed in the shared prompt prefix that gateways
+    cache (swarm.jobs.prompts); None: no shared context."""
     _index: dict[str, int] = PrivateAttr(default_factory=dict)
     _job_task: NodeTask | None = PrivateAttr(default=None)
 
