@@ -61,5 +61,5 @@ def test_context_files_are_read_with_their_names(tmp_path: Path) -> None:
         "File: CONTRIBUTING.md\n\nUse typed records.\n\nFile: map.txt\n\nswarm/ is the library"
     )
     assert read_context([]) is None and conventions(tmp_path / "map.txt") == []
-    with pytest.raises(InputError, match="missing.txt"):
+    with pytest.raises(InputError, match=r"missing\.txt"):
         read_context([tmp_path / "missing.txt"])
