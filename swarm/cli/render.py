@@ -68,7 +68,7 @@ def print_report(report: dict[str, Any], console: Console) -> None:
 
 def _models_table(report: dict[str, Any]) -> Table:
     table = Table(title="calls, tokens and cost per model")
-    for col in ("model", "calls", "prompt", "cached", "completion", "cost USD"):
+    for col in ("model", "calls", "prompt", "cached", "completion", "cost USD", "cache saved"):
         table.add_column(col, justify="left" if col == "model" else "right")
     for name, line in report["models"].items():
         table.add_row(
@@ -78,6 +78,7 @@ def _models_table(report: dict[str, Any]) -> Table:
             str(line.get("cached_tokens", 0)),
             str(line["completion_tokens"]),
             f"{line['cost_usd']:.4f}",
+            f"{line.get('cache_saved_usd', 0.0):.4f}",
         )
     usage = report["usage"]
     table.add_row(
@@ -87,6 +88,7 @@ def _models_table(report: dict[str, Any]) -> Table:
         str(usage["cached_tokens"]),
         str(usage["completion_tokens"]),
         f"{report['cost_usd']:.4f}",
+        f"{sum(m.get('cache_saved_usd', 0.0) for m in report['models'].values()):.4f}",
     )
     return table
 
