@@ -185,6 +185,10 @@ class Settings(BaseSettings):
     shared prompt prefix reaches its model's ``cache_min_prefix_tokens``, the first node of
     that model calls alone and the others follow once it has answered. False = every node
     calls at once (their shared prefix is billed uncached on the first wave)."""
+    cache_warmup_min_tokens: int = Field(default=1024, ge=0)
+    """The warm-up runs only for a shared prefix of at least this many tokens (and at least
+    its model's ``cache_min_prefix_tokens``): a shorter one saves less than the first
+    answer's wait is worth."""
     cache_warmup_wait_s: float | None = Field(default=None, gt=0)
     """Longest a node waits for the first node's answer before calling anyway. None =
     node_timeout_s (one answer's time)."""

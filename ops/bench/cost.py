@@ -22,11 +22,13 @@ import time
 from typing import Any
 
 import swarm.testing
+from swarm.calls.warmup import warmup_floor
 from swarm.catalog import AGGREGATE_KIND, load_catalog
 from swarm.cost.batch import at_batch_price
 from swarm.jobs.estimate import estimate_job
 from swarm.jobs.review import REVIEW_AGGREGATE, REVIEW_INSTRUCTION, REVIEW_SCHEMA
 from swarm.records import InputItem
+from swarm.settings import load_settings
 from swarm.sim import SimConfig, start_in_thread
 from swarm.sim.batch_config import BatchSimConfig
 from swarm.tokens import estimate_tokens
@@ -117,7 +119,8 @@ def main() -> None:
     catalog = load_catalog()
     model, aggregate = catalog.model(MODEL), catalog.route(AGGREGATE_KIND)
     bound = estimate_job(items, REVIEW_INSTRUCTION, REVIEW_AGGREGATE, model, aggregate,
-                         MAX_TOKENS, context=context)  # fmt: skip
+                         MAX_TOKENS, context=context,
+                         warmup_min_tokens=warmup_floor(load_settings()))  # fmt: skip
     batched = at_batch_price(bound, model)
     print(f"{args.prs} PRs on {MODEL}, shared context ~{estimate_tokens(context):,} tokens, "
           f"live answers {args.latency_ms:.0f} ms, batch {args.batch_s:g} s\n")  # fmt: skip

@@ -3,7 +3,8 @@
 A gateway writes a prompt-cache entry when the first request carrying a prefix has been
 answered; requests sent at the same moment all miss. So when a job's shared prefix (the
 system message: role, instruction, shared context; swarm.jobs.prompts) is long enough for
-its model to cache (the catalog's ``cache_min_prefix_tokens``), the first node to reach
+its model to cache (the catalog's ``cache_min_prefix_tokens``) and worth a wait
+(``SWARM_CACHE_WARMUP_MIN_TOKENS``, default 1,024), the first node to reach
 its call leads: it calls alone while the others wait for its answer, at most
 ``cache_warmup_wait_s`` (default: one node timeout), then everyone calls at full speed
 with the prefix cached. A model that does not cache (threshold 0), a prefix below the
@@ -29,6 +30,7 @@ from typing import Protocol
 import redis
 
 from swarm.catalog import ModelSpec
+from swarm.cost.cache import warms
 from swarm.settings import Settings
 from swarm.tokens import estimate_tokens
 
@@ -67,19 +69,24 @@ class WarmupPlan:
     wait_s: float
 
 
+def warmup_floor(settings: Settings) -> int | None:
+    """The shortest shared prefix the warm-up runs for (None: SWARM_CACHE_WARMUP=false)."""
+    return settings.cache_warmup_min_tokens if settings.cache_warmup else None
+
+
 def plan_warmup(
     settings: Settings, model: ModelSpec, messages: Sequence[dict[str, str]], nodes: int
 ) -> WarmupPlan | None:
     """The warm-up of a node's call, or None when no node needs to wait for it."""
-    if not settings.cache_warmup or model.cache_min_prefix_tokens <= 0 or nodes < 2:
-        return None
     if not messages or messages[0].get("role") != "system":
         return None
     prefix = messages[0]["content"]
     tokens = estimate_tokens(prefix)
-    if tokens < model.cache_min_prefix_tokens:
-        log.debug("warm-up: off for %s, shared prefix ~%d tokens < its cache minimum %d",
-                  model.name, tokens, model.cache_min_prefix_tokens)  # fmt: skip
+    floor = warmup_floor(settings)
+    if not warms(model, tokens, nodes, floor):
+        log.debug("warm-up: off for %s (shared prefix ~%d tokens, cache minimum %d, warm-up "
+                  "from %s, %d nodes)", model.name, tokens, model.cache_min_prefix_tokens,
+                  floor, nodes)  # fmt: skip
         return None
     digest = hashlib.sha256(f"{model.gateway_name}\0{prefix}".encode()).hexdigest()[:32]
     wait_s = settings.cache_warmup_wait_s or settings.node_timeout_s

@@ -10,6 +10,7 @@ from typing import Any
 
 import click
 
+from swarm.calls.warmup import warmup_floor
 from swarm.catalog import AGGREGATE_KIND, Catalog
 from swarm.cli.snapshot import sub_agents
 from swarm.client import SwarmClient, agent_bound
@@ -86,7 +87,7 @@ def announce_estimate(
         max_tokens,
         **agent_bound(settings, spec_model, max_tokens, tools),
         context=context,
-        warmup=settings.cache_warmup,
+        warmup_min_tokens=warmup_floor(settings),
     )
     announce(settings, bound, always)
     return bound

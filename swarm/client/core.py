@@ -26,6 +26,7 @@ from swarm.batch.plan import check_deadline, plan_batches
 from swarm.batch.policy import batches_within
 from swarm.calls import preflight as gateway_preflight
 from swarm.calls.gateway import make_client
+from swarm.calls.warmup import warmup_floor
 from swarm.catalog import AGGREGATE_KIND, DEFAULT_KIND, Catalog, ModelSpec, load_catalog
 from swarm.client.handle import SwarmHandle
 from swarm.client.sent import SentNodes
@@ -233,7 +234,7 @@ class SwarmClient(AbstractContextManager["SwarmClient"]):
                 max_tokens,
                 **agent_bound(self.settings, spec_model, max_tokens, tools),
                 context=context,
-                warmup=self.settings.cache_warmup,
+                warmup_min_tokens=warmup_floor(self.settings),
             )
             if tools is None and spec_model.batch and batches_within(deadline_s):
                 bound = at_batch_price(bound, spec_model)  # its nodes go into batch files

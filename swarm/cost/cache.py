@@ -15,12 +15,21 @@ from swarm.cost.pricing import cost_nusd, cost_usd
 from swarm.records import Usage
 
 
-def expected_cached_tokens(
-    model: ModelSpec, prefix_tokens: int, calls: int, *, warmup: bool
-) -> int:
-    """Prompt tokens a job's ``calls`` on ``model`` should find cached."""
+def warms(model: ModelSpec, prefix_tokens: int, calls: int, min_tokens: int | None) -> bool:
+    """Whether a fan-out of ``calls`` sharing a prefix of ``prefix_tokens`` is warmed first:
+    the model caches prompts, the prefix reaches its minimum and ``min_tokens`` (the
+    warm-up's own floor; None = the warm-up is off), and more than one call shares it."""
     threshold = model.cache_min_prefix_tokens
-    if not warmup or threshold <= 0 or prefix_tokens < threshold or calls < 2:
+    if min_tokens is None or threshold <= 0 or calls < 2:
+        return False
+    return prefix_tokens >= max(threshold, min_tokens)
+
+
+def expected_cached_tokens(
+    model: ModelSpec, prefix_tokens: int, calls: int, *, warmup_min_tokens: int | None
+) -> int:
+    """Prompt tokens a job's ``calls`` on ``model`` should find cached (``warms``)."""
+    if not warms(model, prefix_tokens, calls, warmup_min_tokens):
         return 0
     return (calls - 1) * prefix_tokens
 

@@ -29,14 +29,15 @@ def estimate_job(
     steps: int = 1,
     step_growth_tokens: int = 0,
     context: str | None = None,
-    warmup: bool = True,
+    warmup_min_tokens: int | None = None,
 ) -> JobEstimate:
     """Bound of a job's cost: one call per input, then the aggregation over every result.
 
     An agent node makes up to ``steps`` calls, each prompt longer than the one before by at
     most ``step_growth_tokens`` (the model's turn and the tool results it got). ``context``
-    is the job's shared context; with ``warmup`` (SWARM_CACHE_WARMUP) the estimate also
-    counts the prompt-cache hits of the shared prefix (swarm.cost.cache).
+    is the job's shared context; ``warmup_min_tokens`` the warm-up's floor
+    (SWARM_CACHE_WARMUP_MIN_TOKENS; None: no warm-up): when the warm-up runs, the estimate
+    also counts the prompt-cache hits of the shared prefix (swarm.cost.cache).
     """
     node_max = max_tokens or model.max_tokens
     firsts = [_node_prompt(instruction, item.ref, item.text, context) for item in items]
@@ -44,7 +45,9 @@ def estimate_job(
     agg_prompt = _aggregation_prompt(aggregate_instruction, aggregate_model, len(items), node_max)
     agg_prompt += estimate_tokens(context or "")
     prefix = estimate_tokens(shared_prefix(SUBAGENT_ROLE, instruction, context))
-    cached = expected_cached_tokens(model, prefix, len(prompts), warmup=warmup)
+    cached = expected_cached_tokens(
+        model, prefix, len(prompts), warmup_min_tokens=warmup_min_tokens
+    )
     return JobEstimate(
         nodes=len(items),
         prompt_tokens=sum(prompts) + agg_prompt,

@@ -30,6 +30,11 @@ def test_no_warm_up_when_nothing_would_be_cached_or_it_is_off() -> None:
     assert plan_warmup(settings, CATALOG.model("gpt-4.1"), LONG, nodes=1) is None
     off = load_settings(cache_warmup=False)
     assert plan_warmup(off, CATALOG.model("gpt-4.1"), LONG, nodes=10) is None
+    # kimi caches from 256 tokens, but a 400-token prefix saves less than a wait is worth
+    medium = [{"role": "system", "content": "x" * 1600}, {"role": "user", "content": "in"}]
+    assert plan_warmup(settings, CATALOG.model("kimi-k2.5"), medium, nodes=10) is None
+    low = load_settings(cache_warmup_min_tokens=0)
+    assert plan_warmup(low, CATALOG.model("kimi-k2.5"), medium, nodes=10) is not None
 
 
 def test_the_bounded_wait_defaults_to_one_node_timeout() -> None:

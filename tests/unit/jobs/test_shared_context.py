@@ -40,11 +40,11 @@ def test_the_aggregation_shares_role_task_and_context_before_the_results() -> No
 def test_the_estimate_counts_the_shared_prefix_as_cached_after_the_first_call() -> None:
     items = [InputItem(ref=f"pr-{i}", text=f"diff {i}") for i in range(10)]
     model, aggregate = CATALOG.model("kimi-k2.5"), CATALOG.model("kimi-k2.5")
-    warm = estimate_job(items, "Review it", "Sum up", model, aggregate, context=CONTEXT)
-    cold = estimate_job(
-        items, "Review it", "Sum up", model, aggregate, context=CONTEXT, warmup=False
+    warm = estimate_job(
+        items, "Review it", "Sum up", model, aggregate, context=CONTEXT, warmup_min_tokens=1024
     )
-    bare = estimate_job(items, "Review it", "Sum up", model, aggregate)
+    cold = estimate_job(items, "Review it", "Sum up", model, aggregate, context=CONTEXT)
+    bare = estimate_job(items, "Review it", "Sum up", model, aggregate, warmup_min_tokens=1024)
     assert warm.cached_tokens > 9 * 1500 and warm.cache_saving_nusd > 0
     assert warm.expected_usd < warm.total_usd == cold.total_usd  # the bound stays the bound
     assert cold.cached_tokens == 0 and bare.cached_tokens == 0  # too short a prefix
