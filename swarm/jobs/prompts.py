@@ -3,9 +3,9 @@
 Sub-agent prompts put what every node shares first (role, instruction and the job's shared
 context, in one system message identical byte for byte across nodes) so gateways can serve
 that prefix from their prompt cache; the node's own input comes last. The aggregation's
-calls share their role, task and context the same way. The aggregation quotes each result
-as data inside ``<result>`` tags and says so, so text inside a result cannot pose as an
-instruction.
+calls share their role and the context in their system message the same way. The
+aggregation quotes each result as data inside ``<result>`` tags and says so, so text
+inside a result cannot pose as an instruction.
 """
 
 from __future__ import annotations
@@ -31,12 +31,15 @@ AGGREGATOR_ROLE = (
 )
 
 
+_CONTEXT_HEAD = "\n\nShared context (the same for every input):\n"
+
+
 def shared_prefix(role: str, instruction: str, context: str | None = None) -> str:
     """The system message every call of a job's stage shares: role, task, shared context."""
     head = f"{role}\n\nTask:\n{instruction}"
     if not context:
         return head
-    return f"{head}\n\nShared context (the same for every input):\n{context}"
+    return f"{head}{_CONTEXT_HEAD}{context}"
 
 
 def subagent_messages(
@@ -64,15 +67,16 @@ def aggregate_messages(
     reserve_tokens: int,
     context: str | None = None,
 ) -> list[Message]:
-    """The aggregation call: role, instruction and the job's shared context (the prefix
-    every aggregation and reduce call of the job shares), then the results quoted as data.
+    """The aggregation call: its role and the job's shared context (the system message every
+    aggregation and reduce call of the job shares), then the task and the results quoted
+    as data (the task stays in the user message, "the task below" of the role).
 
     When the results would not fit ``context_tokens - reserve_tokens``, each is cut to an equal
     share (the hierarchical reduce of a later issue replaces this guard).
     """
-    system = shared_prefix(AGGREGATOR_ROLE, instruction, context)
-    header = f"Results of {len(results)} sub-agents:\n"
-    fixed = estimate_tokens(system) + estimate_tokens(header)
+    system = AGGREGATOR_ROLE if not context else f"{AGGREGATOR_ROLE}{_CONTEXT_HEAD}{context}"
+    header = f"Task:\n{instruction}\n\nResults of {len(results)} sub-agents:\n"
+    fixed = estimate_tokens(header) + (estimate_tokens(context) if context else 0)
     budget_tokens = max(context_tokens - reserve_tokens - fixed - 512, 256)
     per_result_chars = max(int(budget_tokens * 3.5) // max(len(results), 1), 200)
     quoted = "\n\n".join(_quote(env, per_result_chars) for env in results)

@@ -29,12 +29,14 @@ def test_every_node_shares_the_context_in_one_identical_system_message() -> None
     assert subagent_messages("Review it", "pr-1", "diff one")[0]["content"].count("Shared") == 0
 
 
-def test_the_aggregation_shares_role_task_and_context_before_the_results() -> None:
+def test_the_aggregation_shares_role_and_context_before_the_results() -> None:
     env = NodeEnvelope(node_id="n0", input_ref="a", status="ok", content="fine", model="m")
     messages = aggregate_messages("Summarise", [env], 100_000, 1000, CONTEXT)
     again = aggregate_messages("Summarise", [env, env], 100_000, 1000, CONTEXT)
     assert messages[0] == again[0] and CONTEXT in messages[0]["content"]
-    assert "Summarise" in messages[0]["content"] and "<result" in messages[1]["content"]
+    assert messages[1]["content"].startswith("Task:\nSummarise")
+    assert "<result" in messages[1]["content"]
+    assert aggregate_messages("Summarise", [env], 100_000, 1000)[0]["content"].count("Shared") == 0
 
 
 def test_the_estimate_counts_the_shared_prefix_as_cached_after_the_first_call() -> None:
