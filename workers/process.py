@@ -147,7 +147,7 @@ def from_settings(settings: Settings) -> Runtime:
         pacing=SharedPacing(learned, f"{key_prefix(settings.base_url, 'learned')}:paces:v2"),
         overtime=Overtime.from_settings(settings),
         abandoned=AbandonedPermits.from_settings(settings),
-        warmup=RedisWarmup(learned),
+        warmup=RedisWarmup(learned, f"{key_prefix(settings.base_url, 'learned')}:"),
     )
 
 

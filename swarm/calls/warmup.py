@@ -151,12 +151,15 @@ class MemoryWarmup:
 
 
 class RedisWarmup:
-    """The gate of a deployment: one key per prefix in the job store's Redis."""
+    """The gate of a deployment: one key per prefix in the job store's Redis, under
+    ``prefix`` (the gateway's, so deployments calling other gateways never share one)."""
 
-    def __init__(self, client: redis.Redis) -> None:
+    def __init__(self, client: redis.Redis, prefix: str = "") -> None:
         self._redis = client
+        self._prefix = prefix
 
     def lead(self, key: str, hold_s: float) -> bool:
+        key = self._prefix + key
         try:
             return bool(self._redis.set(key, WARMING, nx=True, px=max(int(hold_s * 1000), 1)))
         except redis.RedisError as exc:  # no gate: the node calls at once, as without warm-up
@@ -164,6 +167,7 @@ class RedisWarmup:
             return True
 
     def done(self, key: str) -> None:
+        key = self._prefix + key
         try:
             self._redis.set(key, WARM, px=int(WARM_TTL_S * 1000))
         except redis.RedisError as exc:
@@ -171,6 +175,7 @@ class RedisWarmup:
                         key, exc)  # fmt: skip
 
     def wait(self, key: str, timeout_s: float) -> bool:
+        key = self._prefix + key
         deadline = time.monotonic() + timeout_s
         while True:
             try:
