@@ -172,6 +172,10 @@ class ModelSpec(BaseModel):
         """The most one answer may be: ``max_output_tokens``, else the context window."""
         return min(self.max_output_tokens or self.context_window, self.context_window)
 
+    cache_min_prefix_tokens: Annotated[int, Field(ge=0)] = 0
+    """Shortest identical prompt prefix the provider caches (OpenAI: 1,024); 0 = the model
+    does not cache prompts (no cache warm-up, no expected cache hits; swarm.calls.warmup)."""
+
 
 class Catalog(BaseModel):
     """All models and the routing table (task kind -> model names, best first)."""

@@ -292,6 +292,10 @@ class JobSpec(Frozen):
     trace_parent: str | None = None
     """W3C traceparent of the job's root span when the producer traces (swarm.tracing):
     every worker's spans of the job join that trace, requeued and taken-over runs too."""
+    context: str | None = None
+    """Text every sub-agent and the aggregation read before their own input (a repository's
+    conventions, a paper's background): placed in the shared prompt prefix that gateways
+    cache (swarm.jobs.prompts); None: no shared context."""
     _index: dict[str, int] = PrivateAttr(default_factory=dict)
     _job_task: NodeTask | None = PrivateAttr(default=None)
 

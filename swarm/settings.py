@@ -196,6 +196,18 @@ class Settings(BaseSettings):
     """At most this share of a job's nodes (at least one) get a hedge."""
     hedge_min_samples: int = Field(default=20, ge=1)
     """hedge_quantile waits for this many observed calls of the model."""
+    cache_warmup: bool = True
+    """Warm the gateway's prompt cache before a fan-out (swarm.calls.warmup): when a job's
+    shared prompt prefix reaches its model's ``cache_min_prefix_tokens``, the first node of
+    that model calls alone and the others follow once it has answered. False = every node
+    calls at once (their shared prefix is billed uncached on the first wave)."""
+    cache_warmup_min_tokens: int = Field(default=1024, ge=0)
+    """The warm-up runs only for a shared prefix of at least this many tokens (and at least
+    its model's ``cache_min_prefix_tokens``): a shorter one saves less than the first
+    answer's wait is worth."""
+    cache_warmup_wait_s: float | None = Field(default=None, gt=0)
+    """Longest a node waits for the first node's answer before calling anyway. None =
+    node_timeout_s (one answer's time)."""
     cny_per_usd: float = Field(default=7.3, gt=0)
     """CNY per USD for `swarm cost` (the official rate the seeds quote, ¥7.3 = $1)."""
     agent_max_steps: int = Field(default=8, ge=1)

@@ -25,6 +25,7 @@ from swarm.calls.local.adaptive import RedisAdaptive
 from swarm.calls.local.overtime import Overtime
 from swarm.calls.local.pacing import SharedPacing
 from swarm.calls.runtime import Runtime
+from swarm.calls.warmup import RedisWarmup
 from swarm.catalog import Catalog, load_catalog
 from swarm.errors import ConfigError
 from swarm.settings import Settings, load_settings
@@ -149,6 +150,7 @@ def from_settings(settings: Settings) -> Runtime:
         overtime=Overtime.from_settings(settings),
         abandoned=AbandonedPermits.from_settings(settings),
         health=BackendHealth(RedisBackendHolds(learned), HealthPolicy.from_settings(settings)),
+        warmup=RedisWarmup(learned, f"{key_prefix(settings.base_url, 'learned')}:"),
     )
 
 

@@ -55,11 +55,11 @@ def node_request(rt: Runtime, spec: JobSpec, node_id: str, text: str) -> CallReq
     instruction = schema_instruction(task.instruction, task.output_schema)
     window = rt.windows.window(model.name, model.context_window)
     scale = rt.windows.scale(model.name)
-    overhead = estimate_tokens(instruction) + 256
+    overhead = estimate_tokens(instruction) + estimate_tokens(spec.context or "") + 256
     budget = input_budget_tokens(int(window / scale), max_tokens, overhead)
     if split_for_budget(text, budget) is not None:
         return None
-    messages = subagent_messages(instruction, spec.input_ref(node_id), text)
+    messages = subagent_messages(instruction, spec.input_ref(node_id), text, spec.context)
     return CallRequest.of(
         spec.job_id,
         node_id,

@@ -15,6 +15,7 @@ from swarm.calls.listeners import CallListener
 from swarm.calls.local.abandoned import AbandonedPermits
 from swarm.calls.local.overtime import Overtime
 from swarm.calls.local.pacing import Pacing
+from swarm.calls.warmup import MemoryWarmup, WarmupGate
 from swarm.catalog import Catalog
 from swarm.settings import Settings
 from swarm.store.base import JobStore
@@ -58,6 +59,9 @@ class Runtime:
     abandoned: AbandonedPermits = field(default_factory=AbandonedPermits)
     """The admission permits those requests hold until they end, or until they show they
     hang (swarm.calls.local.abandoned)."""
+    warmup: WarmupGate = field(default_factory=MemoryWarmup)
+    """Who warms a shared prompt prefix first (swarm.calls.warmup): in process by default,
+    in the job store's Redis in a worker."""
 
     def client_for(self, backend: str) -> openai.OpenAI:
         """The client that calls the models of ``backend``."""

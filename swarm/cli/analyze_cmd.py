@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
+from swarm.cli.context_option import context_option
 from swarm.cli.decorators import MAX_TOKENS, check_timeout, job_options, one_line_errors
 from swarm.cli.duration import DEADLINE_HELP, Duration
 
@@ -50,6 +52,7 @@ def _print_markdown(report: dict[str, Any], console: Console) -> None:
 @click.option("--deadline", "deadline_s", type=Duration(), default=None, help=DEADLINE_HELP)
 @job_options
 @MAX_TOKENS
+@context_option
 @one_line_errors
 def analyze_command(
     documents: tuple[str, ...],
@@ -64,11 +67,13 @@ def analyze_command(
     deadline_s: float | None,
     tenant: str,
     max_tokens: int | None,
+    context_files: tuple[Path, ...],
 ) -> None:
     """Answer QUERY over DOCUMENTS (txt, md; pdf with pypdf installed): a planner splits the
     question into routed sub-tasks, then a synthesis answers it. The plan decides the
     calls: the estimate line assumes one sub-task per document, and --budget-usd caps the
     cost while the job runs (it is not refused up front)."""
+    from swarm.cli.context_option import read_context
     from swarm.cli.estimate_line import announce_plan
     from swarm.cli.execute import execute
     from swarm.cost.budget import check_budget
@@ -80,6 +85,7 @@ def analyze_command(
     check_timeout(timeout_s)
     check_tenant(tenant)
     items = read_documents(list(documents))
+    context = read_context(context_files)
 
     def submit(client: SwarmClient) -> SwarmHandle:
         tools = "docs" if agent else None
@@ -92,6 +98,7 @@ def analyze_command(
             deadline_s=deadline_s,
             max_tokens=max_tokens,
             tenant=tenant,
+            context=context,
         )
 
     execute(

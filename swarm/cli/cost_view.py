@@ -123,9 +123,10 @@ def render(table: CostTable, console: Console) -> None:
         grid.add_row(row.label, *_cells(row))
     console.print(grid)
     if usage.cached_tokens:
+        per_model = ", ".join(f"{m} ${usd:.4f}" for m, usd in table.cache_saved_by_model.items())
         console.print(
             f"prompt cache: {usage.cached_tokens:,} cached tokens billed at the cached price "
-            f"saved ${table.cache_saved_usd:.4f} per swarm"
+            f"saved ${table.cache_saved_usd:.4f} per swarm ({per_model})"
         )
     if table.batch_calls:
         month = table.batch_saved_usd * table.swarms_per_day * table.days_per_month

@@ -10,6 +10,7 @@ from typing import Any
 
 import click
 
+from swarm.calls.warmup import warmup_floor
 from swarm.catalog import AGGREGATE_KIND, Catalog
 from swarm.cli.snapshot import sub_agents
 from swarm.client import SwarmClient, agent_bound
@@ -40,11 +41,17 @@ def estimate_text(bound: JobEstimate, *, again: bool = False, assumes: str = "")
     )
     rerun = " run again" if again else ""
     assumed = f", {assumes}" if assumes else ""
+    cached = (
+        f"; about ${bound.expected_usd:.4f} with the {bound.cached_tokens:,} prompt tokens "
+        "expected from the prompt cache (the shared prefix, warmed by the first call)"
+        if bound.cache_saving_nusd
+        else ""
+    )
     return (
         f"estimate: up to ${bound.total_usd:.4f} for {planner}{sub_agents(bound.nodes)}{rerun} "
         f"(${nodes:.4f}) and the aggregation (${aggregation:.4f}){assumed}; an upper bound "
         f"(every prompt uncached, every answer at max_tokens: {bound.prompt_tokens:,} prompt + "
-        f"{bound.completion_tokens:,} completion tokens at most)"
+        f"{bound.completion_tokens:,} completion tokens at most){cached}"
     )
 
 
@@ -67,6 +74,7 @@ def announce_estimate(
     max_tokens: int | None,
     tools: str | None,
     always: bool,
+    context: str | None = None,
 ) -> JobEstimate:
     """Print the job's bound on stderr when it reaches the notice threshold or ``always``."""
     spec_model = catalog.model(model) if model else catalog.route(kind)
@@ -78,6 +86,8 @@ def announce_estimate(
         catalog.route(AGGREGATE_KIND),
         max_tokens,
         **agent_bound(settings, spec_model, max_tokens, tools),
+        context=context,
+        warmup_min_tokens=warmup_floor(settings),
     )
     announce(settings, bound, always)
     return bound

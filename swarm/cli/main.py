@@ -17,6 +17,7 @@ import click
 
 from swarm.cli.analyze_cmd import analyze_command
 from swarm.cli.bench_cmd import bench_group
+from swarm.cli.context_option import context_option
 from swarm.cli.cost_cmd import cost_command
 from swarm.cli.decorators import (
     CONTEXT_SETTINGS,
@@ -69,6 +70,7 @@ def main() -> None:
     help="Make each sub-agent an agent with this toolset: repo, docs, or pkg.module[:attr].",
 )
 @click.option("--deadline", "deadline_s", type=Duration(), default=None, help=DEADLINE_HELP)
+@context_option
 @one_line_errors
 def run(
     inputs: tuple[str, ...],
@@ -89,9 +91,11 @@ def run(
     output_schema: Path | None,
     deadline_s: float | None,
     tenant: str,
+    context_files: tuple[Path, ...],
 ) -> None:
     """One sub-agent per INPUT file (- reads one input per line from stdin), then aggregate."""
     from swarm.catalog import load_catalog
+    from swarm.cli.context_option import read_context
     from swarm.cli.execute import execute, submitter
     from swarm.cli.inputs import read_inputs, read_schema
     from swarm.cost.budget import check_budget
@@ -123,6 +127,7 @@ def run(
         output_schema=schema,
         deadline_s=deadline_s,
         tenant=tenant,
+        context=read_context(context_files),
     )
     execute(
         settings,

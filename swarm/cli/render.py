@@ -81,7 +81,8 @@ def first_errors(nodes: Iterable[Mapping[str, Any]]) -> dict[str, str]:
 
 def _models_table(report: dict[str, Any]) -> Table:
     table = Table(title="calls, tokens and cost per model")
-    for col in ("model", "calls", "prompt", "cached", "completion", "reasoning", "cost USD"):
+    for col in ("model", "calls", "prompt", "cached", "completion", "reasoning", "cost USD",
+                "cache saved"):  # fmt: skip
         table.add_column(col, justify="left" if col == "model" else "right")
     for name, line in report["models"].items():
         table.add_row(
@@ -92,6 +93,7 @@ def _models_table(report: dict[str, Any]) -> Table:
             str(line["completion_tokens"]),
             str(line.get("reasoning_tokens", 0)),
             f"{line['cost_usd']:.4f}",
+            f"{line.get('cache_saved_usd', 0.0):.4f}",
         )
     usage = report["usage"]
     table.add_row(
@@ -102,6 +104,7 @@ def _models_table(report: dict[str, Any]) -> Table:
         str(usage["completion_tokens"]),
         str(usage.get("reasoning_tokens", 0)),
         f"{report['cost_usd']:.4f}",
+        f"{sum(m.get('cache_saved_usd', 0.0) for m in report['models'].values()):.4f}",
     )
     return table
 

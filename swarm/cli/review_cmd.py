@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from swarm.cli.context_option import context_option
 from swarm.cli.decorators import check_timeout, job_options, limit_options, one_line_errors
 from swarm.cli.duration import DEADLINE_HELP, Duration
 from swarm.errors import InputError
@@ -24,6 +25,7 @@ from swarm.errors import InputError
 @click.option("--deadline", "deadline_s", type=Duration(), default=None, help=DEADLINE_HELP)
 @job_options
 @limit_options
+@context_option
 @one_line_errors
 def review_command(
     repo: Path,
@@ -41,9 +43,11 @@ def review_command(
     max_tokens: int | None,
     force: bool,
     tenant: str,
+    context_files: tuple[Path, ...],
 ) -> None:
     """Review commits of a git repository (default: the last 10): one reviewer per commit,
     then a summary."""
+    from swarm.cli.context_option import conventions, read_context
     from swarm.cli.execute import execute, submitter
     from swarm.cli.render import print_review
     from swarm.cost.budget import check_budget
@@ -73,6 +77,8 @@ def review_command(
         tool_root=str(repo.resolve()) if agent else None,
         deadline_s=deadline_s,
         tenant=tenant,
+        # the repository's conventions and the given files: every reviewer's shared prefix
+        context=read_context([*conventions(repo), *context_files]),
     )
     execute(
         load_settings(),

@@ -143,6 +143,14 @@ def serve(config: SimConfig, host: str, port: int) -> None:
     type=click.Choice(["moonshot", "openai", "deepseek"]),
     help="Whose error bodies the account's refusals copy (default moonshot).",
 )
+@click.option(
+    "--prompt-cache",
+    is_flag=True,
+    default=None,
+    help="Cache prompt prefixes as providers do: cached once the first request carrying one "
+    "was answered, for requests arriving after that.",
+)
+@click.option("--prompt-cache-ttl-s", type=float, help="Life of a cached prefix (default 300).")
 @batch_options
 def sim_command(host: str, port: int, **options: Any) -> None:
     """Run a simulated OpenAI-compatible LLM gateway (for tests, demos, benchmarks)."""

@@ -28,6 +28,7 @@ from swarm.batch.plan import check_deadline, plan_batches
 from swarm.batch.policy import batches_within
 from swarm.calls import preflight as gateway_preflight
 from swarm.calls.gateway import make_client
+from swarm.calls.warmup import warmup_floor
 from swarm.catalog import AGGREGATE_KIND, DEFAULT_KIND, Catalog, ModelSpec, load_catalog
 from swarm.client.handle import SwarmHandle
 from swarm.client.sent import SentNodes
@@ -231,8 +232,14 @@ class SwarmClient(AbstractContextManager["SwarmClient"]):
         tool_root: str | None = None,
         deadline_s: float | None = None,
         tenant: str = DEFAULT_TENANT,
+        context: str | None = None,
     ) -> SwarmHandle:
         """Store the job, fan out one sub-agent per input, and return its handle.
+
+        ``context``: text every sub-agent and the aggregation read before their own input
+        (a repository's conventions, a paper's background). It is stored once with the job
+        and sent as the shared prompt prefix, identical across nodes, so the gateway bills
+        it at its cached price after the first call (swarm.calls.warmup warms the cache).
 
         ``tenant``: the team the job runs for; each model's tokens are shared between the
         busy tenants by the catalog's ``[tenants]`` weights (InputError for a bad name).
@@ -271,6 +278,8 @@ class SwarmClient(AbstractContextManager["SwarmClient"]):
                 aggregate,
                 max_tokens,
                 **agent_bound(self.settings, spec_model, max_tokens, tools),
+                context=context,
+                warmup_min_tokens=warmup_floor(self.settings),
             )
             if tools is None and spec_model.batch and batches_within(deadline_s):
                 bound = at_batch_price(bound, spec_model)  # its nodes go into batch files
@@ -303,6 +312,7 @@ class SwarmClient(AbstractContextManager["SwarmClient"]):
             tool_root=tool_root,
             deadline_at=None if deadline_s is None else time.time() + check_deadline(deadline_s),
             tenant=tenant,
+            context=context or None,
         )
         try:
             with tracing.submitting(spec) as spec:  # the job's root span (when tracing)
@@ -327,11 +337,13 @@ class SwarmClient(AbstractContextManager["SwarmClient"]):
         deadline_s: float | None = None,
         tenant: str = DEFAULT_TENANT,
         max_tokens: int | None = None,
+        context: str | None = None,
     ) -> SwarmHandle:
         """A planned job: the planner splits ``query`` over the documents into
         routed sub-tasks, they fan out as one chord, and the aggregation answers the query.
         With ``tools`` (e.g. ``docs``) every sub-task runs as an agent with that toolset;
-        ``max_tokens`` caps each sub-task's answer (default: its model's).
+        ``max_tokens`` caps each sub-task's answer (default: its model's); ``context`` as
+        for ``submit``.
         ``deadline_s`` as for ``submit``: the planned sub-tasks on models that batch go
         through the Batch API (the planner's call is live). ``tenant`` as for ``submit``.
         """
@@ -362,6 +374,7 @@ class SwarmClient(AbstractContextManager["SwarmClient"]):
             deadline_at=None if deadline_s is None else time.time() + check_deadline(deadline_s),
             tenant=tenant,
             max_tokens=max_tokens,
+            context=context or None,
         )
         try:
             with tracing.submitting(spec) as spec:  # the job's root span (when tracing)

@@ -42,7 +42,10 @@ def batch_cost_nusd(spec: ModelSpec, usage: Usage) -> int:
 
 def at_batch_price(estimate: JobEstimate, model: ModelSpec) -> JobEstimate:
     """A job's bound with its sub-agents at ``model``'s batch price (the aggregation stays
-    live): the pre-flight of a job whose nodes go into batch files."""
+    live): the pre-flight of a job whose nodes go into batch files. Its lines expect no
+    cache hits (swarm.cost.cache): a batch file is not warmed."""
     exact = Decimal(estimate.subagents_nusd) * Decimal(repr(model.batch_discount))
     nusd = int(exact.to_integral_value(rounding=ROUND_HALF_UP))
-    return estimate.model_copy(update={"subagents_nusd": nusd})
+    return estimate.model_copy(
+        update={"subagents_nusd": nusd, "cached_tokens": 0, "cache_saving_nusd": 0}
+    )

@@ -35,11 +35,21 @@ class JobEstimate(Frozen):
     """Bound of the aggregation's cost, nano-USD."""
     planner_nusd: int = 0
     """Bound of a planned job's planner calls, nano-USD (0: the job has no planner)."""
+    cached_tokens: int = 0
+    """Prompt tokens expected from the gateway's prompt cache (swarm.cost.cache): the
+    shared prefix of every sub-agent call but the first, when the warm-up runs."""
+    cache_saving_nusd: int = 0
+    """What those hits should save against the bound, nano-USD."""
 
     @property
     def total_usd(self) -> float:
         """The whole job's bound in USD."""
         return usd_of_nusd(self.subagents_nusd + self.aggregation_nusd + self.planner_nusd)
+
+    @property
+    def expected_usd(self) -> float:
+        """The bound less the expected cache hits' saving (the budget checks the bound)."""
+        return self.total_usd - usd_of_nusd(self.cache_saving_nusd)
 
 
 def check_budget(budget_usd: float | None) -> None:

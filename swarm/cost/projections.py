@@ -12,8 +12,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from pydantic import Field
+
 from swarm.catalog import Catalog
 from swarm.cost.assumptions import DAYS_PER_MONTH, DEFAULT_SWARMS_PER_DAY
+from swarm.cost.cache import cache_saved_usd
 from swarm.cost.pricing import cost_usd
 from swarm.errors import InputError
 from swarm.records import Frozen, Usage
@@ -50,6 +53,8 @@ class CostTable(Frozen):
     cny_per_usd: float
     cache_saved_usd: float
     """What the cached tokens saved against paying their full input price."""
+    cache_saved_by_model: dict[str, float] = Field(default_factory=dict)
+    """The same per model (models whose cached tokens saved something)."""
     batch_saved_usd: float = 0.0
     """What the batch calls saved against the live price (the models' ``saved_usd``)."""
     batch_calls: int = 0
@@ -92,15 +97,19 @@ def _usage_of(line: Mapping[str, Any]) -> Usage:
     )
 
 
-def _cache_saved_usd(catalog: Catalog, models: Mapping[str, Mapping[str, Any]]) -> float:
-    saved = 0.0
+def _cache_saved_by_model(
+    catalog: Catalog, models: Mapping[str, Mapping[str, Any]]
+) -> dict[str, float]:
+    """Each model's cache saving: the report's own figure (batch lines at the batch price),
+    else its cached tokens at the input price less the cached price (an older report)."""
+    saved: dict[str, float] = {}
     for name, line in models.items():
         spec = catalog.models.get(name)
-        if spec is not None:
-            usage = _usage_of(line)
-            saved += cost_usd(spec, usage.model_copy(update={"cached_tokens": 0}))
-            saved -= cost_usd(spec, usage)
-    return saved
+        if "cache_saved_usd" in line:
+            saved[name] = float(line["cache_saved_usd"])
+        elif spec is not None:
+            saved[name] = cache_saved_usd(spec, _usage_of(line))
+    return {name: money(usd) for name, usd in saved.items() if usd}
 
 
 def cost_table(
@@ -118,6 +127,7 @@ def cost_table(
     except (KeyError, TypeError, ValueError):
         raise InputError("not a swarm report (needs job_id, status, cost_usd and models)") from None
     usage = sum((_usage_of(line) for line in models.values()), Usage())
+    cache_by_model = _cache_saved_by_model(catalog, models)
     rows = tuple(
         _row(name, cost_usd(spec, usage), job_usd, swarms_per_day, cny_per_usd)
         for name, spec in catalog.models.items()
@@ -131,7 +141,8 @@ def cost_table(
         swarms_per_day=swarms_per_day,
         days_per_month=DAYS_PER_MONTH,
         cny_per_usd=cny_per_usd,
-        cache_saved_usd=money(_cache_saved_usd(catalog, models)),
+        cache_saved_usd=money(sum(cache_by_model.values())),
+        cache_saved_by_model=cache_by_model,
         batch_saved_usd=money(sum(float(line.get("saved_usd", 0.0)) for line in models.values())),
         batch_calls=sum(int(line.get("batch_calls", 0)) for line in models.values()),
         job=_row("this job", job_usd, job_usd, swarms_per_day, cny_per_usd),

@@ -143,6 +143,8 @@ def _merge(
     if error is not None:
         return [], error
     window = fitting_window(rt, model)
-    messages = aggregate_messages(spec.aggregate_instruction, results, window, model.max_tokens)
+    messages = aggregate_messages(
+        spec.aggregate_instruction, results, window, model.max_tokens, spec.context
+    )
     rt.store.set_phase(spec.job_id, f"final merge of {len(results)} results on {model.name}")
     return messages, closing_call(rt, spec, model, f"{prefix}aggregate", messages)

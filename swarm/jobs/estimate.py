@@ -8,8 +8,9 @@ from collections.abc import Mapping, Sequence
 
 from swarm.catalog import AGGREGATE_KIND, Catalog, ModelSpec
 from swarm.cost.budget import JobEstimate, call_bound_nusd, prompt_estimate
+from swarm.cost.cache import cache_saving_nusd, expected_cached_tokens
 from swarm.jobs.plan_schema import plannable_kinds, planner_messages
-from swarm.jobs.prompts import AGGREGATOR_ROLE, subagent_messages
+from swarm.jobs.prompts import AGGREGATOR_ROLE, SUBAGENT_ROLE, shared_prefix, subagent_messages
 from swarm.records import InputItem, JobSpec
 from swarm.tokens import estimate_tokens
 
@@ -27,22 +28,34 @@ def estimate_job(
     *,
     steps: int = 1,
     step_growth_tokens: int = 0,
+    context: str | None = None,
+    warmup_min_tokens: int | None = None,
 ) -> JobEstimate:
     """Bound of a job's cost: one call per input, then the aggregation over every result.
 
     An agent node makes up to ``steps`` calls, each prompt longer than the one before by at
-    most ``step_growth_tokens`` (the model's turn and the tool results it got).
+    most ``step_growth_tokens`` (the model's turn and the tool results it got). ``context``
+    is the job's shared context; ``warmup_min_tokens`` the warm-up's floor
+    (SWARM_CACHE_WARMUP_MIN_TOKENS; None: no warm-up): when the warm-up runs, the estimate
+    also counts the prompt-cache hits of the shared prefix (swarm.cost.cache).
     """
     node_max = max_tokens or model.max_tokens
-    firsts = [_node_prompt(instruction, item.ref, item.text) for item in items]
+    firsts = [_node_prompt(instruction, item.ref, item.text, context) for item in items]
     prompts = [p + k * step_growth_tokens for p in firsts for k in range(steps)]
     agg_prompt = _aggregation_prompt(aggregate_instruction, aggregate_model, len(items), node_max)
+    agg_prompt += estimate_tokens(context or "")
+    prefix = estimate_tokens(shared_prefix(SUBAGENT_ROLE, instruction, context))
+    cached = expected_cached_tokens(
+        model, prefix, len(prompts), warmup_min_tokens=warmup_min_tokens
+    )
     return JobEstimate(
         nodes=len(items),
         prompt_tokens=sum(prompts) + agg_prompt,
         completion_tokens=len(prompts) * node_max + aggregate_model.max_tokens,
         subagents_nusd=sum(call_bound_nusd(model, p, node_max) for p in prompts),
         aggregation_nusd=call_bound_nusd(aggregate_model, agg_prompt, aggregate_model.max_tokens),
+        cached_tokens=cached,
+        cache_saving_nusd=cache_saving_nusd(model, cached),
     )
 
 
@@ -100,7 +113,7 @@ def estimate_rerun(
     for node_id, text in texts.items():
         task = spec.task(node_id)
         model = catalog.model(task.model)
-        first = _node_prompt(task.instruction, refs[node_id], text)
+        first = _node_prompt(task.instruction, refs[node_id], text, spec.context)
         node_max = spec.max_tokens or model.max_tokens
         calls += [(model, first + k * step_growth_tokens, node_max) for k in range(steps)]
     aggregate = catalog.model(spec.aggregate_model)
@@ -117,8 +130,9 @@ def estimate_rerun(
     )
 
 
-def _node_prompt(instruction: str, ref: str, text: str) -> int:
-    return prompt_estimate(m["content"] for m in subagent_messages(instruction, ref, text))
+def _node_prompt(instruction: str, ref: str, text: str, context: str | None = None) -> int:
+    messages = subagent_messages(instruction, ref, text, context)
+    return prompt_estimate(m["content"] for m in messages)
 
 
 def _aggregation_prompt(

@@ -107,7 +107,9 @@ def _reduce_level(
         for index, group in enumerate(groups):
             if len(pending) >= REDUCE_PARALLELISM:
                 reduced.append(pending.popleft().result())
-            messages = aggregate_messages(REDUCE_INSTRUCTION, group, window, model.max_tokens)
+            messages = aggregate_messages(
+                REDUCE_INSTRUCTION, group, window, model.max_tokens, spec.context
+            )
             args = (rt, spec, model, f"{slot}:{index}", messages, _refs(group))
             pending.append(pool.submit(tracing.carried(_reduce), *args))
         reduced.extend(job.result() for job in pending)

@@ -10,6 +10,7 @@ from pydantic_core import core_schema
 
 from swarm.catalog import Catalog, ModelSpec
 from swarm.cost.batch import batch_cost_usd, split_ledger_name
+from swarm.cost.cache import cache_saved_usd
 from swarm.cost.pricing import cost_usd
 from swarm.jobs.tally import NodeCounts, complete_page, tally
 from swarm.records import Frozen, JobSpec, NodeEnvelope, Usage
@@ -40,6 +41,9 @@ class ModelLine(Frozen):
     """Of ``calls``, the lines of batch files (billed at the batch price, swarm.batch)."""
     saved_usd: float = 0.0
     """What those lines cost less than the same calls live."""
+    cache_saved_usd: float = 0.0
+    """What the cached tokens cost less than at the full input price (batch lines: both
+    prices times the batch discount)."""
 
 
 class NodeList(Sequence[NodeEnvelope]):
@@ -226,6 +230,7 @@ def model_lines(
             reasoning_tokens=line.usage.reasoning_tokens,
             cost_usd=round(cost_usd(catalog.model(name), line.usage), 6),
             rate_limited=limited.get(name, 0),
+            cache_saved_usd=round(cache_saved_usd(catalog.model(name), line.usage), 6),
         )
         for name, line in ledger.items()
         if not split_ledger_name(name)[1]
@@ -264,6 +269,9 @@ def with_batch_line(live: ModelLine | None, spec: ModelSpec, batch: LedgerLine) 
             "cost_usd": round(base.cost_usd + paid, 6),
             "batch_calls": base.batch_calls + batch.calls,
             "saved_usd": round(base.saved_usd + cost_usd(spec, usage) - paid, 6),
+            "cache_saved_usd": round(
+                base.cache_saved_usd + cache_saved_usd(spec, usage, spec.batch_discount), 6
+            ),
         }
     )
 
@@ -366,6 +374,6 @@ def with_late_billing(
 
 _BILLING_FIELDS = {
     "calls", "prompt_tokens", "completion_tokens", "cached_tokens", "reasoning_tokens",
-    "cost_usd", "batch_calls", "saved_usd",
+    "cost_usd", "batch_calls", "saved_usd", "cache_saved_usd",
 }  # fmt: skip
 """A model line's fields that come from the ledger."""

@@ -28,6 +28,7 @@ from swarm.calls.reasoning import run_raising
 from swarm.calls.request import CallProgress, CallRequest, CallResult, Message
 from swarm.calls.retry_policy import RETRYABLE
 from swarm.calls.runtime import Runtime
+from swarm.calls.warmup import plan_warmup, warm_turn
 from swarm.catalog import DEFAULT_KIND, ModelSpec
 from swarm.jobs.agent import run_agent
 from swarm.jobs.context_fit import (
@@ -232,12 +233,17 @@ class _ModelRun:
         instruction = schema_instruction(self.task.instruction, self.task.output_schema)
         json = self.task.output_schema is not None
         fitted, truncation = self.fit(text, instruction, tally)
-        messages = subagent_messages(instruction, self.spec.input_ref(self.node_id), fitted)
+        messages = subagent_messages(
+            instruction, self.spec.input_ref(self.node_id), fitted, self.spec.context
+        )
         if self.spec.tools:
             return self.acting(messages, slot, tally, truncation)
-        # A plain node's own call: its answer is recorded with the envelope (one write).
-        outcome = self.call(slot, messages, self.max_tokens, json=json,
-                            hold_answer=slot == self.node_id and not json)  # fmt: skip
+        # A plain node's own call: its answer is recorded with the envelope (one write). The
+        # first node of a long shared prefix calls alone to warm the prompt cache.
+        warmup = plan_warmup(self.rt.settings, self.model, messages, len(self.spec.node_ids))
+        with warm_turn(self.rt.warmup, warmup, self.node_id):
+            outcome = self.call(slot, messages, self.max_tokens, json=json,
+                                hold_answer=slot == self.node_id and not json)  # fmt: skip
         tally.held = outcome.held
         overflow = parse_overflow(outcome.error or "")
         if outcome.error_kind is ErrorKind.CONTEXT_OVERFLOW and overflow is not None:
@@ -251,7 +257,9 @@ class _ModelRun:
             log.debug("node %s: %s has a window of %d tokens (estimates x%.2f), refitting",
                       self.node_id, self.model.name, overflow.window, scale)  # fmt: skip
             fitted, truncation = self.fit(text, instruction, tally, scale)
-            messages = subagent_messages(instruction, self.spec.input_ref(self.node_id), fitted)
+            messages = subagent_messages(
+                instruction, self.spec.input_ref(self.node_id), fitted, self.spec.context
+            )
             outcome = self.call(f"{slot}:refit", messages, self.max_tokens, json=json)
         if outcome.answer is not None and not outcome.answer.usage_missing:
             estimated = estimate_messages(m["content"] for m in messages)
@@ -290,7 +298,7 @@ class _ModelRun:
         """The input as it fits the model's context (the window the gateway stated, when
         smaller than the catalog's; ``scale`` = server tokens per estimated token), and
         what was cut."""
-        overhead = estimate_tokens(instruction) + 256
+        overhead = estimate_tokens(instruction) + estimate_tokens(self.spec.context or "") + 256
         window = self.rt.windows.window(self.model.name, self.model.context_window)
         scale = scale or self.rt.windows.scale(self.model.name)
         budget = input_budget_tokens(int(window / scale), self.max_tokens, overhead)

@@ -122,6 +122,12 @@ class SimConfig(BaseModel):
     """Shortest message prefix (estimated tokens) that prompt caching reports."""
     cache_max_entries: PositiveInt = 100_000
     """Prefix hashes remembered for prompt caching (least recently used are dropped)."""
+    prompt_cache: bool = False
+    """Cache prompts as hosted providers do (swarm.sim.prompt_cache): a prefix is cached once
+    the first request carrying it has been answered, for requests arriving after that.
+    False = the older PrefixCache (any earlier answer counts, whatever the arrival)."""
+    prompt_cache_ttl_s: float = Field(default=300.0, gt=0.0)
+    """With ``prompt_cache``: seconds a cached prefix lives after its last use."""
     access_log: bool = False
     """Log every HTTP request through aiohttp's access logger."""
     no_models: bool = False

@@ -39,6 +39,7 @@ from swarm.sim.content import (
 from swarm.sim.faults import Fault, FaultInjector, LatencyModel, Plan, parse_markers, plan_request
 from swarm.sim.limits import SECOND_S, Admitted, ModelLimiter, PeakCounter, format_seconds
 from swarm.sim.profiles import PROFILES
+from swarm.sim.prompt_cache import Arrival, PromptCache
 from swarm.sim.reasoning import reasoning_length, thinking_completion
 from swarm.sim.rules import Refusal, refusal, thinking_on
 from swarm.sim.stats import Stats
@@ -86,6 +87,11 @@ class Simulator:
         self.usage_format = config.usage_format or self.profile.usage_format
         self.stats = Stats()
         self.cache = PrefixCache(config.cache_min_tokens, config.cache_max_entries)
+        self.prompt_cache = PromptCache(
+            config.cache_min_tokens, config.prompt_cache_ttl_s, config.cache_max_entries
+        )
+        self._arrivals: dict[int, Arrival] = {}
+        """Admitted requests' arrivals for the prompt cache (``config.prompt_cache``)."""
         self.injector = FaultInjector(config)
         self.latency = LatencyModel(config)
         self.account = Account(config.account)
@@ -193,6 +199,8 @@ class Simulator:
             retry, message = decision.retry_after_s, decision.message
             return self._too_many(chat.model, limiter, retry, message, now)
         self._enter(chat.model, now)
+        if self.config.prompt_cache:
+            self._arrivals[id(chat)] = self.prompt_cache.arrive(chat)
         slot = (chat.model, chat.roles, chat.contents)
         self.stats.slots.enter(slot)
         serving = self._serve_and_leave(request, chat, plan, limiter, (decision.ticket, slot))
@@ -219,6 +227,7 @@ class Simulator:
         try:
             return await self._serve_admitted(request, chat, plan, limiter)
         finally:
+            self._arrivals.pop(id(chat), None)
             limiter.release(ticket)
             self._leave(chat.model)
             self.stats.slots.leave(slot)
@@ -313,7 +322,7 @@ class Simulator:
         completion: Completion,
     ) -> web.StreamResponse:
         prompt = prompt_tokens(chat)
-        cached = self.cache.lookup_and_store(chat)
+        cached = self.cached_tokens(chat)
         completion_tokens = 0 if plan.empty_choices else completion.completion_tokens
         reasoning = 0 if plan.empty_choices else completion.reasoning_tokens
         usage = None
@@ -339,6 +348,13 @@ class Simulator:
         if usage is not None:
             self._count_usage(chat.model, counted, cut)
         return response
+
+    def cached_tokens(self, chat: ChatRequest) -> int:
+        """The answered request's cached prompt tokens (the hook the usage is built from)."""
+        arrival = self._arrivals.pop(id(chat), None)
+        if arrival is not None:
+            return self.prompt_cache.answered(arrival)
+        return self.cache.lookup_and_store(chat)
 
     def _count_usage(self, model: str, counted: tuple[int, int, int, int], cut: bool) -> None:
         self.account.answered()
@@ -374,7 +390,7 @@ class Simulator:
         return web.json_response({**self.stats.snapshot(), "account": self.account.snapshot()})
 
     async def handle_reset(self, request: web.Request) -> web.Response:
-        """POST /stats/reset: zero the counters (limits and prompt cache are kept)."""
+        """POST /stats/reset: zero the counters (limits and prompt caches are kept)."""
         self.stats.reset()
         return web.json_response(self.stats.snapshot())
 

@@ -1,0 +1,89 @@
+"""The simulator's prompt cache, as hosted providers cache (``SimConfig.prompt_cache``).
+
+Per model, a prompt prefix (a run of whole leading messages of at least ``min_tokens``
+estimated tokens) becomes cached when the first request carrying it has been answered,
+and only requests that ARRIVE after that moment are served from it: requests sent at the
+same moment all miss, as users of fan-out tools see on real gateways. An entry lives
+``ttl_s`` after its last use (write or hit). A request's cached tokens are those of its
+longest prefix cached at its arrival; they are part of its ``prompt_tokens`` and reported
+in the usage (``prompt_tokens_details.cached_tokens``; swarm.sim.usage renders each
+provider's format).
+
+The older swarm.sim.content.PrefixCache (on when this one is off) counts a prefix as
+cached as soon as any earlier request was answered, whatever its arrival.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from swarm.sim.content import ChatRequest
+
+
+@dataclass(frozen=True)
+class Arrival:
+    """A request as the cache saw it arrive: its cacheable prefixes and the moment."""
+
+    at: float
+    prefixes: tuple[tuple[bytes, int], ...]
+    """(key, tokens) of each leading run of messages long enough to cache, shortest first."""
+
+
+class PromptCache:
+    """Cached prefixes per model: key -> (cached since, expires at)."""
+
+    def __init__(
+        self,
+        min_tokens: int,
+        ttl_s: float,
+        max_entries: int = 100_000,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.min_tokens = min_tokens
+        self.ttl_s = ttl_s
+        self.max_entries = max_entries
+        self._clock = clock
+        self._entries: OrderedDict[bytes, tuple[float, float]] = OrderedDict()
+
+    def arrive(self, request: ChatRequest) -> Arrival:
+        """Note a request's arrival (call it when the request is admitted)."""
+        return Arrival(self._clock(), tuple(self._prefixes(request)))
+
+    def answered(self, arrival: Arrival) -> int:
+        """The request's cached tokens, once answered; its prefixes are cached from now on
+        for later arrivals (the hits' entries live ``ttl_s`` longer)."""
+        now = self._clock()
+        cached = 0
+        for key, tokens in arrival.prefixes:
+            entry = self._entries.get(key)
+            if entry is not None and entry[1] <= now:
+                del self._entries[key]
+                entry = None
+            if entry is not None and entry[0] <= arrival.at:
+                cached = tokens
+            since = entry[0] if entry is not None else now
+            self._entries[key] = (since, now + self.ttl_s)
+            self._entries.move_to_end(key)
+        while len(self._entries) > self.max_entries:
+            self._entries.popitem(last=False)
+        return cached
+
+    def clear(self) -> None:
+        """Forget every prefix."""
+        self._entries.clear()
+
+    def _prefixes(self, request: ChatRequest) -> list[tuple[bytes, int]]:
+        chain = hashlib.sha256(request.model.encode())
+        total = 0
+        out: list[tuple[bytes, int]] = []
+        messages = zip(request.roles, request.contents, request.message_tokens, strict=True)
+        for role, content, tokens in messages:
+            chain.update(b"\0" + role.encode() + b"\0" + content.encode())
+            total += tokens
+            if total >= self.min_tokens:
+                out.append((chain.copy().digest(), total))
+        return out
