@@ -8,12 +8,13 @@ import openai
 
 from swarm.calls.gateway import NO_KEY
 from swarm.errors import GatewayUnavailableError, MissingKeyError
+from swarm.settings import KEY_VARIABLE
 
 __all__ = ["NO_KEY", "check_gateway"]
 
 log = logging.getLogger(__name__)
 
-MISSING_KEY = "SWARM_API_KEY (or OPENAI_API_KEY) is missing"
+MISSING_KEY = f"{KEY_VARIABLE} is missing"
 
 
 def check_gateway(
@@ -66,9 +67,13 @@ def _refuse(exc: openai.APIError, base_url: str, path: str, *, keyless: bool) ->
     if isinstance(exc, openai.AuthenticationError):
         if keyless:
             raise MissingKeyError(f"the gateway {base_url} asks for a key: {MISSING_KEY}") from None
-        raise GatewayUnavailableError(f"the gateway {base_url} rejected the API key") from None
+        raise GatewayUnavailableError(
+            f"the gateway {base_url} rejected the API key in {KEY_VARIABLE}"
+        ) from None
     if isinstance(exc, openai.PermissionDeniedError):
-        raise GatewayUnavailableError(f"the gateway {base_url} refused this key (403)") from None
+        raise GatewayUnavailableError(
+            f"the gateway {base_url} refused the key in {KEY_VARIABLE} (403)"
+        ) from None
     if isinstance(exc, openai.APIConnectionError):
         reason = f"{type(exc).__name__}: {exc}" + (f"; {MISSING_KEY} too" if keyless else "")
         raise GatewayUnavailableError(f"cannot reach the gateway {base_url} ({reason})") from None

@@ -65,9 +65,8 @@ def gateway(settings: Settings) -> tuple[str, str]:
             "SWARM_BASE_URL is not set: point it at an OpenAI-compatible gateway, or use "
             "--simulate (or `swarm demo`) for the built-in simulator"
         )
-    if settings.api_key is not None and settings.api_key.get_secret_value().strip():
-        return settings.base_url, settings.require_key()  # a placeholder is a mistake
-    return settings.base_url, NO_KEY  # no key at all: fine for a local server
+    # No key variable at all: fine for a local server; an empty or placeholder one is refused.
+    return settings.base_url, settings.gateway_key() or NO_KEY
 
 
 def broker_client(settings: Settings, strict: bool = False) -> SwarmClient:

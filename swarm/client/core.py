@@ -456,11 +456,9 @@ def with_overrides(settings: Settings | None, overrides: dict[str, Any]) -> Sett
 
 
 def gateway_key(settings: Settings) -> str:
-    """The key the gateway check sends: the configured one (MissingKeyError for a
-    placeholder), or NO_KEY when none is set at all (a local server may need none)."""
-    if settings.api_key is not None and settings.api_key.get_secret_value().strip():
-        return settings.require_key()
-    return gateway_preflight.NO_KEY
+    """The key the gateway check sends: the configured one (MissingKeyError for an empty
+    or placeholder one), or NO_KEY when none is set at all (a local server may need none)."""
+    return settings.gateway_key() or gateway_preflight.NO_KEY
 
 
 def close_app(app: Celery) -> None:
