@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from swarm.catalog import Catalog, load_catalog
+from swarm.cli.decorators import check_job_id
 from swarm.cli.render import print_json
 from swarm.cli.snapshot import JobSnapshot, money, take_snapshot
 from swarm.cost.projections import CostRow, CostTable, cost_table
@@ -60,8 +61,8 @@ def running_line(snap: JobSnapshot) -> str:
 def load_report(source: str, settings: Settings) -> tuple[dict[str, Any], JobSnapshot | None]:
     """A report from a JSON file, or from the job store when ``source`` is a job id; while
     that job runs, what it was billed so far and a snapshot of it."""
-    path = Path(source)
-    if path.is_file():
+    if _is_file(Path(source)):
+        path = Path(source)
         try:
             data = json.loads(path.read_text("utf-8"))
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
@@ -69,6 +70,7 @@ def load_report(source: str, settings: Settings) -> tuple[dict[str, Any], JobSna
         if not isinstance(data, dict):
             raise InputError(f"{source} is not a swarm report (a JSON object)")
         return data, None
+    check_job_id(source)
     if settings.embedded:
         raise ConfigError(
             f"{source!r} is not a file, and reading job {source} needs SWARM_BROKER_URL"
@@ -80,6 +82,14 @@ def load_report(source: str, settings: Settings) -> tuple[dict[str, Any], JobSna
     if report is None:
         return running_report(store, catalog, source), take_snapshot(store, catalog, spec)
     return with_late_billing(report, store.ledger(source), catalog), None
+
+
+def _is_file(path: Path) -> bool:
+    """``path.is_file()``, False for a name the system cannot look up (too long)."""
+    try:
+        return path.is_file()
+    except OSError:
+        return False
 
 
 def _money(value: float, places: int) -> str:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from swarm.cli.decorators import one_line_errors
+from swarm.cli.decorators import check_job_id, one_line_errors
 
 if TYPE_CHECKING:
     from swarm.catalog import Catalog
@@ -59,6 +59,7 @@ def cancel_command(job_id: str, wait: bool, as_json: bool) -> None:
     from swarm.settings import load_settings
     from swarm.store import RedisJobStore
 
+    check_job_id(job_id)
     settings = load_settings()
     if settings.embedded:
         raise ConfigError("`swarm cancel` needs SWARM_BROKER_URL (the job store is in Redis)")

@@ -21,6 +21,7 @@ from swarm.cli.cost_cmd import cost_command
 from swarm.cli.decorators import (
     CONTEXT_SETTINGS,
     SwarmGroup,
+    check_job_id,
     check_timeout,
     job_options,
     limit_options,
@@ -199,6 +200,8 @@ def status(
     transcript; with --nodes, a page of its nodes (--jsonl: all, one per line)."""
     from swarm.settings import load_settings
 
+    if job_id is not None:
+        check_job_id(job_id)
     settings = load_settings()
     if settings.embedded:
         raise ConfigError("`swarm status` needs SWARM_BROKER_URL (the job store is in Redis)")
@@ -239,6 +242,7 @@ def resume(
     from swarm.cli.render import finish
     from swarm.settings import load_settings
 
+    check_job_id(job_id)
     settings = load_settings()
     check_timeout(timeout_s)
     if settings.embedded:

@@ -59,3 +59,13 @@ def test_an_empty_key_and_a_placeholder_are_refused_alike(text_file: str, key: s
         "swarm: SWARM_API_KEY (or OPENAI_API_KEY) is set but empty or a placeholder: set the "
         "gateway's key, or unset the variable for a server that needs none"
     )
+
+
+@pytest.mark.parametrize("command", ["status", "cancel", "resume", "cost"])
+def test_a_long_job_id_is_not_echoed_back_whole(command: str) -> None:
+    # A broker nothing answers at: a refusal after the argument would be `cannot reach`.
+    err = refusal([command, "j" * 10_000], {"SWARM_BROKER_URL": "redis://127.0.0.1:1/0"})
+    assert err == (
+        f"swarm: '{'j' * 32}\u2026' (10000 characters) is not a job id: job ids are at most "
+        "128 printable characters (`swarm jobs` lists the recent ones)"
+    )
