@@ -95,6 +95,7 @@ def run(
     from swarm.cli.execute import execute, submitter
     from swarm.cli.inputs import read_inputs, read_schema
     from swarm.cost.budget import check_budget
+    from swarm.jobs.context_fit import check_max_tokens, node_models
     from swarm.records import check_tenant
     from swarm.settings import load_settings
 
@@ -107,7 +108,7 @@ def run(
     if not instruction.strip():
         raise InputError("the instruction is empty")
     catalog = load_catalog(settings.config)
-    catalog.model(model) if model else catalog.route(kind)
+    check_max_tokens(max_tokens, node_models(catalog, model, kind))  # unknown model or kind too
     submit = submitter(
         items,
         instruction,

@@ -59,6 +59,11 @@ def print_report(report: dict[str, Any], console: Console) -> None:
     ):
         if report.get(field):
             console.print(f"[yellow]{report[field]} {what}[/]")
+        if field == "inputs_truncated" and report.get("inputs_cut_by_cap"):
+            console.print(
+                f"[yellow]{report['inputs_cut_by_cap']} of them because of max_tokens "
+                "(--max-tokens): the answer's cap left the input too little of the window[/]"
+            )
     failures = report.get("failures_by_kind") or {}
     if failures:
         console.print(

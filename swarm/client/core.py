@@ -37,6 +37,7 @@ from swarm.errors import (
     JobNotFinishedError,
 )
 from swarm.id_ranges import NodeIds, RefCollector
+from swarm.jobs.context_fit import check_max_tokens, node_models
 from swarm.jobs.defaults import DEFAULT_AGGREGATE, DEFAULT_INSTRUCTION, DEFAULT_PLANNED_AGGREGATE
 from swarm.jobs.estimate import estimate_job
 from swarm.jobs.fanout import NodeSize, header_signatures, nodes_per_task
@@ -214,6 +215,7 @@ class SwarmClient(AbstractContextManager["SwarmClient"]):
         check_budget(budget_usd)
         check_tenant(tenant)
         spec_model, aggregate = self._route(model, kind)
+        check_max_tokens(max_tokens, node_models(self.catalog, model, kind))
         self.check_gateway()
         if tools is not None:
             load_toolset(tools)

@@ -37,6 +37,8 @@ class NodeCounts(Frozen):
     """Nodes the budget stopped before they ran."""
     failures_by_kind: dict[str, int] = Field(default_factory=dict)
     inputs_truncated: int = 0
+    inputs_cut_by_cap: int = 0
+    """Of inputs_truncated, those the job's max_tokens left too little room."""
     truncated: int = 0
     capped: int = 0
     tool_calls: dict[str, int] = Field(default_factory=dict)
@@ -54,7 +56,7 @@ class Tally:
 
     def __init__(self) -> None:
         self.total = self.succeeded = self.cut = 0
-        self.inputs_truncated = self.truncated = self.capped = 0
+        self.inputs_truncated = self.inputs_cut_by_cap = self.truncated = self.capped = 0
         self.failures: Counter[str] = Counter()
         self.tool_calls: Counter[str] = Counter()
         self.tool_invalid: Counter[str] = Counter()
@@ -70,6 +72,9 @@ class Tally:
             self.failures[str(env.error_kind)] += 1
             self.cut += env.error_kind is ErrorKind.BUDGET_EXCEEDED
         self.inputs_truncated += env.truncation is not None
+        self.inputs_cut_by_cap += (
+            env.truncation is not None and env.truncation.max_tokens is not None
+        )
         self.truncated += env.finish_reason == "length"
         self.capped += env.max_tokens_sent is not None
         self.tool_calls[env.model] += env.tool_calls
@@ -82,6 +87,7 @@ class Tally:
             budget_cut=self.cut,
             failures_by_kind=dict(self.failures),
             inputs_truncated=self.inputs_truncated,
+            inputs_cut_by_cap=self.inputs_cut_by_cap,
             truncated=self.truncated,
             capped=self.capped,
             tool_calls={m: n for m, n in self.tool_calls.items() if n},

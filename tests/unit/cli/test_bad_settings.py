@@ -69,3 +69,13 @@ def test_a_long_job_id_is_not_echoed_back_whole(command: str) -> None:
         f"swarm: '{'j' * 32}\u2026' (10000 characters) is not a job id: job ids are at most "
         "128 printable characters (`swarm jobs` lists the recent ones)"
     )
+
+
+def test_a_max_tokens_the_window_cannot_hold_is_refused_before_anything_starts(
+    text_file: str,
+) -> None:
+    err = refusal(["run", text_file, "--simulate", "--max-tokens", "10000000"], {})
+    assert err == (
+        "swarm: max_tokens 10,000,000 (--max-tokens) does not fit kimi-k2.5's context window "
+        "of 262,144 tokens, which also holds the input: at most 261,888"
+    )
