@@ -15,6 +15,7 @@ from swarm.catalog import Catalog, load_catalog
 from swarm.cli.decorators import check_job_id
 from swarm.cli.render import print_json
 from swarm.cli.snapshot import JobSnapshot, money, take_snapshot
+from swarm.cost.pricing import usd_text
 from swarm.cost.projections import CostRow, CostTable, cost_table
 from swarm.errors import ConfigError, InputError
 from swarm.jobs.report import model_lines, with_late_billing
@@ -92,21 +93,11 @@ def _is_file(path: Path) -> bool:
         return False
 
 
-def _money(value: float, places: int) -> str:
-    return f"{value:,.{places}f}"
-
-
 def _cells(row: CostRow) -> list[str]:
     ratio = "" if row.vs_job is None else f"{row.vs_job:.2f}x"
-    return [
-        _money(row.per_swarm_usd, 4),
-        _money(row.per_swarm_cny, 4),
-        _money(row.per_day_usd, 2),
-        _money(row.per_day_cny, 2),
-        _money(row.per_month_usd, 2),
-        _money(row.per_month_cny, 2),
-        ratio,
-    ]
+    amounts = (row.per_swarm_usd, row.per_swarm_cny, row.per_day_usd, row.per_day_cny,
+               row.per_month_usd, row.per_month_cny)  # fmt: skip
+    return [*(usd_text(amount, sign=False) for amount in amounts), ratio]
 
 
 def render(table: CostTable, console: Console) -> None:
@@ -129,18 +120,19 @@ def render(table: CostTable, console: Console) -> None:
     grid.add_column("vs this job", justify="right")
     grid.add_row(f"[bold]this job ({', '.join(table.models_used)})", *_cells(table.job))
     for row in table.repriced:
-        grid.add_row(row.label, *_cells(row))
+        if (row.label,) != table.models_used:  # a job on one model is its row already
+            grid.add_row(row.label, *_cells(row))
     console.print(grid)
     if usage.cached_tokens:
         console.print(
             f"prompt cache: {usage.cached_tokens:,} cached tokens billed at the cached price "
-            f"saved ${table.cache_saved_usd:.4f} per swarm"
+            f"saved {usd_text(table.cache_saved_usd)} per swarm"
         )
     if table.batch_calls:
         month = table.batch_saved_usd * table.swarms_per_day * table.days_per_month
         console.print(
             f"batch: {table.batch_calls:,} calls at the batch price saved "
-            f"${table.batch_saved_usd:.4f} per swarm, ${month:,.2f} per month (the rows "
+            f"{usd_text(table.batch_saved_usd)} per swarm, {usd_text(month)} per month (the rows "
             "above price every call live)"
         )
 

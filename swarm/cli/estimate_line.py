@@ -14,7 +14,7 @@ from swarm.catalog import AGGREGATE_KIND, Catalog
 from swarm.cli.snapshot import sub_agents
 from swarm.client import SwarmClient, agent_bound
 from swarm.cost.budget import JobEstimate
-from swarm.cost.pricing import usd_of_nusd
+from swarm.cost.pricing import usd_of_nusd, usd_text
 from swarm.jobs.defaults import DEFAULT_PLANNED_AGGREGATE
 from swarm.jobs.estimate import estimate_job, estimate_plan, estimate_rerun
 from swarm.jobs.planner import PLAN_ATTEMPTS, PLAN_KIND
@@ -36,13 +36,14 @@ def estimate_text(bound: JobEstimate, *, again: bool = False, assumes: str = "")
     nodes = usd_of_nusd(bound.subagents_nusd)
     aggregation = usd_of_nusd(bound.aggregation_nusd)
     planner = (
-        f"the planner (${usd_of_nusd(bound.planner_nusd):.4f}), " if bound.planner_nusd else ""
+        f"the planner ({usd_text(usd_of_nusd(bound.planner_nusd))}), " if bound.planner_nusd else ""
     )
     rerun = " run again" if again else ""
     assumed = f", {assumes}" if assumes else ""
     return (
-        f"estimate: up to ${bound.total_usd:.4f} for {planner}{sub_agents(bound.nodes)}{rerun} "
-        f"(${nodes:.4f}) and the aggregation (${aggregation:.4f}){assumed}; an upper bound "
+        f"estimate: up to {usd_text(bound.total_usd)} for {planner}{sub_agents(bound.nodes)}"
+        f"{rerun} ({usd_text(nodes)}) and the aggregation ({usd_text(aggregation)}){assumed}; "
+        "an upper bound "
         f"(every prompt uncached, every answer at max_tokens: {bound.prompt_tokens:,} prompt + "
         f"{bound.completion_tokens:,} completion tokens at most)"
     )

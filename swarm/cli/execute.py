@@ -18,7 +18,7 @@ from swarm.catalog import load_catalog
 from swarm.cli.estimate_line import announce_estimate
 from swarm.cli.follow import Watch, follow
 from swarm.cli.idle import celery_idle_check
-from swarm.cli.render import Render, finish, print_report
+from swarm.cli.render import SIMULATED, Render, finish, print_report
 from swarm.client import SwarmClient, SwarmHandle
 from swarm.errors import ConfigError
 from swarm.records import InputItem
@@ -97,7 +97,9 @@ def run_embedded(
             check_gateway(make_client(settings, base_url, key), base_url, keyless=key == NO_KEY)
         client = stack.enter_context(embedded_swarm(settings, catalog, base_url, key, join_s=None))
         handle = submit(client)
-        return follow(Watch(client.store, client.catalog, handle.id, embedded=True), timeout_s)
+        report = follow(Watch(client.store, client.catalog, handle.id, embedded=True), timeout_s)
+        # the simulator bills nothing: its costs are the catalog's prices of made-up tokens
+        return {**report, SIMULATED: True} if simulate else report
     raise AssertionError("unreachable")  # pragma: no cover
 
 

@@ -84,6 +84,7 @@ def cancel_command(job_id: str, wait: bool, as_json: bool) -> None:
 def _wait_cancelled(store: JobStore, catalog: Catalog, job_id: str, as_json: bool) -> None:
     from swarm.cli.follow import Watch, follow
     from swarm.cli.render import print_json
+    from swarm.cost.pricing import usd_text
 
     started = time.monotonic()
     report = follow(Watch(store, catalog, job_id), None)
@@ -93,6 +94,6 @@ def _wait_cancelled(store: JobStore, catalog: Catalog, job_id: str, as_json: boo
         click.echo(
             f"job {job_id} ended {report['status']} after {time.monotonic() - started:.1f} s: "
             f"{report['succeeded']} of {report['total']} sub-agents succeeded, cost "
-            f"${report['cost_usd']:.4f}"
+            f"{usd_text(report['cost_usd'])}"
         )
     sys.exit(0 if report["status"] == "cancelled" else 1)

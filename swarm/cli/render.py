@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.panel import Panel
 from rich.table import Table
 
+from swarm.cost.pricing import usd_text
 from swarm.jobs.report import COMPLETED
 
 REVIEW_KIND = "review"
@@ -72,8 +73,13 @@ def print_report(report: dict[str, Any], console: Console) -> None:
 
 
 def _models_table(report: dict[str, Any]) -> Table:
-    table = Table(title="calls, tokens and cost per model")
-    for col in ("model", "calls", "prompt", "cached", "completion", "cost USD"):
+    simulated = bool(report.get(SIMULATED))
+    title = "calls, tokens and cost per model"
+    if simulated:
+        title += " (SIMULATED gateway: nothing was billed)"
+    table = Table(title=title)
+    cost = "cost USD (simulated)" if simulated else "cost USD"
+    for col in ("model", "calls", "prompt", "cached", "completion", cost):
         table.add_column(col, justify="left" if col == "model" else "right")
     for name, line in report["models"].items():
         table.add_row(
@@ -82,7 +88,7 @@ def _models_table(report: dict[str, Any]) -> Table:
             str(line["prompt_tokens"]),
             str(line.get("cached_tokens", 0)),
             str(line["completion_tokens"]),
-            f"{line['cost_usd']:.4f}",
+            usd_text(line["cost_usd"], sign=False),
         )
     usage = report["usage"]
     table.add_row(
@@ -91,9 +97,14 @@ def _models_table(report: dict[str, Any]) -> Table:
         str(usage["prompt_tokens"]),
         str(usage["cached_tokens"]),
         str(usage["completion_tokens"]),
-        f"{report['cost_usd']:.4f}",
+        usd_text(report["cost_usd"], sign=False),
     )
     return table
+
+
+SIMULATED = "simulated"
+"""Report key the CLI adds (true) to a job it ran against the built-in simulator (demo,
+--simulate): its costs are the catalog's prices of simulated tokens, never billed."""
 
 
 def render_for(report: dict[str, Any]) -> Callable[[dict[str, Any], Console], None]:
