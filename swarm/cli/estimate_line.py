@@ -20,6 +20,8 @@ from swarm.jobs.estimate import estimate_job, estimate_plan, estimate_rerun
 from swarm.jobs.planner import PLAN_ATTEMPTS, PLAN_KIND
 from swarm.records import InputItem
 from swarm.settings import Settings
+from swarm.store import JobStore
+from swarm.store.answer_lengths import typical_answers
 
 PLANNED = (
     "if the plan gives each document one sub-task (the plan decides the calls; --budget-usd "
@@ -40,6 +42,15 @@ def estimate_text(bound: JobEstimate, *, again: bool = False, assumes: str = "")
     )
     rerun = " run again" if again else ""
     assumed = f", {assumes}" if assumes else ""
+    if bound.expected_usd is not None:
+        return (
+            f"estimate: expected ~{usd_text(bound.expected_usd)} (answers of typical length), "
+            f"at most {usd_text(bound.total_usd)} for {planner}{sub_agents(bound.nodes)}"
+            f"{rerun} ({usd_text(nodes)}) and the aggregation ({usd_text(aggregation)})"
+            f"{assumed}; the bound prices every prompt uncached and every answer at max_tokens "
+            f"({bound.prompt_tokens:,} prompt + {bound.completion_tokens:,} completion tokens "
+            "at most)"
+        )
     return (
         f"estimate: up to {usd_text(bound.total_usd)} for {planner}{sub_agents(bound.nodes)}"
         f"{rerun} ({usd_text(nodes)}) and the aggregation ({usd_text(aggregation)}){assumed}; "
@@ -68,17 +79,22 @@ def announce_estimate(
     max_tokens: int | None,
     tools: str | None,
     always: bool,
+    store: JobStore | None = None,
 ) -> JobEstimate:
-    """Print the job's bound on stderr when it reaches the notice threshold or ``always``."""
+    """Print the job's bound on stderr when it reaches the notice threshold or ``always``,
+    with its expected cost (answers of the lengths ``store`` learned, else the catalog's
+    share: swarm.store.answer_lengths)."""
     spec_model = catalog.model(model) if model else catalog.route(kind)
+    aggregate_model = catalog.route(AGGREGATE_KIND)
     bound = estimate_job(
         items,
         instruction,
         aggregate,
         spec_model,
-        catalog.route(AGGREGATE_KIND),
+        aggregate_model,
         max_tokens,
         **agent_bound(settings, spec_model, max_tokens, tools),
+        **typical_answers(store, spec_model, None if model else kind, aggregate_model),
     )
     announce(settings, bound, always)
     return bound

@@ -49,6 +49,7 @@ from swarm.records import DEFAULT_TENANT, InputItem, JobSpec, NodeTask, check_te
 from swarm.settings import Settings, load_settings
 from swarm.sources.spool import StreamedInputs
 from swarm.store import JobStore, RedisJobStore, gateways
+from swarm.store.answer_lengths import typical_answers
 from swarm.store.batches import batch_store
 from swarm.tokens import estimate_tokens
 from swarm.tools.toolsets import load_toolset
@@ -228,6 +229,7 @@ class SwarmClient(AbstractContextManager["SwarmClient"]):
                 aggregate,
                 max_tokens,
                 **agent_bound(self.settings, spec_model, max_tokens, tools),
+                **typical_answers(self.store, spec_model, None if model else kind, aggregate),
             )
             if tools is None and spec_model.batch and batches_within(deadline_s):
                 bound = at_batch_price(bound, spec_model)  # its nodes go into batch files

@@ -35,11 +35,19 @@ class JobEstimate(Frozen):
     """Bound of the aggregation's cost, nano-USD."""
     planner_nusd: int = 0
     """Bound of a planned job's planner calls, nano-USD (0: the job has no planner)."""
+    expected_nusd: int | None = None
+    """What the job is expected to cost, nano-USD: the same prompts, every answer at its
+    model's typical length (swarm.store.answer_lengths); None when not estimated."""
 
     @property
     def total_usd(self) -> float:
         """The whole job's bound in USD."""
         return usd_of_nusd(self.subagents_nusd + self.aggregation_nusd + self.planner_nusd)
+
+    @property
+    def expected_usd(self) -> float | None:
+        """``expected_nusd`` in USD."""
+        return None if self.expected_nusd is None else usd_of_nusd(self.expected_nusd)
 
 
 def check_budget(budget_usd: float | None) -> None:
@@ -71,8 +79,11 @@ def preflight(estimate: JobEstimate, budget_usd: float | None, force: bool) -> N
     """BudgetExceededError (one line) when the estimate passes the budget and not ``force``."""
     if budget_usd is None or force or estimate.total_usd <= budget_usd:
         return
+    expected = estimate.expected_usd
     raise BudgetExceededError(
-        f"estimated cost up to {usd_text(estimate.total_usd)} ({estimate.nodes} sub-agents "
+        f"estimated cost up to {usd_text(estimate.total_usd)} "
+        + (f"(expected ~{usd_text(expected)}; " if expected is not None else "(")
+        + f"{estimate.nodes} sub-agents "
         f"{usd_text(usd_of_nusd(estimate.subagents_nusd))} + aggregation "
         f"{usd_text(usd_of_nusd(estimate.aggregation_nusd))}) exceeds the budget of "
         f"{usd_text(budget_usd)}; raise the budget, lower max_tokens, or force it (--force) to "

@@ -27,22 +27,42 @@ def estimate_job(
     *,
     steps: int = 1,
     step_growth_tokens: int = 0,
+    answer_tokens: int | None = None,
+    aggregate_answer_tokens: int | None = None,
 ) -> JobEstimate:
     """Bound of a job's cost: one call per input, then the aggregation over every result.
 
     An agent node makes up to ``steps`` calls, each prompt longer than the one before by at
-    most ``step_growth_tokens`` (the model's turn and the tool results it got).
+    most ``step_growth_tokens`` (the model's turn and the tool results it got). With the
+    models' typical answer lengths (``answer_tokens``, ``aggregate_answer_tokens``), the
+    estimate also carries the expected cost: the same prompts, answers that long (at most
+    their cap), the aggregation quoting results that long.
     """
     node_max = max_tokens or model.max_tokens
     firsts = [_node_prompt(instruction, item.ref, item.text) for item in items]
     prompts = [p + k * step_growth_tokens for p in firsts for k in range(steps)]
-    agg_prompt = _aggregation_prompt(aggregate_instruction, aggregate_model, len(items), node_max)
+    agg_max = aggregate_model.max_tokens
+
+    def cost(answer: int, agg_answer: int) -> tuple[int, int, int]:
+        agg_prompt = _aggregation_prompt(aggregate_instruction, aggregate_model, len(items), answer)
+        nodes = sum(call_bound_nusd(model, p, answer) for p in prompts)
+        return agg_prompt, nodes, call_bound_nusd(aggregate_model, agg_prompt, agg_answer)
+
+    agg_prompt, nodes_nusd, aggregation_nusd = cost(node_max, agg_max)
+    expected = None
+    if answer_tokens is not None or aggregate_answer_tokens is not None:
+        _, typical_nodes, typical_aggregation = cost(
+            min(answer_tokens or node_max, node_max),
+            min(aggregate_answer_tokens or agg_max, agg_max),
+        )
+        expected = typical_nodes + typical_aggregation
     return JobEstimate(
         nodes=len(items),
         prompt_tokens=sum(prompts) + agg_prompt,
-        completion_tokens=len(prompts) * node_max + aggregate_model.max_tokens,
-        subagents_nusd=sum(call_bound_nusd(model, p, node_max) for p in prompts),
-        aggregation_nusd=call_bound_nusd(aggregate_model, agg_prompt, aggregate_model.max_tokens),
+        completion_tokens=len(prompts) * node_max + agg_max,
+        subagents_nusd=nodes_nusd,
+        aggregation_nusd=aggregation_nusd,
+        expected_nusd=expected,
     )
 
 

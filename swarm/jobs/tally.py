@@ -16,6 +16,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from pydantic import Field
 
 from swarm.records import ErrorKind, Frozen, JobSpec, NodeEnvelope
+from swarm.store.answer_lengths import ANY_KIND
 from swarm.store.base import JobStore
 from swarm.tokens import estimate_tokens
 
@@ -60,6 +61,9 @@ class Tally:
         self.failures: Counter[str] = Counter()
         self.tool_calls: Counter[str] = Counter()
         self.tool_invalid: Counter[str] = Counter()
+        self.answer_tokens: Counter[tuple[str, str]] = Counter()
+        """Completion tokens of the successful nodes per (model, kind) (answer_lengths)."""
+        self.answer_calls: Counter[tuple[str, str]] = Counter()
         self.sizes = array("I")
         """result_tokens of each successful node, in node order."""
 
@@ -68,6 +72,9 @@ class Tally:
         if env.ok:
             self.succeeded += 1
             self.sizes.append(result_tokens(env))
+            key = (env.model, env.kind or ANY_KIND)
+            self.answer_tokens[key] += env.usage.completion_tokens
+            self.answer_calls[key] += 1
         else:
             self.failures[str(env.error_kind)] += 1
             self.cut += env.error_kind is ErrorKind.BUDGET_EXCEEDED
@@ -79,6 +86,10 @@ class Tally:
         self.capped += env.max_tokens_sent is not None
         self.tool_calls[env.model] += env.tool_calls
         self.tool_invalid[env.model] += env.tool_calls_invalid
+
+    def answers(self) -> dict[tuple[str, str], tuple[int, int]]:
+        """(model, kind) -> (completion tokens, answers) of the successful nodes."""
+        return {key: (self.answer_tokens[key], calls) for key, calls in self.answer_calls.items()}
 
     def counts(self) -> NodeCounts:
         return NodeCounts(
