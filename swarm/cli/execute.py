@@ -44,7 +44,7 @@ def submitter(
         announce_estimate(
             client.settings, client.catalog, items, instruction, aggregate, model=model,
             kind=kind, max_tokens=options.get("max_tokens"), tools=options.get("tools"),
-            always=as_json, store=client.store,
+            always=as_json, store=getattr(client, "store", None),
         )  # fmt: skip
         return client.submit(
             items, instruction, aggregate_instruction=aggregate, model=model, kind=kind, **options
