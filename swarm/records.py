@@ -223,6 +223,9 @@ class Truncation(Frozen):
     """Characters of the middle replaced by a summary."""
     summary_chars: int = 0
     """Characters of the summary that replaced them (0 when the summary call failed)."""
+    max_tokens: int | None = None
+    """The job's answer cap (max_tokens, above the model's own) when it is why the input
+    did not fit: with the model's own cap the input would have been sent whole."""
 
 
 class NodeTask(Frozen):

@@ -9,12 +9,28 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from pydantic import AliasChoices, Field, SecretStr, ValidationError, model_validator
+from pydantic import (
+    AliasChoices,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from swarm.errors import ConfigError, MissingKeyError
 
 _PLACEHOLDER = re.compile(r"^(YOUR[_-].*|.*[_-]HERE|<.*>|changeme|x+|\.\.\.)$", re.IGNORECASE)
+KEY_VARIABLE = "SWARM_API_KEY (or OPENAI_API_KEY)"
+"""The variables the gateway key is read from, as messages name them."""
+BROKER_SCHEMES = ("redis", "rediss", "unix", "sentinel", "amqp", "amqps", "pyamqp", "memory")
+"""URL schemes of SWARM_BROKER_URL: Redis (plain, TLS, socket, Sentinel), RabbitMQ, and
+Celery's in-process transport."""
+STORE_SCHEMES = ("redis", "rediss", "unix", "sentinel")
+"""URL schemes of SWARM_RESULT_URL: the job store is Redis."""
+GATEWAY_SCHEMES = ("http", "https")
+"""URL schemes of SWARM_BASE_URL (an OpenAI-compatible gateway speaks HTTP)."""
 
 
 GRACE_TIMEOUTS = 40
@@ -223,6 +239,21 @@ class Settings(BaseSettings):
     tool_max_output_chars: int = Field(default=20_000, ge=100)
     """Characters of a tool's output sent to the model; the rest is cut with a marker."""
 
+    @field_validator("broker_url")
+    @classmethod
+    def _broker_scheme(cls, url: str | None) -> str | None:
+        return _check_scheme(url, BROKER_SCHEMES)
+
+    @field_validator("result_url")
+    @classmethod
+    def _store_scheme(cls, url: str | None) -> str | None:
+        return _check_scheme(url, STORE_SCHEMES)
+
+    @field_validator("base_url")
+    @classmethod
+    def _gateway_scheme(cls, url: str | None) -> str | None:
+        return _check_scheme(url, GATEWAY_SCHEMES)
+
     @model_validator(mode="after")
     def _visibility_above_calls(self) -> Settings:
         longest_task_s = self.max_attempts * (self.node_timeout_s + self.backoff_max_s)
@@ -281,10 +312,36 @@ class Settings(BaseSettings):
         key = self.usable_key()
         if key is None:
             raise MissingKeyError(
-                "SWARM_BASE_URL is set but SWARM_API_KEY (or OPENAI_API_KEY) is missing "
-                "or a placeholder"
+                f"SWARM_BASE_URL is set but {KEY_VARIABLE} is missing, empty or a placeholder"
             )
         return key
+
+    def gateway_key(self) -> str | None:
+        """The key a producer sends to SWARM_BASE_URL: None when no key variable is set
+        (a local server needs none); MissingKeyError when one is set but empty or a
+        placeholder (``SWARM_API_KEY=`` and ``changeme`` are the same mistake)."""
+        if self.api_key is None:
+            return None
+        if self.usable_key() is None:
+            raise MissingKeyError(
+                f"{KEY_VARIABLE} is set but empty or a placeholder: set the gateway's key, "
+                "or unset the variable for a server that needs none"
+            )
+        return self.usable_key()
+
+
+def _check_scheme(url: str | None, schemes: tuple[str, ...]) -> str | None:
+    """``url`` when its scheme is one of ``schemes``; else ValueError naming the scheme
+    (never the rest of the URL: it may hold a password)."""
+    if url is None:
+        return None
+    scheme, sep, _ = url.partition("://")
+    if sep and scheme.lower() in schemes:
+        return url
+    *others, last = [f"{name}://" for name in schemes]
+    accepted = f"{', '.join(others)} or {last}"
+    found = f"the scheme {scheme}:// is not accepted" if sep else "not a URL (no scheme://)"
+    raise ValueError(f"{found}; use {accepted}")
 
 
 def _sentinel(*urls: str | None) -> bool:
@@ -313,4 +370,5 @@ def load_settings(**overrides: object) -> Settings:
         err = exc.errors()[0]
         loc = ".".join(str(p) for p in err["loc"])
         name = f"SWARM_{loc.upper()}" if loc else "settings"
-        raise ConfigError(f"invalid setting {name}: {err['msg']}") from None
+        message = str(err["msg"]).removeprefix("Value error, ")
+        raise ConfigError(f"invalid setting {name}: {message}") from None

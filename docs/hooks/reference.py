@@ -57,6 +57,18 @@ API_GROUPS = {
 }
 
 
+API_FIRST = ("SwarmClient", "SwarmHandle", "submit", "attach", "AsyncSwarmClient",
+             "AsyncSwarmHandle")  # fmt: skip
+"""Names shown first in their group, in this order (a reader meets the blocking client
+before its asyncio flavour); the others follow in ``swarm.__all__``'s (alphabetical) order."""
+
+
+WRAPPERS = {"AsyncSwarmClient", "AsyncSwarmHandle"}
+"""Classes whose attributes are set in ``__init__`` from its arguments: their values there
+are code, not documentation (the attribute's type and docstring say what it is)."""
+HIDE_VALUES = "\n    options:\n      show_attribute_values: false"
+
+
 class DocsError(Exception):
     """The code lacks what a generated page needs (e.g. a field without a docstring)."""
 
@@ -189,9 +201,11 @@ def api_blocks() -> str:
 
     lazy: dict[str, str] = swarm._LAZY
     groups: dict[str, list[str]] = {}
-    for name in swarm.__all__:
+    first = {name: rank for rank, name in enumerate(API_FIRST)}
+    for name in sorted(swarm.__all__, key=lambda name: first.get(name, len(first))):
         module = lazy.get(name, "swarm.errors")
-        groups.setdefault(API_GROUPS.get(module, "Other"), []).append(f"::: {module}.{name}")
+        block = f"::: {module}.{name}" + (HIDE_VALUES if name in WRAPPERS else "")
+        groups.setdefault(API_GROUPS.get(module, "Other"), []).append(block)
     parts = []
     for title in dict.fromkeys([*API_GROUPS.values(), "Other"]):  # in API_GROUPS' order
         if title in groups:

@@ -52,6 +52,7 @@ from swarm.calls.runtime import Runtime
 from swarm.calls.steps import Attempt, CallContext, StepFactory
 from swarm.errors import RetryLater
 from swarm.records import ErrorKind, Usage
+from swarm.settings import KEY_VARIABLE
 
 
 @dataclass(frozen=True)
@@ -149,13 +150,25 @@ def path_of(rt: Runtime, request: CallRequest) -> Path:
     return PATHS[rt.catalog.backend_of(request.model).kind]
 
 
-def keyless_auth(result: CallResult, api_key: str) -> CallResult:
-    """An auth failure of a call sent without a key says so first (the gateway's own text,
-    'incorrect API key', would point at a key that was never set)."""
-    if result.error_kind is not ErrorKind.AUTH or api_key != NO_KEY:
+def keyless_auth(result: CallResult, api_key: str, variable: str = KEY_VARIABLE) -> CallResult:
+    """An auth failure names the key's ``variable`` first: no key was sent (the gateway's
+    own text, 'incorrect API key', would point at a key that was never set), or the one
+    in ``variable`` was refused."""
+    if result.error_kind is not ErrorKind.AUTH:
         return result
-    hint = "no API key was sent (set SWARM_API_KEY, or the backend's api_key_env)"
+    hint = f"no API key was sent (set {variable})" if api_key == NO_KEY else (
+        f"the gateway refused the key in {variable}"
+    )  # fmt: skip
     return replace(result, error=f"{hint}: {result.error or ''}")
+
+
+def key_variable(rt: Runtime, request: CallRequest) -> str:
+    """The variable the key of the request's backend is read from (swarm.calls.gateway:
+    its ``api_key_env`` when it has a base URL of its own, else SWARM_API_KEY)."""
+    backend = rt.catalog.backend_of(request.model)
+    if backend.base_url is not None and backend.api_key_env:
+        return backend.api_key_env
+    return KEY_VARIABLE
 
 
 def run_call(rt: Runtime, request: CallRequest) -> CallResult:
@@ -201,7 +214,8 @@ def _guarded_call(rt: Runtime, request: CallRequest, path: Path, ctx: CallContex
         )
         if guard.held is not None:
             result = replace(result, held=guard.held)
-        return keyless_auth(result, rt.client_for(request.model.backend).api_key)
+        api_key = rt.client_for(request.model.backend).api_key
+        return keyless_auth(result, api_key, key_variable(rt, request))
     except RetryLater as later:
         later.slot = request.slot  # the task carries this call's progress to its next run
         raise

@@ -16,7 +16,7 @@ from swarm.catalog import Catalog, ModelSpec
 from swarm.cost.pricing import cost_nusd
 from swarm.errors import ConfigError, GatewayUnavailableError, MissingKeyError
 from swarm.records import Usage
-from swarm.settings import Settings
+from swarm.settings import KEY_VARIABLE, Settings
 from swarm.store.billing import BilledCall
 from swarm.unique import unique_hex
 
@@ -24,7 +24,7 @@ __all__ = ["NO_KEY", "check_gateway", "check_requests"]
 
 log = logging.getLogger(__name__)
 
-MISSING_KEY = "SWARM_API_KEY (or OPENAI_API_KEY) is missing"
+MISSING_KEY = f"{KEY_VARIABLE} is missing"
 
 
 def check_gateway(
@@ -77,9 +77,13 @@ def _refuse(exc: openai.APIError, base_url: str, path: str, *, keyless: bool) ->
     if isinstance(exc, openai.AuthenticationError):
         if keyless:
             raise MissingKeyError(f"the gateway {base_url} asks for a key: {MISSING_KEY}") from None
-        raise GatewayUnavailableError(f"the gateway {base_url} rejected the API key") from None
+        raise GatewayUnavailableError(
+            f"the gateway {base_url} rejected the API key in {KEY_VARIABLE}"
+        ) from None
     if isinstance(exc, openai.PermissionDeniedError):
-        raise GatewayUnavailableError(f"the gateway {base_url} refused this key (403)") from None
+        raise GatewayUnavailableError(
+            f"the gateway {base_url} refused the key in {KEY_VARIABLE} (403)"
+        ) from None
     if isinstance(exc, openai.APIConnectionError):
         reason = f"{type(exc).__name__}: {exc}" + (f"; {MISSING_KEY} too" if keyless else "")
         raise GatewayUnavailableError(f"cannot reach the gateway {base_url} ({reason})") from None

@@ -19,6 +19,8 @@ if TYPE_CHECKING:
 
 def survey_markdown(report: dict[str, Any]) -> str:
     """The survey: the synthesis, then its sources (which sub-agent read what, and how)."""
+    from swarm.cost.pricing import usd_text
+
     lines = [
         f"# Survey ({report['status']})",
         "",
@@ -35,7 +37,7 @@ def survey_markdown(report: dict[str, Any]) -> str:
             f"- `{node['input_ref']}`{cut}: {node.get('kind') or '-'} on {node['model']}, {mark}"
             + tools
         )
-    lines += ["", f"_cost ${report['cost_usd']:.4f}, {report['wall_s']:.1f} s_"]
+    lines += ["", f"_cost {usd_text(report['cost_usd'])}, {report['wall_s']:.1f} s_"]
     return "\n".join(lines)
 
 

@@ -12,8 +12,10 @@ from rich.console import Console
 from rich.table import Table
 
 from swarm.catalog import Catalog, load_catalog
+from swarm.cli.decorators import check_job_id
 from swarm.cli.render import print_json
 from swarm.cli.snapshot import JobSnapshot, money, take_snapshot
+from swarm.cost.pricing import usd_text
 from swarm.cost.projections import CostRow, CostTable, cost_table
 from swarm.errors import ConfigError, InputError
 from swarm.jobs.report import model_lines, with_late_billing
@@ -60,8 +62,8 @@ def running_line(snap: JobSnapshot) -> str:
 def load_report(source: str, settings: Settings) -> tuple[dict[str, Any], JobSnapshot | None]:
     """A report from a JSON file, or from the job store when ``source`` is a job id; while
     that job runs, what it was billed so far and a snapshot of it."""
-    path = Path(source)
-    if path.is_file():
+    if _is_file(Path(source)):
+        path = Path(source)
         try:
             data = json.loads(path.read_text("utf-8"))
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
@@ -69,6 +71,7 @@ def load_report(source: str, settings: Settings) -> tuple[dict[str, Any], JobSna
         if not isinstance(data, dict):
             raise InputError(f"{source} is not a swarm report (a JSON object)")
         return data, None
+    check_job_id(source)
     if settings.embedded:
         raise ConfigError(
             f"{source!r} is not a file, and reading job {source} needs SWARM_BROKER_URL"
@@ -82,21 +85,19 @@ def load_report(source: str, settings: Settings) -> tuple[dict[str, Any], JobSna
     return with_late_billing(report, store.ledger(source), catalog), None
 
 
-def _money(value: float, places: int) -> str:
-    return f"{value:,.{places}f}"
+def _is_file(path: Path) -> bool:
+    """``path.is_file()``, False for a name the system cannot look up (too long)."""
+    try:
+        return path.is_file()
+    except OSError:
+        return False
 
 
 def _cells(row: CostRow) -> list[str]:
     ratio = "" if row.vs_job is None else f"{row.vs_job:.2f}x"
-    return [
-        _money(row.per_swarm_usd, 4),
-        _money(row.per_swarm_cny, 4),
-        _money(row.per_day_usd, 2),
-        _money(row.per_day_cny, 2),
-        _money(row.per_month_usd, 2),
-        _money(row.per_month_cny, 2),
-        ratio,
-    ]
+    amounts = (row.per_swarm_usd, row.per_swarm_cny, row.per_day_usd, row.per_day_cny,
+               row.per_month_usd, row.per_month_cny)  # fmt: skip
+    return [*(usd_text(amount, sign=False) for amount in amounts), ratio]
 
 
 def render(table: CostTable, console: Console) -> None:
@@ -120,19 +121,22 @@ def render(table: CostTable, console: Console) -> None:
     grid.add_column("vs this job", justify="right")
     grid.add_row(f"[bold]this job ({', '.join(table.models_used)})", *_cells(table.job))
     for row in table.repriced:
-        grid.add_row(row.label, *_cells(row))
+        if (row.label,) != table.models_used:  # a job on one model is its row already
+            grid.add_row(row.label, *_cells(row))
     console.print(grid)
     if usage.cached_tokens:
-        per_model = ", ".join(f"{m} ${usd:.4f}" for m, usd in table.cache_saved_by_model.items())
+        per_model = ", ".join(
+            f"{m} {usd_text(usd)}" for m, usd in table.cache_saved_by_model.items()
+        )
         console.print(
             f"prompt cache: {usage.cached_tokens:,} cached tokens billed at the cached price "
-            f"saved ${table.cache_saved_usd:.4f} per swarm ({per_model})"
+            f"saved {usd_text(table.cache_saved_usd)} per swarm ({per_model})"
         )
     if table.batch_calls:
         month = table.batch_saved_usd * table.swarms_per_day * table.days_per_month
         console.print(
             f"batch: {table.batch_calls:,} calls at the batch price saved "
-            f"${table.batch_saved_usd:.4f} per swarm, ${month:,.2f} per month (the rows "
+            f"{usd_text(table.batch_saved_usd)} per swarm, {usd_text(month)} per month (the rows "
             "above price every call live)"
         )
 

@@ -27,6 +27,10 @@ INTERRUPTED = 130
 """Exit status after Ctrl-C (128 + SIGINT), as shells report it."""
 SHORT_HELP_CHARS = 400
 """The command list shows each command's first sentence whole (wrapped, never cut)."""
+MAX_JOB_ID_CHARS = 128
+"""Longest job id a command takes (swarm's own are 32 hex digits)."""
+SHOWN_ID_CHARS = 32
+"""Characters of a refused job id echoed back (then an ellipsis)."""
 
 
 class SwarmGroup(click.Group):
@@ -133,3 +137,15 @@ def check_timeout(timeout_s: float | None) -> None:
     """Refuse a ``--timeout`` that is not a positive number, before anything is submitted."""
     if timeout_s is not None and not 0 < timeout_s < float("inf"):
         raise InputError(f"--timeout must be a positive number of seconds, not {timeout_s:g}")
+
+
+def check_job_id(job_id: str) -> str:
+    """``job_id`` when it can be one (printable, at most MAX_JOB_ID_CHARS characters);
+    else InputError quoting its start only, so a pasted file is not echoed back whole."""
+    if len(job_id) <= MAX_JOB_ID_CHARS and job_id.isprintable():
+        return job_id
+    shown = job_id[:SHOWN_ID_CHARS] + ("\u2026" if len(job_id) > SHOWN_ID_CHARS else "")
+    raise InputError(
+        f"{shown!r} ({len(job_id)} characters) is not a job id: job ids are at most "
+        f"{MAX_JOB_ID_CHARS} printable characters (`swarm jobs` lists the recent ones)"
+    )

@@ -15,12 +15,14 @@ from swarm.catalog import AGGREGATE_KIND, Catalog
 from swarm.cli.snapshot import sub_agents
 from swarm.client import SwarmClient, agent_bound
 from swarm.cost.budget import JobEstimate
-from swarm.cost.pricing import usd_of_nusd
+from swarm.cost.pricing import usd_of_nusd, usd_text
 from swarm.jobs.defaults import DEFAULT_PLANNED_AGGREGATE
 from swarm.jobs.estimate import estimate_job, estimate_plan, estimate_rerun
 from swarm.jobs.planner import PLAN_ATTEMPTS, PLAN_KIND
 from swarm.records import InputItem
 from swarm.settings import Settings
+from swarm.store import JobStore
+from swarm.store.answer_lengths import typical_answers
 
 PLANNED = (
     "if the plan gives each document one sub-task (the plan decides the calls; --budget-usd "
@@ -37,19 +39,31 @@ def estimate_text(bound: JobEstimate, *, again: bool = False, assumes: str = "")
     nodes = usd_of_nusd(bound.subagents_nusd)
     aggregation = usd_of_nusd(bound.aggregation_nusd)
     planner = (
-        f"the planner (${usd_of_nusd(bound.planner_nusd):.4f}), " if bound.planner_nusd else ""
+        f"the planner ({usd_text(usd_of_nusd(bound.planner_nusd))}), " if bound.planner_nusd else ""
     )
     rerun = " run again" if again else ""
     assumed = f", {assumes}" if assumes else ""
     cached = (
-        f"; about ${bound.expected_usd:.4f} with the {bound.cached_tokens:,} prompt tokens "
-        "expected from the prompt cache (the shared prefix, warmed by the first call)"
+        f", {bound.cached_tokens:,} prompt tokens expected from the prompt cache (the shared "
+        "prefix, warmed by the first call)"
         if bound.cache_saving_nusd
         else ""
     )
+    if bound.expected_usd is not None:
+        typical = " answers of typical length" if bound.expected_nusd is not None else ""
+        return (
+            f"estimate: expected ~{usd_text(bound.expected_usd)} ({typical.strip() or 'bound'}"
+            f"{cached}), "
+            f"at most {usd_text(bound.total_usd)} for {planner}{sub_agents(bound.nodes)}"
+            f"{rerun} ({usd_text(nodes)}) and the aggregation ({usd_text(aggregation)})"
+            f"{assumed}; the bound prices every prompt uncached and every answer at max_tokens "
+            f"({bound.prompt_tokens:,} prompt + {bound.completion_tokens:,} completion tokens "
+            "at most)"
+        )
     return (
-        f"estimate: up to ${bound.total_usd:.4f} for {planner}{sub_agents(bound.nodes)}{rerun} "
-        f"(${nodes:.4f}) and the aggregation (${aggregation:.4f}){assumed}; an upper bound "
+        f"estimate: up to {usd_text(bound.total_usd)} for {planner}{sub_agents(bound.nodes)}"
+        f"{rerun} ({usd_text(nodes)}) and the aggregation ({usd_text(aggregation)}){assumed}; "
+        "an upper bound "
         f"(every prompt uncached, every answer at max_tokens: {bound.prompt_tokens:,} prompt + "
         f"{bound.completion_tokens:,} completion tokens at most){cached}"
     )
@@ -75,19 +89,24 @@ def announce_estimate(
     tools: str | None,
     always: bool,
     context: str | None = None,
+    store: JobStore | None = None,
 ) -> JobEstimate:
-    """Print the job's bound on stderr when it reaches the notice threshold or ``always``."""
+    """Print the job's bound on stderr when it reaches the notice threshold or ``always``,
+    with its expected cost (answers of the lengths ``store`` learned, else the catalog's
+    share: swarm.store.answer_lengths)."""
     spec_model = catalog.model(model) if model else catalog.route(kind)
+    aggregate_model = catalog.route(AGGREGATE_KIND)
     bound = estimate_job(
         items,
         instruction,
         aggregate,
         spec_model,
-        catalog.route(AGGREGATE_KIND),
+        aggregate_model,
         max_tokens,
         **agent_bound(settings, spec_model, max_tokens, tools),
         context=context,
         warmup_min_tokens=warmup_floor(settings),
+        **typical_answers(store, spec_model, None if model else kind, aggregate_model),
     )
     announce(settings, bound, always)
     return bound

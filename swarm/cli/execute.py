@@ -18,7 +18,7 @@ from swarm.catalog import load_catalog
 from swarm.cli.estimate_line import announce_estimate
 from swarm.cli.follow import Watch, follow
 from swarm.cli.idle import celery_idle_check
-from swarm.cli.render import Render, finish, print_report
+from swarm.cli.render import SIMULATED, Render, finish, print_report
 from swarm.client import SwarmClient, SwarmHandle
 from swarm.errors import ConfigError
 from swarm.records import InputItem
@@ -45,6 +45,7 @@ def submitter(
             client.settings, client.catalog, items, instruction, aggregate, model=model,
             kind=kind, max_tokens=options.get("max_tokens"), tools=options.get("tools"),
             always=as_json, context=options.get("context"),
+            store=getattr(client, "store", None),
         )  # fmt: skip
         return client.submit(
             items, instruction, aggregate_instruction=aggregate, model=model, kind=kind, **options
@@ -65,9 +66,8 @@ def gateway(settings: Settings) -> tuple[str, str]:
             "SWARM_BASE_URL is not set: point it at an OpenAI-compatible gateway, or use "
             "--simulate (or `swarm demo`) for the built-in simulator"
         )
-    if settings.api_key is not None and settings.api_key.get_secret_value().strip():
-        return settings.base_url, settings.require_key()  # a placeholder is a mistake
-    return settings.base_url, NO_KEY  # no key at all: fine for a local server
+    # No key variable at all: fine for a local server; an empty or placeholder one is refused.
+    return settings.base_url, settings.gateway_key() or NO_KEY
 
 
 def broker_client(settings: Settings, strict: bool = False) -> SwarmClient:
@@ -100,7 +100,9 @@ def run_embedded(
         client = stack.enter_context(embedded_swarm(settings, catalog, base_url, key, join_s=None))
         client.check_requests = not simulate  # the job's request shape, at the real gateway
         handle = submit(client)
-        return follow(Watch(client.store, client.catalog, handle.id, embedded=True), timeout_s)
+        report = follow(Watch(client.store, client.catalog, handle.id, embedded=True), timeout_s)
+        # the simulator bills nothing: its costs are the catalog's prices of made-up tokens
+        return {**report, SIMULATED: True} if simulate else report
     raise AssertionError("unreachable")  # pragma: no cover
 
 

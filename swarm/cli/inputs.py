@@ -6,7 +6,7 @@ import json
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import IO, Any
 
 import jsonschema
 
@@ -18,20 +18,21 @@ from swarm.sources.spool import SpooledLines, StreamedInputs
 
 def read_inputs(
     args: Sequence[str],
-    stdin: TextIO | None = None,
+    stdin: IO[str] | IO[bytes] | None = None,
     skip_empty: bool = False,
     warn: Callable[[str], None] = print,
 ) -> StreamedInputs:
     """One InputItem per file; ``-`` adds one per non-empty stdin line, spooled to a
-    temporary file and read back as the submit goes (swarm.sources.spool). An empty file
-    refuses the job, or with ``skip_empty`` is skipped with one ``warn`` line."""
+    temporary file and read back as the submit goes (swarm.sources.spool), each line held
+    to the rule of a file's text (stdin is read as bytes: UTF-8 whatever the locale). An
+    empty file refuses the job, or with ``skip_empty`` is skipped with one ``warn`` line."""
     if not args:
         raise InputError("no inputs: give one or more files, or - to read lines from stdin")
     segments: list[list[InputItem] | SpooledLines] = []
     files: list[InputItem] = []
     for arg in args:
         if arg == "-":
-            segments += [files, SpooledLines(stdin or sys.stdin)]
+            segments += [files, SpooledLines(stdin or sys.stdin.buffer)]
             files = []
             continue
         try:

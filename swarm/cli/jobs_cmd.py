@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from swarm.cli.decorators import one_line_errors
+from swarm.cli.decorators import check_job_id, one_line_errors
 
 if TYPE_CHECKING:
     from swarm.catalog import Catalog
@@ -59,6 +59,7 @@ def cancel_command(job_id: str, wait: bool, as_json: bool) -> None:
     from swarm.settings import load_settings
     from swarm.store import RedisJobStore
 
+    check_job_id(job_id)
     settings = load_settings()
     if settings.embedded:
         raise ConfigError("`swarm cancel` needs SWARM_BROKER_URL (the job store is in Redis)")
@@ -83,6 +84,7 @@ def cancel_command(job_id: str, wait: bool, as_json: bool) -> None:
 def _wait_cancelled(store: JobStore, catalog: Catalog, job_id: str, as_json: bool) -> None:
     from swarm.cli.follow import Watch, follow
     from swarm.cli.render import print_json
+    from swarm.cost.pricing import usd_text
 
     started = time.monotonic()
     report = follow(Watch(store, catalog, job_id), None)
@@ -92,6 +94,6 @@ def _wait_cancelled(store: JobStore, catalog: Catalog, job_id: str, as_json: boo
         click.echo(
             f"job {job_id} ended {report['status']} after {time.monotonic() - started:.1f} s: "
             f"{report['succeeded']} of {report['total']} sub-agents succeeded, cost "
-            f"${report['cost_usd']:.4f}"
+            f"{usd_text(report['cost_usd'])}"
         )
     sys.exit(0 if report["status"] == "cancelled" else 1)

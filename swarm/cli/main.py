@@ -22,6 +22,7 @@ from swarm.cli.cost_cmd import cost_command
 from swarm.cli.decorators import (
     CONTEXT_SETTINGS,
     SwarmGroup,
+    check_job_id,
     check_timeout,
     job_options,
     limit_options,
@@ -99,6 +100,7 @@ def run(
     from swarm.cli.execute import execute, submitter
     from swarm.cli.inputs import read_inputs, read_schema
     from swarm.cost.budget import check_budget
+    from swarm.jobs.context_fit import check_max_tokens, node_models
     from swarm.records import check_tenant
     from swarm.settings import load_settings
 
@@ -111,7 +113,7 @@ def run(
     if not instruction.strip():
         raise InputError("the instruction is empty")
     catalog = load_catalog(settings.config)
-    catalog.model(model) if model else catalog.route(kind)
+    check_max_tokens(max_tokens, node_models(catalog, model, kind))  # unknown model or kind too
     submit = submitter(
         items,
         instruction,
@@ -205,6 +207,8 @@ def status(
     transcript; with --nodes, a page of its nodes (--jsonl: all, one per line)."""
     from swarm.settings import load_settings
 
+    if job_id is not None:
+        check_job_id(job_id)
     settings = load_settings()
     if settings.embedded:
         raise ConfigError("`swarm status` needs SWARM_BROKER_URL (the job store is in Redis)")
@@ -245,6 +249,7 @@ def resume(
     from swarm.cli.render import finish
     from swarm.settings import load_settings
 
+    check_job_id(job_id)
     settings = load_settings()
     check_timeout(timeout_s)
     if settings.embedded:

@@ -90,9 +90,7 @@ def probe_command(base_url: str | None, model: str | None) -> None:
     from swarm.cli.execute import gateway
     from swarm.settings import load_settings
 
-    settings = load_settings()
-    if base_url is not None:
-        settings = settings.model_copy(update={"base_url": base_url})
+    settings = load_settings() if base_url is None else load_settings(base_url=base_url)
     if settings.base_url is None:
         raise ConfigError("give BASE_URL or set SWARM_BASE_URL")
     url, key = gateway(settings)

@@ -14,6 +14,7 @@ from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 
+from swarm.cost.pricing import usd_text
 from swarm.jobs.report import COMPLETED
 
 REVIEW_KIND = "review"
@@ -60,6 +61,11 @@ def print_report(report: dict[str, Any], console: Console) -> None:
     ):
         if report.get(field):
             console.print(f"[yellow]{report[field]} {what}[/]")
+        if field == "inputs_truncated" and report.get("inputs_cut_by_cap"):
+            console.print(
+                f"[yellow]{report['inputs_cut_by_cap']} of them because of max_tokens "
+                "(--max-tokens): the answer's cap left the input too little of the window[/]"
+            )
     failures = report.get("failures_by_kind") or {}
     if failures:
         console.print(
@@ -80,8 +86,13 @@ def first_errors(nodes: Iterable[Mapping[str, Any]]) -> dict[str, str]:
 
 
 def _models_table(report: dict[str, Any]) -> Table:
-    table = Table(title="calls, tokens and cost per model")
-    for col in ("model", "calls", "prompt", "cached", "completion", "reasoning", "cost USD",
+    simulated = bool(report.get(SIMULATED))
+    title = "calls, tokens and cost per model"
+    if simulated:
+        title += " (SIMULATED gateway: nothing was billed)"
+    table = Table(title=title)
+    cost = "cost USD (simulated)" if simulated else "cost USD"
+    for col in ("model", "calls", "prompt", "cached", "completion", "reasoning", cost,
                 "cache saved"):  # fmt: skip
         table.add_column(col, justify="left" if col == "model" else "right")
     for name, line in report["models"].items():
@@ -92,8 +103,8 @@ def _models_table(report: dict[str, Any]) -> Table:
             str(line.get("cached_tokens", 0)),
             str(line["completion_tokens"]),
             str(line.get("reasoning_tokens", 0)),
-            f"{line['cost_usd']:.4f}",
-            f"{line.get('cache_saved_usd', 0.0):.4f}",
+            usd_text(line["cost_usd"], sign=False),
+            usd_text(line.get("cache_saved_usd", 0.0), sign=False),
         )
     usage = report["usage"]
     table.add_row(
@@ -103,10 +114,15 @@ def _models_table(report: dict[str, Any]) -> Table:
         str(usage["cached_tokens"]),
         str(usage["completion_tokens"]),
         str(usage.get("reasoning_tokens", 0)),
-        f"{report['cost_usd']:.4f}",
-        f"{sum(m.get('cache_saved_usd', 0.0) for m in report['models'].values()):.4f}",
+        usd_text(report["cost_usd"], sign=False),
+        usd_text(sum(m.get("cache_saved_usd", 0.0) for m in report["models"].values()), sign=False),
     )
     return table
+
+
+SIMULATED = "simulated"
+"""Report key the CLI adds (true) to a job it ran against the built-in simulator (demo,
+--simulate): its costs are the catalog's prices of simulated tokens, never billed."""
 
 
 def render_for(report: dict[str, Any]) -> Callable[[dict[str, Any], Console], None]:

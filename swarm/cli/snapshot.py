@@ -9,7 +9,7 @@ import time
 from dataclasses import dataclass, field
 
 from swarm.catalog import Catalog
-from swarm.cost.pricing import cost_usd, usd_of_nusd
+from swarm.cost.pricing import cost_usd, usd_of_nusd, usd_text
 from swarm.records import JobSpec
 from swarm.store import JobStore, Progress
 
@@ -106,8 +106,8 @@ def clock(seconds: float) -> str:
 
 
 def money(usd: float) -> str:
-    """``$0.0123`` (four places; more below a cent so a small job is not shown as $0)."""
-    return f"${usd:.4f}" if usd >= 0.01 or usd == 0 else f"${usd:.6f}"
+    """``$0.0123``: swarm.cost.pricing.usd_text, the one money format."""
+    return usd_text(usd)
 
 
 def counts(p: Progress) -> str:

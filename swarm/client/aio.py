@@ -13,8 +13,9 @@ import asyncio
 import functools
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from swarm.client.core import SwarmClient
 from swarm.client.handle import JobProgress, SwarmHandle
@@ -23,6 +24,13 @@ from swarm.jobs.defaults import DEFAULT_INSTRUCTION
 from swarm.jobs.report import Report
 from swarm.records import InputItem
 
+if TYPE_CHECKING:
+    from celery import Celery
+
+    from swarm.catalog import Catalog
+    from swarm.settings import Settings
+    from swarm.store import JobStore
+
 POLL_S = 0.25
 """How often AsyncSwarmHandle.wait asks whether the report is written."""
 
@@ -30,9 +38,13 @@ POLL_S = 0.25
 class AsyncSwarmHandle:
     """A submitted job, awaited: SwarmHandle's methods as coroutines."""
 
+    sync: SwarmHandle
+    """The blocking handle on the same job."""
+    id: str
+    """The job's id."""
+
     def __init__(self, handle: SwarmHandle, poll_s: float = POLL_S) -> None:
         self.sync = handle
-        """The blocking handle on the same job."""
         self.id = handle.id
         self._poll_s = poll_s
 
@@ -40,7 +52,7 @@ class AsyncSwarmHandle:
         return f"AsyncSwarmHandle({self.id!r})"
 
     async def progress(self) -> JobProgress:
-        """See SwarmHandle.progress."""
+        """See [SwarmHandle.progress][swarm.client.SwarmHandle.progress]."""
         return await asyncio.to_thread(self.sync.progress)
 
     async def done(self) -> bool:
@@ -63,18 +75,41 @@ class AsyncSwarmHandle:
             await asyncio.sleep(self._poll_s)
 
     async def cancel(self) -> None:
-        """See SwarmHandle.cancel."""
+        """See [SwarmHandle.cancel][swarm.client.SwarmHandle.cancel]."""
         await asyncio.to_thread(self.sync.cancel)
 
 
 class AsyncSwarmClient:
-    """SwarmClient's methods as coroutines; takes SwarmClient's arguments (or ``client=``
-    a SwarmClient to wrap, which it then closes too). Made outside or inside a loop: it
-    connects to the job store (one PING) as SwarmClient does."""
+    """SwarmClient's methods as coroutines; takes SwarmClient's arguments (see
+    [SwarmClient][swarm.client.SwarmClient]), or ``client=`` a SwarmClient to wrap, which
+    it then closes too. Made outside or inside a loop: it connects to the job store (one
+    PING) as SwarmClient does."""
 
-    def __init__(self, *args: Any, client: SwarmClient | None = None, **kwargs: Any) -> None:
-        self.sync = client if client is not None else SwarmClient(*args, **kwargs)
-        """The blocking client underneath."""
+    sync: SwarmClient
+    """The blocking client underneath."""
+
+    def __init__(
+        self,
+        settings: Settings | None = None,
+        catalog: Catalog | None = None,
+        store: JobStore | None = None,
+        app: Celery | None = None,
+        *,
+        broker_url: str | None = None,
+        result_url: str | None = None,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        config: str | Path | None = None,
+        check_gateway: bool = True,
+        client: SwarmClient | None = None,
+    ) -> None:
+        if client is not None:
+            self.sync = client
+            return
+        self.sync = SwarmClient(
+            settings, catalog, store, app, broker_url=broker_url, result_url=result_url,
+            base_url=base_url, api_key=api_key, config=config, check_gateway=check_gateway,
+        )  # fmt: skip
 
     async def __aenter__(self) -> AsyncSwarmClient:
         return self
@@ -88,7 +123,7 @@ class AsyncSwarmClient:
         await self.close()
 
     async def close(self) -> None:
-        """See SwarmClient.close."""
+        """See [SwarmClient.close][swarm.client.SwarmClient.close]."""
         await asyncio.to_thread(self.sync.close)
 
     async def submit(
@@ -97,22 +132,23 @@ class AsyncSwarmClient:
         instruction: str = DEFAULT_INSTRUCTION,
         **options: Any,
     ) -> AsyncSwarmHandle:
-        """See SwarmClient.submit (``options`` are its keyword arguments)."""
+        """See [SwarmClient.submit][swarm.client.SwarmClient.submit] (``options`` are its
+        keyword arguments)."""
         call = functools.partial(self.sync.submit, inputs, instruction, **options)
         return AsyncSwarmHandle(await asyncio.to_thread(call))
 
     async def plan(
         self, documents: Sequence[InputItem], query: str, **options: Any
     ) -> AsyncSwarmHandle:
-        """See SwarmClient.plan."""
+        """See [SwarmClient.plan][swarm.client.SwarmClient.plan]."""
         call = functools.partial(self.sync.plan, documents, query, **options)
         return AsyncSwarmHandle(await asyncio.to_thread(call))
 
     async def resume(self, job_id: str, **options: Any) -> AsyncSwarmHandle:
-        """See SwarmClient.resume."""
+        """See [SwarmClient.resume][swarm.client.SwarmClient.resume]."""
         call = functools.partial(self.sync.resume, job_id, **options)
         return AsyncSwarmHandle(await asyncio.to_thread(call))
 
     async def attach(self, job_id: str) -> AsyncSwarmHandle:
-        """See SwarmClient.attach."""
+        """See [SwarmClient.attach][swarm.client.SwarmClient.attach]."""
         return AsyncSwarmHandle(await asyncio.to_thread(self.sync.attach, job_id))

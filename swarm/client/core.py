@@ -40,6 +40,7 @@ from swarm.errors import (
     JobNotFinishedError,
 )
 from swarm.id_ranges import NodeIds, RefCollector
+from swarm.jobs.context_fit import check_max_tokens, node_models
 from swarm.jobs.defaults import DEFAULT_AGGREGATE, DEFAULT_INSTRUCTION, DEFAULT_PLANNED_AGGREGATE
 from swarm.jobs.estimate import estimate_job
 from swarm.jobs.fanout import NodeSize, header_signatures, nodes_per_task
@@ -51,6 +52,7 @@ from swarm.records import DEFAULT_TENANT, InputItem, JobSpec, NodeTask, check_te
 from swarm.settings import Settings, load_settings
 from swarm.sources.spool import StreamedInputs
 from swarm.store import JobStore, RedisJobStore, gateways
+from swarm.store.answer_lengths import typical_answers
 from swarm.store.backend_holds import RedisBackendHolds
 from swarm.store.batches import batch_store
 from swarm.tokens import estimate_tokens
@@ -266,6 +268,7 @@ class SwarmClient(AbstractContextManager["SwarmClient"]):
         check_budget(budget_usd)
         check_tenant(tenant)
         spec_model, aggregate = self._route(model, kind)
+        check_max_tokens(max_tokens, node_models(self.catalog, model, kind))
         self.check_gateway()
         if tools is not None:
             load_toolset(tools)
@@ -280,6 +283,7 @@ class SwarmClient(AbstractContextManager["SwarmClient"]):
                 **agent_bound(self.settings, spec_model, max_tokens, tools),
                 context=context,
                 warmup_min_tokens=warmup_floor(self.settings),
+                **typical_answers(self.store, spec_model, None if model else kind, aggregate),
             )
             if tools is None and spec_model.batch and batches_within(deadline_s):
                 bound = at_batch_price(bound, spec_model)  # its nodes go into batch files
@@ -528,11 +532,9 @@ def with_overrides(settings: Settings | None, overrides: dict[str, Any]) -> Sett
 
 
 def gateway_key(settings: Settings) -> str:
-    """The key the gateway check sends: the configured one (MissingKeyError for a
-    placeholder), or NO_KEY when none is set at all (a local server may need none)."""
-    if settings.api_key is not None and settings.api_key.get_secret_value().strip():
-        return settings.require_key()
-    return gateway_preflight.NO_KEY
+    """The key the gateway check sends: the configured one (MissingKeyError for an empty
+    or placeholder one), or NO_KEY when none is set at all (a local server may need none)."""
+    return settings.gateway_key() or gateway_preflight.NO_KEY
 
 
 def close_app(app: Celery) -> None:

@@ -40,6 +40,9 @@ class JobEstimate(Frozen):
     shared prefix of every sub-agent call but the first, when the warm-up runs."""
     cache_saving_nusd: int = 0
     """What those hits should save against the bound, nano-USD."""
+    expected_nusd: int | None = None
+    """What the job is expected to cost, nano-USD: the same prompts, every answer at its
+    model's typical length (swarm.store.answer_lengths); None when not estimated."""
 
     @property
     def total_usd(self) -> float:
@@ -47,9 +50,16 @@ class JobEstimate(Frozen):
         return usd_of_nusd(self.subagents_nusd + self.aggregation_nusd + self.planner_nusd)
 
     @property
-    def expected_usd(self) -> float:
-        """The bound less the expected cache hits' saving (the budget checks the bound)."""
-        return self.total_usd - usd_of_nusd(self.cache_saving_nusd)
+    def expected_usd(self) -> float | None:
+        """What the job is expected to cost: answers of their typical length
+        (``expected_nusd``; else the bound) less the expected prompt-cache hits' saving;
+        None when neither was estimated. The budget checks the bound."""
+        if self.expected_nusd is None and not self.cache_saving_nusd:
+            return None
+        base = self.expected_nusd
+        if base is None:
+            base = self.subagents_nusd + self.aggregation_nusd + self.planner_nusd
+        return usd_of_nusd(max(0, base - self.cache_saving_nusd))
 
 
 def check_budget(budget_usd: float | None) -> None:
@@ -81,8 +91,11 @@ def preflight(estimate: JobEstimate, budget_usd: float | None, force: bool) -> N
     """BudgetExceededError (one line) when the estimate passes the budget and not ``force``."""
     if budget_usd is None or force or estimate.total_usd <= budget_usd:
         return
+    expected = estimate.expected_usd
     raise BudgetExceededError(
-        f"estimated cost up to {usd_text(estimate.total_usd)} ({estimate.nodes} sub-agents "
+        f"estimated cost up to {usd_text(estimate.total_usd)} "
+        + (f"(expected ~{usd_text(expected)}; " if expected is not None else "(")
+        + f"{estimate.nodes} sub-agents "
         f"{usd_text(usd_of_nusd(estimate.subagents_nusd))} + aggregation "
         f"{usd_text(usd_of_nusd(estimate.aggregation_nusd))}) exceeds the budget of "
         f"{usd_text(budget_usd)}; raise the budget, lower max_tokens, or force it (--force) to "

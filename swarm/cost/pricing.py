@@ -58,6 +58,25 @@ def usd_of_nusd(nusd: int) -> float:
     return nusd / NANO_PER_USD
 
 
-def usd_text(usd: float) -> str:
-    """An amount for messages: ``$4.176``, ``$0.0014172`` (to the nano-dollar)."""
-    return "$" + (f"{usd:,.9f}".rstrip("0").rstrip(".") or "0")
+SMALLEST_SHOWN_USD = 0.0001
+"""Amounts are shown to this (four places, whatever their size, so amounts side by side
+line up); a smaller one that is not zero shows two significant digits, so a small
+simulated job is not shown as $0.0000."""
+
+
+def usd_text(usd: float, *, sign: bool = True) -> str:
+    """Every amount swarm shows, one format: ``$1,234.5678``, ``$0.1152``, and
+    ``$0.000042`` below a hundredth of a cent; ``sign=False`` drops the ``$`` (a
+    table's column named "USD")."""
+    size = abs(usd)
+    places = 4 if size >= SMALLEST_SHOWN_USD or usd == 0 else _places(size)
+    return ("$" if sign else "") + f"{usd:,.{places}f}"
+
+
+def _places(size: float) -> int:
+    """Decimal places that show two significant digits of ``size`` (0 < size < 1)."""
+    places = 0
+    while size < 0.1:
+        size *= 10
+        places += 1
+    return places + 2

@@ -8,11 +8,13 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import redis
+
 from swarm import tracing
 from swarm.calls.context_window import parse_overflow
 from swarm.calls.request import CallResult, Message
 from swarm.calls.runtime import Runtime
-from swarm.catalog import ModelSpec
+from swarm.catalog import AGGREGATE_KIND, ModelSpec
 from swarm.cost.budget import messages_bound_nusd
 from swarm.cost.pricing import usd_of_nusd, usd_text
 from swarm.jobs.prompts import aggregate_messages
@@ -20,7 +22,8 @@ from swarm.jobs.reduce_calls import closing_call, fitting_window, reduce_results
 from swarm.jobs.report import JobStatus, build_report, decide_status, enough_succeeded
 from swarm.jobs.tally import node_pages, ok_nodes, tally
 from swarm.records import ErrorKind, JobSpec, NodeEnvelope
-from swarm.tokens import estimate_messages
+from swarm.store import answer_lengths
+from swarm.tokens import estimate_messages, estimate_tokens
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +86,21 @@ def run_aggregation(rt: Runtime, job_id: str) -> dict[str, Any]:
     summary = report.model_dump(mode="json", exclude={"nodes"})
     lines = (env.model_dump_json() for nodes in node_pages(rt.store, spec, page) for env in nodes)
     rt.store.save_report_parts(job_id, summary, lines, ok_stored=True)
+    _learn_answers(rt, spec, counter.answers(), final)
     return rt.store.report_summary(job_id) or summary
+
+
+def _learn_answers(
+    rt: Runtime, spec: JobSpec, answers: dict[tuple[str, str], tuple[int, int]], final: str
+) -> None:
+    """Add the job's answer lengths to what pre-flights expect (swarm.store.answer_lengths);
+    the aggregation's own as its text's estimate. A lost write only costs a sample."""
+    if final:
+        answers[(spec.aggregate_model, AGGREGATE_KIND)] = (estimate_tokens(final), 1)
+    try:
+        answer_lengths.record(rt.store, answers)
+    except redis.RedisError as exc:
+        log.warning("job %s: answer lengths not recorded (%s)", spec.job_id, exc)
 
 
 @dataclass(frozen=True)

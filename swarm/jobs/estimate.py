@@ -30,6 +30,8 @@ def estimate_job(
     step_growth_tokens: int = 0,
     context: str | None = None,
     warmup_min_tokens: int | None = None,
+    answer_tokens: int | None = None,
+    aggregate_answer_tokens: int | None = None,
 ) -> JobEstimate:
     """Bound of a job's cost: one call per input, then the aggregation over every result.
 
@@ -37,13 +39,31 @@ def estimate_job(
     most ``step_growth_tokens`` (the model's turn and the tool results it got). ``context``
     is the job's shared context; ``warmup_min_tokens`` the warm-up's floor
     (SWARM_CACHE_WARMUP_MIN_TOKENS; None: no warm-up): when the warm-up runs, the estimate
-    also counts the prompt-cache hits of the shared prefix (swarm.cost.cache).
+    also counts the prompt-cache hits of the shared prefix (swarm.cost.cache). With the
+    models' typical answer lengths (``answer_tokens``, ``aggregate_answer_tokens``), the
+    estimate also carries the expected cost: the same prompts, answers that long (at most
+    their cap), the aggregation quoting results that long.
     """
     node_max = max_tokens or model.max_tokens
     firsts = [_node_prompt(instruction, item.ref, item.text, context) for item in items]
     prompts = [p + k * step_growth_tokens for p in firsts for k in range(steps)]
-    agg_prompt = _aggregation_prompt(aggregate_instruction, aggregate_model, len(items), node_max)
-    agg_prompt += estimate_tokens(context or "")
+    agg_max = aggregate_model.max_tokens
+    context_tokens = estimate_tokens(context or "")
+
+    def cost(answer: int, agg_answer: int) -> tuple[int, int, int]:
+        agg_prompt = _aggregation_prompt(aggregate_instruction, aggregate_model, len(items), answer)
+        agg_prompt += context_tokens
+        nodes = sum(call_bound_nusd(model, p, answer) for p in prompts)
+        return agg_prompt, nodes, call_bound_nusd(aggregate_model, agg_prompt, agg_answer)
+
+    agg_prompt, nodes_nusd, aggregation_nusd = cost(node_max, agg_max)
+    expected = None
+    if answer_tokens is not None or aggregate_answer_tokens is not None:
+        _, typical_nodes, typical_aggregation = cost(
+            min(answer_tokens or node_max, node_max),
+            min(aggregate_answer_tokens or agg_max, agg_max),
+        )
+        expected = typical_nodes + typical_aggregation
     prefix = estimate_tokens(shared_prefix(SUBAGENT_ROLE, instruction, context))
     cached = expected_cached_tokens(
         model, prefix, len(prompts), warmup_min_tokens=warmup_min_tokens
@@ -51,9 +71,10 @@ def estimate_job(
     return JobEstimate(
         nodes=len(items),
         prompt_tokens=sum(prompts) + agg_prompt,
-        completion_tokens=len(prompts) * node_max + aggregate_model.max_tokens,
-        subagents_nusd=sum(call_bound_nusd(model, p, node_max) for p in prompts),
-        aggregation_nusd=call_bound_nusd(aggregate_model, agg_prompt, aggregate_model.max_tokens),
+        completion_tokens=len(prompts) * node_max + agg_max,
+        subagents_nusd=nodes_nusd,
+        aggregation_nusd=aggregation_nusd,
+        expected_nusd=expected,
         cached_tokens=cached,
         cache_saving_nusd=cache_saving_nusd(model, cached),
     )

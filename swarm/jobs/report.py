@@ -145,6 +145,9 @@ class Report(Frozen):
     failures_by_kind: dict[str, int] = Field(default_factory=dict)
     inputs_truncated: int = 0
     """Nodes whose input did not fit their model's context (middle summarised)."""
+    inputs_cut_by_cap: int = 0
+    """Of ``inputs_truncated``, those that would have fit but for the job's max_tokens
+    (above the model's own, it left the input too little of the window)."""
     truncated: int = 0
     """Nodes whose answer stopped at max_tokens (finish_reason ``length``)."""
     capped: int = 0
@@ -334,6 +337,7 @@ def build_report(
         aggregate_model=spec.aggregate_model,
         failures_by_kind=counts.failures_by_kind,
         inputs_truncated=counts.inputs_truncated,
+        inputs_cut_by_cap=counts.inputs_cut_by_cap,
         truncated=counts.truncated,
         capped=counts.capped,
         error=error,

@@ -7,6 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from swarm.cost.pricing import usd_text
 from swarm.jobs.structured import BadOutputError, validate_output
 
 REVIEW_KIND = "review"
@@ -55,7 +56,8 @@ def review_markdown(report: dict[str, Any]) -> str:
         lines.append("")
     lines += ["## Summary", "", report.get("final") or f"_no summary: {report.get('error')}_", ""]
     lines.append(
-        f"_{report['succeeded']}/{report['total']} reviewed, cost ${report['cost_usd']:.4f}_"
+        f"_{report['succeeded']}/{report['total']} reviewed, cost {usd_text(report['cost_usd'])}"
+        f"{' (simulated)' if report.get('simulated') else ''}_"
     )
     return "\n".join(lines)
 

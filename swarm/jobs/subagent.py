@@ -33,6 +33,7 @@ from swarm.catalog import DEFAULT_KIND, ModelSpec
 from swarm.jobs.agent import run_agent
 from swarm.jobs.context_fit import (
     clip_to_tokens,
+    cut_by_cap,
     input_budget_tokens,
     split_for_budget,
     summary_budget_tokens,
@@ -305,8 +306,14 @@ class _ModelRun:
         split = split_for_budget(text, budget)
         if split is None:
             return text, None
+        cap = cut_by_cap(text, int(window / scale), overhead, self.spec.max_tokens,
+                         self.model.max_tokens)  # fmt: skip
+        log.debug("node %s: input of %d tokens over the %d left for it by %s's window, "
+                  "the answer's max_tokens %d%s: its middle is summarised", self.node_id,
+                  split.original_tokens, budget, self.model.name, self.max_tokens,
+                  " (the job's, above the model's own)" if cap else "")  # fmt: skip
         summary = self.summary(split.middle, budget, tally)
-        return split.join(summary or "[summary unavailable]"), split.truncation(summary)
+        return split.join(summary or "[summary unavailable]"), split.truncation(summary, cap)
 
     def summary(self, middle: str, budget: int, tally: _Tally) -> str:
         """The middle's summary, made once per node whichever model needs it."""

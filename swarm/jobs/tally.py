@@ -16,6 +16,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from pydantic import Field
 
 from swarm.records import ErrorKind, Frozen, JobSpec, NodeEnvelope
+from swarm.store.answer_lengths import ANY_KIND
 from swarm.store.base import JobStore
 from swarm.tokens import estimate_tokens
 
@@ -37,6 +38,8 @@ class NodeCounts(Frozen):
     """Nodes the budget stopped before they ran."""
     failures_by_kind: dict[str, int] = Field(default_factory=dict)
     inputs_truncated: int = 0
+    inputs_cut_by_cap: int = 0
+    """Of inputs_truncated, those the job's max_tokens left too little room."""
     truncated: int = 0
     capped: int = 0
     tool_calls: dict[str, int] = Field(default_factory=dict)
@@ -54,10 +57,13 @@ class Tally:
 
     def __init__(self) -> None:
         self.total = self.succeeded = self.cut = 0
-        self.inputs_truncated = self.truncated = self.capped = 0
+        self.inputs_truncated = self.inputs_cut_by_cap = self.truncated = self.capped = 0
         self.failures: Counter[str] = Counter()
         self.tool_calls: Counter[str] = Counter()
         self.tool_invalid: Counter[str] = Counter()
+        self.answer_tokens: Counter[tuple[str, str]] = Counter()
+        """Completion tokens of the successful nodes per (model, kind) (answer_lengths)."""
+        self.answer_calls: Counter[tuple[str, str]] = Counter()
         self.sizes = array("I")
         """result_tokens of each successful node, in node order."""
 
@@ -66,14 +72,24 @@ class Tally:
         if env.ok:
             self.succeeded += 1
             self.sizes.append(result_tokens(env))
+            key = (env.model, env.kind or ANY_KIND)
+            self.answer_tokens[key] += env.usage.completion_tokens
+            self.answer_calls[key] += 1
         else:
             self.failures[str(env.error_kind)] += 1
             self.cut += env.error_kind is ErrorKind.BUDGET_EXCEEDED
         self.inputs_truncated += env.truncation is not None
+        self.inputs_cut_by_cap += (
+            env.truncation is not None and env.truncation.max_tokens is not None
+        )
         self.truncated += env.finish_reason == "length"
         self.capped += env.max_tokens_sent is not None
         self.tool_calls[env.model] += env.tool_calls
         self.tool_invalid[env.model] += env.tool_calls_invalid
+
+    def answers(self) -> dict[tuple[str, str], tuple[int, int]]:
+        """(model, kind) -> (completion tokens, answers) of the successful nodes."""
+        return {key: (self.answer_tokens[key], calls) for key, calls in self.answer_calls.items()}
 
     def counts(self) -> NodeCounts:
         return NodeCounts(
@@ -82,6 +98,7 @@ class Tally:
             budget_cut=self.cut,
             failures_by_kind=dict(self.failures),
             inputs_truncated=self.inputs_truncated,
+            inputs_cut_by_cap=self.inputs_cut_by_cap,
             truncated=self.truncated,
             capped=self.capped,
             tool_calls={m: n for m, n in self.tool_calls.items() if n},

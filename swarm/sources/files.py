@@ -1,4 +1,4 @@
-"""A text file as an input: UTF-8, not binary, not empty."""
+"""A text file as an input: UTF-8, not binary (swarm.sources.text), not empty."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ from pathlib import Path
 
 from swarm.errors import EmptyInputError, InputError
 from swarm.records import InputItem
+from swarm.sources.text import decode_text
 
 
 def read_file(path: Path) -> InputItem:
@@ -16,12 +17,7 @@ def read_file(path: Path) -> InputItem:
         raise InputError(f"{path}: is a directory, not an input file") from None
     except OSError as exc:
         raise InputError(f"{path}: cannot read ({exc.strerror})") from None
-    if b"\0" in data[:8192]:
-        raise InputError(f"{path}: binary file (contains NUL bytes)")
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise InputError(f"{path}: not UTF-8 text (byte {exc.start})") from None
+    text = decode_text(data, str(path))
     if not text.strip():
         raise EmptyInputError(f"{path}: empty file")
     return InputItem(ref=str(path), text=text)

@@ -12,24 +12,41 @@ import tempfile
 from collections.abc import Iterable, Iterator, Sequence
 from typing import IO, overload
 
+from swarm.errors import InputError
 from swarm.records import InputItem
+from swarm.sources.text import decode_text
+
+CRLF = "\r\n"
+"""Line ends stripped from each line (stdin is read as bytes: no newline translation)."""
 
 
 class SpooledLines:
     """The non-empty lines of ``stream`` in a temporary file (deleted when closed), each
-    with its line number: InputItems ``stdin:<line>``."""
+    with its line number: InputItems ``stdin:<line>``. Each line is held to the rule of a
+    file's text (swarm.sources.text: no NUL byte, UTF-8): InputError names the line and
+    the byte. A stream of bytes (``sys.stdin.buffer``) is decoded here; the lines of a
+    text stream are checked as the bytes they came from (a surrogate escape stands for
+    a byte that was not UTF-8)."""
 
-    def __init__(self, stream: Iterable[str], prefix: str = "stdin") -> None:
+    def __init__(self, stream: Iterable[str | bytes], prefix: str = "stdin") -> None:
         self._prefix = prefix
         # Open as long as the inputs are (close(); the file has no name on disk).
         self._file: IO[str] = tempfile.TemporaryFile(  # noqa: SIM115
             "w+", encoding="utf-8", newline="\n"
         )
         self.count = 0
-        for number, line in enumerate(stream, start=1):
-            if line.strip():
-                self._file.write(f"{number}\t{line.rstrip(chr(10))}\n")
-                self.count += 1
+        offset = 0
+        try:
+            for number, raw in enumerate(stream, start=1):
+                data = raw if isinstance(raw, bytes) else _bytes_of(raw)
+                line = decode_text(data, f"{prefix}:{number}", noun="input", offset=offset)
+                offset += len(data)
+                if line.strip():
+                    self._file.write(f"{number}\t{line.rstrip(CRLF)}\n")
+                    self.count += 1
+        except InputError:
+            self._file.close()
+            raise
         self._file.flush()
 
     def __iter__(self) -> Iterator[InputItem]:
@@ -77,6 +94,15 @@ class StreamedInputs(Sequence[InputItem]):
         for segment in self._segments:
             if isinstance(segment, SpooledLines):
                 segment.close()
+
+
+def _bytes_of(line: str) -> bytes:
+    """The bytes a decoded line came from: a surrogate escape is the byte it stands for;
+    any other lone surrogate stays one (its bytes are not UTF-8, and are refused)."""
+    try:
+        return line.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        return line.encode("utf-8", "surrogatepass")
 
 
 def _count(segment: Sequence[InputItem] | SpooledLines) -> int:

@@ -245,7 +245,7 @@ def test_cli_budget_refusal_is_one_line_and_enqueues_nothing(cs: CostStack, tmp_
     doc.write_text("a document")
     cs.stack.reset_stats()
     out = run_cli(["run", str(doc), "--budget-usd", "0.0000001"], cs.env)
-    assert out.returncode == 2 and "exceeds the budget of $0.0000001" in out.stderr, out.stderr
+    assert out.returncode == 2 and "exceeds the budget of $0.00000010" in out.stderr, out.stderr
     assert out.stderr.count("\n") == 1 and "Traceback" not in out.stderr
     time.sleep(0.5)
     assert cs.stack.stats()["requests"] == 0

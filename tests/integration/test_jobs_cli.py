@@ -215,11 +215,12 @@ def test_the_estimate_line_goes_to_stderr(stack: Stack, tmp_path: Path) -> None:
     done = swarm(["run", *files, "--json"], stack.env)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["status"] == "succeeded"
-    assert re.search(r"^swarm: estimate: up to \$\d+\.\d{4} for 2 sub-agents", done.stderr, re.M)
+    line = r"^swarm: estimate: expected ~\$\d+\.\d{4} \(answers of typical length\), at most \$"
+    assert re.search(line + r"\d+\.\d{4} for 2 sub-agents", done.stderr, re.M), done.stderr
     quiet = swarm(["run", *files, "--no-wait"], stack.env)
     assert quiet.returncode == 0 and "estimate:" not in quiet.stderr  # far below $1
     always = swarm(["run", *files, "--no-wait"], {**stack.env, "SWARM_ESTIMATE_NOTICE_USD": "0"})
-    assert "swarm: estimate: up to $" in always.stderr
+    assert "swarm: estimate: expected ~$" in always.stderr
     for job_id in (quiet.stdout.strip(), always.stdout.strip()):
         swarm(["cancel", job_id], stack.env)
 

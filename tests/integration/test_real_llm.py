@@ -236,7 +236,10 @@ def test_review_of_three_sdists_shows_a_review_for_every_commit(
     before = len(llama.counted())
     started = time.monotonic()
     result = CliRunner().invoke(
-        main, ["review", str(repo), "--last", "2", "--json"], env=env, catch_exceptions=False
+        main,
+        ["review", str(repo), "--last", "2", "--json"],
+        env={**env, "SWARM_API_KEY": None},
+        catch_exceptions=False,
     )
     report = json.loads(result.stdout)
     computed = llama.counted()[before:]
@@ -257,7 +260,7 @@ def test_review_of_three_sdists_shows_a_review_for_every_commit(
 
 
 def test_probe_shows_one_or_two_in_flight_and_the_window(llama: Llama) -> None:
-    result = CliRunner().invoke(main, ["probe", llama.base_url], env={"SWARM_API_KEY": ""})
+    result = CliRunner().invoke(main, ["probe", llama.base_url], env={"SWARM_API_KEY": None})
     print("\n" + result.output)
     assert result.exit_code == 0, result.output
     inflight = next(line for line in result.output.splitlines() if line.startswith("in flight:"))

@@ -151,6 +151,6 @@ def test_review_takes_the_options_its_budget_refusal_names(tmp_path: Path) -> No
     )  # fmt: skip
     assert forced.returncode == 1, forced.stderr  # ran, and stopped at the budget
     assert json.loads(forced.stdout)["status"] == "budget_exceeded"
-    assert "swarm: estimate: up to $" in forced.stderr  # --json: always on stderr
+    assert "swarm: estimate: expected ~$" in forced.stderr  # --json: always on stderr
     bad = swarm(["review", str(repo), "--simulate", "--timeout", "0"], tmp_path)
     assert bad.returncode == 2 and "--timeout must be a positive number" in bad.stderr

@@ -76,3 +76,43 @@ def test_markers_expand_and_an_unknown_one_fails(hook: ModuleType) -> None:
     assert "| `base_url` |" in page and "<!-- swarm:" not in page
     with pytest.raises(hook.DocsError, match="unknown marker"):
         hook.on_page_markdown("<!-- swarm:nothing-like-it -->\n")
+
+
+def test_the_reference_shows_the_blocking_client_first(hook: ModuleType) -> None:
+    blocks = [line for line in hook.api_blocks().splitlines() if line.startswith(":::")]
+    names = [block.split()[1].rsplit(".", 1)[1] for block in blocks]
+    assert names[:6] == [
+        "SwarmClient", "SwarmHandle", "submit", "attach", "AsyncSwarmClient", "AsyncSwarmHandle"
+    ]  # fmt: skip
+
+
+def test_the_async_client_takes_the_clients_arguments_by_name() -> None:
+    import inspect
+
+    from swarm.client import AsyncSwarmClient, SwarmClient
+
+    sync = list(inspect.signature(SwarmClient).parameters.values())
+    wrapped = list(inspect.signature(AsyncSwarmClient).parameters.values())
+    assert wrapped[:-1] == sync and wrapped[-1].name == "client"
+
+
+def test_the_async_wrappers_refer_to_the_client_by_links_and_hide_their_wiring(
+    hook: ModuleType,
+) -> None:
+    import re
+
+    import swarm.client.aio
+
+    source = Path(swarm.client.aio.__file__).read_text("utf-8")
+    assert re.findall(r"See (Swarm\w+\.\w+)", source) == []  # each is [name][identifier]
+    assert len(re.findall(r"See \[Swarm\w+\.\w+\]\[swarm\.client\.Swarm\w+\.\w+\]", source)) >= 6
+    async_block = next(b for b in hook.api_blocks().split("\n\n") if "AsyncSwarmClient" in b)
+    assert "show_attribute_values: false" in async_block
+
+
+def test_the_built_site_works_from_disk() -> None:
+    import yaml
+
+    config = (HOOK.parents[2] / "mkdocs.yml").read_text("utf-8")
+    loaded = yaml.safe_load(config.split("\nhooks:")[0])  # the part without !! tags
+    assert loaded["use_directory_urls"] is False

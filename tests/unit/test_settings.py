@@ -85,3 +85,51 @@ def test_settings_are_immutable() -> None:
     s = Settings()
     with pytest.raises(Exception, match="frozen"):
         s.node_timeout_s = 1  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "said"),
+    [
+        ("SWARM_BROKER_URL", "notaurl", "not a URL (no scheme://); use redis://, rediss://"),
+        ("SWARM_RESULT_URL", "amqp://h//", "the scheme amqp:// is not accepted; use redis://"),
+        ("SWARM_BASE_URL", "ftp://x", "the scheme ftp:// is not accepted; use http:// or https://"),
+    ],
+)
+def test_a_url_with_another_scheme_is_one_line_naming_the_variable_and_the_schemes(
+    variable: str, value: str, said: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(variable, value)
+    with pytest.raises(ConfigError) as err:
+        load_settings()
+    assert str(err.value).startswith(f"invalid setting {variable}: {said}")
+    assert "\n" not in str(err.value)
+
+
+def test_a_url_keeps_its_password_out_of_the_message(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SWARM_BROKER_URL", "http://user:s3cret@h:6379/0")
+    with pytest.raises(ConfigError) as err:
+        load_settings()
+    assert "s3cret" not in str(err.value) and "http://" in str(err.value)
+
+
+@pytest.mark.parametrize("url", ["redis://h/0", "rediss://h/0", "unix:///s", "amqp://h//"])
+def test_the_brokers_of_the_docs_are_accepted(url: str) -> None:
+    assert Settings(broker_url=url).broker_url == url
+
+
+@pytest.mark.parametrize("key", ["", "  ", "changeme", "YOUR_API_KEY"])
+def test_an_empty_key_is_the_same_mistake_as_a_placeholder(
+    key: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SWARM_API_KEY", key)
+    with pytest.raises(MissingKeyError) as err:
+        load_settings().gateway_key()
+    assert str(err.value).startswith("SWARM_API_KEY (or OPENAI_API_KEY) is set but empty or a")
+
+
+def test_no_key_variable_at_all_is_no_key_and_a_real_one_is_sent(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert load_settings().gateway_key() is None
+    monkeypatch.setenv("SWARM_API_KEY", "sk-real")
+    assert load_settings().gateway_key() == "sk-real"

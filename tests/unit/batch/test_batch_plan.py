@@ -128,6 +128,6 @@ def test_swarm_cost_projects_the_batch_saving(tmp_path: Path) -> None:
         main, ["cost", str(path), "--swarms-per-day", "10"], terminal_width=200
     )
     assert out.exit_code == 0, out.output
-    assert "batch: 100 calls at the batch price saved $0.3300 per swarm, $99.00 per month" in (
+    assert "batch: 100 calls at the batch price saved $0.3300 per swarm, $99.0000 per month" in (
         " ".join(out.output.split())
     )

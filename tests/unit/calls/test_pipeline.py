@@ -145,6 +145,8 @@ def test_an_auth_failure_without_a_key_says_no_key_was_sent() -> None:
     keyless = pipeline.keyless_auth(failed, NO_KEY)
     assert keyless.error is not None and keyless.error.startswith("no API key was sent")
     assert "incorrect" in keyless.error
-    assert pipeline.keyless_auth(failed, "sk-real") == failed  # a key was sent: as it came
+    refused = pipeline.keyless_auth(failed, "sk-real", "MOONSHOT_API_KEY")
+    assert refused.error == "the gateway refused the key in MOONSHOT_API_KEY: " + str(failed.error)
+    assert "set SWARM_API_KEY (or OPENAI_API_KEY)" in str(keyless.error)
     timeout = CallResult(None, Usage(), 1, 5, ErrorKind.TIMEOUT, "slow")
     assert pipeline.keyless_auth(timeout, NO_KEY) == timeout

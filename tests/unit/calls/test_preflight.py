@@ -54,7 +54,8 @@ def test_without_models_a_base_url_missing_v1_is_still_refused_with_the_hint() -
 def test_without_models_a_key_the_completion_path_rejects_is_refused() -> None:
     with start_in_thread(SimConfig(no_models=True, api_key="secret")) as sim:
         wrong = make_client(Settings(), sim.base_url, "not-it")
-        with pytest.raises(GatewayUnavailableError, match="rejected the API key"):
+        rejected = r"rejected the API key in SWARM_API_KEY \(or OPENAI_API_KEY\)"
+        with pytest.raises(GatewayUnavailableError, match=rejected):
             check_gateway(wrong, sim.base_url)
         with pytest.raises(MissingKeyError, match="SWARM_API_KEY"):
             check_gateway(make_client(Settings(), sim.base_url, NO_KEY), sim.base_url, keyless=True)

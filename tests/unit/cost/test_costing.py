@@ -106,3 +106,15 @@ def test_cli_cost_errors_are_one_line(tmp_path: Path, monkeypatch: pytest.Monkey
     assert out.exit_code == 2 and out.output.startswith("swarm: ") and out.output.count("\n") == 1
     missing = runner.invoke(main, ["cost", "0123abcd"])
     assert missing.exit_code == 2 and "SWARM_BROKER_URL" in missing.output
+
+
+def test_a_job_on_one_model_is_one_row_of_the_table(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("SWARM_BROKER_URL", raising=False)
+    path = tmp_path / "report.json"
+    path.write_text(json.dumps(SEED_JOB))
+    text = CliRunner().invoke(main, ["cost", str(path)], terminal_width=200).output
+    rows = [line for line in text.splitlines() if "kimi-k2.5" in line and "│" in line]
+    assert len(rows) == 1 and "this job (kimi-k2.5)" in rows[0], text
+    assert any("claude-sonnet-4.5" in line for line in text.splitlines())

@@ -277,3 +277,17 @@ def test_a_backend_out_of_balance_falls_back_to_a_model_of_another_backend(
     env = run_node(rt, "j", "n0")
     assert env.ok and env.model == "deepseek-v3.2"
     assert [r["model"] for r in gw.requests] == ["gemini-2.5-flash", "deepseek-v3.2"]
+
+
+def test_an_input_cut_because_of_the_jobs_max_tokens_says_so(rt: Runtime) -> None:
+    text = "word " * 8000  # about 9,000 tokens: fits kimi-k2.5's window under its own cap
+    job(rt, [text], max_tokens=258_000)
+    env = run_node(rt, "j", "n0")
+    assert env.truncation is not None and env.truncation.max_tokens == 258_000
+
+
+def test_an_input_over_the_window_whatever_the_cap_is_not_blamed_on_it(rt: Runtime) -> None:
+    big = "".join(f"line {i:07d} of a very long log\n" for i in range(110_000))
+    job(rt, [big], max_tokens=40_000)
+    env = run_node(rt, "j", "n0")
+    assert env.truncation is not None and env.truncation.max_tokens is None

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import io
+from typing import IO
 
 import pytest
 from doubles import job_spec
 
+from swarm.errors import InputError
 from swarm.records import InputItem
 from swarm.sources.spool import SpooledLines, StreamedInputs
 from swarm.store import MemoryJobStore
@@ -41,3 +43,27 @@ def test_a_store_takes_the_inputs_as_they_are_read() -> None:
     spec = job_spec(3, job_id="job")
     store.create_job(spec, (item.text for item in items))
     assert [store.input_text("job", f"n{i:02d}") for i in range(3)] == ["a", "b", "c"]
+
+
+@pytest.mark.parametrize(
+    ("stream", "message"),
+    [
+        (io.BytesIO(b"good\nab\xffcd\n"), "stdin:2: not UTF-8 text (byte 7)"),
+        (io.StringIO("good\nab\udcffcd\n"), "stdin:2: not UTF-8 text (byte 7)"),
+        (io.StringIO("a lone \ud800 surrogate\n"), "stdin:1: not UTF-8 text (byte 7)"),
+        (io.BytesIO(b"good\na\0b\n"), "stdin:2: binary input (contains NUL bytes)"),
+        (io.StringIO("a\0b\n"), "stdin:1: binary input (contains NUL bytes)"),
+    ],
+    ids=["bytes not UTF-8", "surrogate escape", "lone surrogate", "NUL bytes", "NUL text"],
+)
+def test_a_line_is_held_to_the_rule_of_a_file(stream: IO[str] | IO[bytes], message: str) -> None:
+    with pytest.raises(InputError) as refused:
+        SpooledLines(stream)
+    assert str(refused.value) == message
+
+
+def test_a_stream_of_bytes_is_decoded_as_utf8_with_its_line_ends() -> None:
+    spooled = SpooledLines(io.BytesIO("caf\u00e9\r\n\r\nna\u00efve".encode()))
+    expected = [("stdin:1", "caf\u00e9"), ("stdin:3", "na\u00efve")]
+    assert [(i.ref, i.text) for i in spooled] == expected
+    spooled.close()
