@@ -156,6 +156,23 @@ def call_with_retries(
 
 
 def one_line(exc: BaseException) -> str:
-    """``Type: message`` on one line, at most 300 characters."""
-    text = " ".join(str(exc).split()) or type(exc).__name__
-    return f"{type(exc).__name__}: {text}"[:300]
+    """``Type: message`` on one line, at most 300 characters, ending with the URL the
+    request went to when the error came from one (`` (calling URL)``): the worker's own
+    gateway, which a report or `swarm status --node` read elsewhere would not show."""
+    text = f"{type(exc).__name__}: {' '.join(str(exc).split()) or type(exc).__name__}"
+    url = called_url(exc)
+    if url is None:
+        return text[:300]
+    suffix = f" (calling {url[:200]})"
+    return text[: 300 - len(suffix)] + suffix
+
+
+def called_url(exc: BaseException) -> str | None:
+    """Scheme, host, port and path of the request an openai error answers (no user, no
+    password, no query: they may hold secrets); None for other errors."""
+    try:
+        url = getattr(exc, "request", None).url  # type: ignore[union-attr]
+    except (AttributeError, RuntimeError):  # not a request's error, or httpx's unset request
+        return None
+    port = f":{url.port}" if url.port else ""
+    return f"{url.scheme}://{url.host}{port}{url.path}"

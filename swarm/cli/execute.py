@@ -71,12 +71,15 @@ def gateway(settings: Settings) -> tuple[str, str]:
 
 
 def broker_client(settings: Settings, strict: bool = False) -> SwarmClient:
+    """A client on the deployment, its gateway checked here once (the client does not
+    check it again): a gateway the live workers do not call is a warning, or with
+    ``strict`` the refusal."""
     base_url, key = gateway(settings)
-    client = SwarmClient.from_settings(settings)
+    client = SwarmClient.from_settings(settings, check_gateway=False)
     check_gateway(make_client(settings, base_url, key), base_url, keyless=key == NO_KEY)
     if (differs := client.gateway_mismatch(base_url)) is not None:
         if strict:
-            raise ConfigError(differs)
+            raise ConfigError(f"refused (--strict): {differs}")
         click.echo(f"swarm: warning: {differs}", err=True)
     return client
 

@@ -27,6 +27,7 @@ from swarm.catalog import Catalog
 from swarm.cli.decorators import INTERRUPTED
 from swarm.cli.live_view import live_view
 from swarm.cli.snapshot import JobSnapshot, plain_line, sub_agents, take_snapshot
+from swarm.client.idle import waiting_stage
 from swarm.errors import JobTimeoutError
 from swarm.jobs.report import with_late_billing
 from swarm.records import JobSpec
@@ -149,7 +150,7 @@ class _Reader:
         return snap
 
     def _check_idle(self, snap: JobSnapshot) -> None:
-        stage = _waiting_stage(snap)
+        stage = waiting_stage(snap.progress)
         now = time.monotonic()
         if stage != self._stage_since[0]:
             self._stage_since = (stage, now)
@@ -162,17 +163,6 @@ class _Reader:
         line = check(self.spec, stage)
         if line is not None:
             click.echo(f"swarm: {line}", err=True)
-
-
-def _waiting_stage(snap: JobSnapshot) -> str:
-    """``nodes`` while no sub-agent started, ``aggregate`` while the aggregation waits to
-    start, else empty (something runs)."""
-    p = snap.progress
-    if p.finished or p.in_flight or p.phase:
-        return ""
-    if snap.finished_nodes == 0:
-        return "nodes"
-    return "aggregate" if snap.finished_nodes >= p.total else ""
 
 
 def _follow_live(watch: Watch, timeout_s: float | None, console: Console) -> dict[str, Any]:

@@ -27,6 +27,7 @@ from swarm.batch.policy import batches_within
 from swarm.calls import preflight as gateway_preflight
 from swarm.calls.gateway import make_client
 from swarm.catalog import AGGREGATE_KIND, DEFAULT_KIND, Catalog, ModelSpec, load_catalog
+from swarm.client import idle
 from swarm.client.handle import SwarmHandle
 from swarm.client.sent import SentNodes
 from swarm.cost.batch import at_batch_price
@@ -160,8 +161,12 @@ class SwarmClient(AbstractContextManager["SwarmClient"]):
         return gateways.mismatch(base_url, gateways.worker_gateways(redis_client))
 
     def _handle(self, job_id: str) -> SwarmHandle:
-        """The handle of ``job_id``, its report read in pages of SWARM_REPORT_PAGE_NODES."""
-        return SwarmHandle(job_id, self.store, self.catalog, self.settings.report_page_nodes)
+        """The handle of ``job_id``, its report read in pages of SWARM_REPORT_PAGE_NODES;
+        its wait names the queues no worker consumes (not on an app built elsewhere: the
+        embedded mode's, a worker's)."""
+        check = idle.store_idle_check(self.store, self.catalog, self.app) if self._owns[1] else None
+        page = self.settings.report_page_nodes
+        return SwarmHandle(job_id, self.store, self.catalog, page, idle_check=check)
 
     def attach(self, job_id: str) -> SwarmHandle:
         """A handle on an existing job; JobNotFoundError when unknown."""
