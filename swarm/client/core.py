@@ -342,10 +342,14 @@ class SwarmClient(AbstractContextManager["SwarmClient"]):
         the new report replaces the old one. ``budget_usd`` sets a new cap (default: keep
         the job's). JobNotFinishedError while the job has no report yet, unless its submit
         stopped half way (the broker went away: Progress.sent stays below the total), when
-        every node that has not succeeded is sent again in a new chord.
+        every node that has not succeeded is sent again in a new chord. A job that
+        succeeded has nothing to resume: its handle comes back with its report untouched.
         """
         check_budget(budget_usd)
         spec = self.store.spec(job_id)
+        if (handle := self._handle(job_id)).status() == "succeeded":
+            log.info("swarm: job %s succeeded: nothing to resume", job_id)
+            return handle
         interrupted = self.store.progress(job_id).sent is not None
         if self.store.report(job_id) is None and not interrupted:
             raise JobNotFinishedError(f"job {job_id} has not ended yet; resume it once it has")

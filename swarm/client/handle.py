@@ -118,6 +118,12 @@ class SwarmHandle:
             cost_usd=cost,
         )
 
+    def status(self) -> str | None:
+        """The report's status once it is written (``succeeded``, ``partial``, ...), else
+        None."""
+        summary = self._store.report_summary(self.id)
+        return None if summary is None else str(summary.get("status"))
+
     def done(self) -> bool:
         """True once the job's report is written (whatever its status)."""
         return self._store.progress(self.id).finished

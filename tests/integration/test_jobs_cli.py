@@ -380,3 +380,19 @@ def test_the_python_api_names_the_queues_no_worker_consumes(stack: Stack) -> Non
             handle.cancel()
     said = str(raised.value)
     assert "no worker of the 1 running consumes llm.gemini-2.5-flash;" in said, said
+
+
+def test_resume_of_a_succeeded_job_says_there_is_nothing_to_resume(
+    stack: Stack, tmp_path: Path
+) -> None:
+    done = swarm(["run", *inputs(tmp_path, 1), "--json"], stack.env)
+    report = json.loads(done.stdout)
+    assert report["status"] == "succeeded", done.stderr
+    job_id = report["job_id"]
+    with stack.client() as client:
+        stored = client.store.report_summary(job_id)
+        again = swarm(["resume", job_id], stack.env)
+        assert again.returncode == 0 and again.stdout == "", again.stderr
+        assert again.stderr.strip() == f"swarm: job {job_id} succeeded: nothing to resume"
+        assert client.resume(job_id).report() is not None  # the API: a no-op too
+        assert client.store.report_summary(job_id) == stored  # not rewritten
