@@ -38,10 +38,10 @@ class JobProgress(Progress):
     ``total`` and ``done`` count units of work: every sub-agent node and the aggregation
     step (``total`` = ``nodes_total + 1``); ``done`` is the nodes that succeeded, plus one
     once the report is written, so ``done < total`` until the job has ended (and
-    ``done == total`` when it ended with every node succeeded). ``failed``, ``in_flight``,
-    ``pending`` and ``models`` count nodes. ``nodes_total`` and ``nodes_done`` are the node
-    counts alone: while ``phase`` is ``aggregating``, ``nodes_done + failed ==
-    nodes_total``."""
+    ``done == total`` when it ended with every node succeeded). ``failed``, ``cancelled``,
+    ``in_flight``, ``pending`` and ``models`` count nodes (``failed`` not the cancelled
+    ones). ``nodes_total`` and ``nodes_done`` are the node counts alone: while ``phase`` is
+    ``aggregating``, ``nodes_done + failed + cancelled == nodes_total``."""
 
     total: int
     """Units of work: the job's nodes and its aggregation step."""
@@ -63,14 +63,19 @@ class JobProgress(Progress):
     @property
     def pending(self) -> int:
         """Nodes not started yet."""
-        return max(self.nodes_total - self.nodes_done - self.failed - self.in_flight, 0)
+        return max(self.nodes_total - self.ended - self.in_flight, 0)
+
+    @property
+    def ended(self) -> int:
+        """Nodes that ended: succeeded, failed or cancelled."""
+        return self.nodes_done + self.failed + self.cancelled
 
 
 def phase_of(progress: Progress) -> Phase:
     """The phase a job's counts imply."""
     if progress.finished:
         return "done"
-    if progress.total and progress.done + progress.failed >= progress.total:
+    if progress.total and progress.ended >= progress.total:
         return "aggregating"
     return "nodes"
 

@@ -83,7 +83,7 @@ def waiting_stage(progress: Progress) -> str:
     start, else empty (something runs, or the job ended)."""
     if progress.finished or progress.in_flight or progress.phase:
         return ""
-    ended = progress.done + progress.failed
+    ended = progress.ended
     if ended == 0:
         return "nodes"
     return "aggregate" if ended >= progress.total else ""

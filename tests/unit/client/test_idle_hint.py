@@ -62,9 +62,11 @@ def test_a_long_wait_logs_the_hint_once(
         return HINT
 
     handle = SwarmHandle("j1", waiting_job(), load_catalog(), idle_check=check)
-    with caplog.at_level(logging.WARNING, logger="swarm.client.handle"):
-        with pytest.raises(JobTimeoutError, match="llm.kimi-k2.5"):
-            handle.wait(timeout=0.3)
+    with (
+        caplog.at_level(logging.WARNING, logger="swarm.client.handle"),
+        pytest.raises(JobTimeoutError, match=r"llm\.kimi-k2\.5"),
+    ):
+        handle.wait(timeout=0.3)
     assert [r.getMessage() for r in caplog.records] == [f"swarm: job j1: {HINT}"]
     assert asked == ["j1"]  # asked once, not at every poll
 
