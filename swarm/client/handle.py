@@ -186,7 +186,9 @@ class SwarmHandle:
                 if not checked:
                     hint = self._idle_hint()
                 said = f"job {self.id} has no report after {timeout:.0f} s"
-                raise JobTimeoutError(said if hint is None else f"{said}; {hint}")
+                if hint is not None:  # the job goes on; this wait does not
+                    said += f"; {hint.removesuffix(' (still waiting)')}"
+                raise JobTimeoutError(said)
 
     def _idle_hint(self) -> str | None:
         """The idle check's line, unless the job ended or something of it runs."""

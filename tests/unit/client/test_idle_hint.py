@@ -15,7 +15,8 @@ from swarm.client.idle import idle_line, job_queues
 from swarm.errors import JobTimeoutError
 from swarm.store import MemoryJobStore
 
-HINT = "no worker of the 1 running consumes llm.kimi-k2.5; start one: ..."
+HINT = "no worker of the 1 running consumes llm.kimi-k2.5; start one: ... (still waiting)"
+SAID = "no worker of the 1 running consumes llm.kimi-k2.5; start one: ..."
 
 
 def test_the_nodes_stage_names_the_aggregations_queue_too() -> None:
@@ -47,7 +48,7 @@ def test_a_timed_out_wait_carries_the_hint() -> None:
     handle = SwarmHandle("j1", waiting_job(), load_catalog(), idle_check=check)
     with pytest.raises(JobTimeoutError) as raised:
         handle.wait(timeout=0.1)
-    assert str(raised.value) == f"job j1 has no report after 0 s; {HINT}"
+    assert str(raised.value) == f"job j1 has no report after 0 s; {SAID}"
     assert asked == ["j1"]
 
 
