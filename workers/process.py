@@ -43,6 +43,7 @@ _runtime: Runtime | None = None
 _task_threads: int | None = None
 _node_pool: ThreadPoolExecutor | None = None
 _trimmer: Trimmer | None = None
+_registration: gateways.Registration | None = None
 NODE_THREADS_PER_TASK_THREAD = 2
 """Node threads (batched tasks' calls) per task thread of the worker's pool."""
 MIN_NODE_THREADS = 64
@@ -128,9 +129,9 @@ def from_settings(settings: Settings) -> Runtime:
         raise ConfigError("workers need SWARM_BROKER_URL (embedded mode runs in the CLI)")
     key = settings.usable_key() or "no-key"
     catalog = load_catalog(settings.config)
-    _publish_gateway(_shared_client(settings, store_url), settings.base_url)
     store = RedisJobStore.for_settings(settings, store_url)
     leases = LeaseKeeper(store, settings.lease_s)
+    _register_gateway(_shared_client(settings, store_url), settings, leases)
     admission = _admission(settings, catalog, store_url, settings.base_url, leases)
     # what any worker learned of the gateway: context windows, token scales, speeds
     learned = _shared_client(settings, store_url)
@@ -164,12 +165,28 @@ def _shared_client(settings: Settings, redis_url: str) -> redis.Redis:
     )
 
 
-def _publish_gateway(client: redis.Redis, base_url: str) -> None:
-    """Tell producers which gateway this worker calls (its URL, never its key)."""
+def _register_gateway(client: redis.Redis, settings: Settings, leases: LeaseKeeper) -> None:
+    """Tell producers which gateway this worker calls (its URL, never its key), for as long
+    as its heartbeat beats (swarm.store.gateways); withdrawn at shutdown (withdraw_gateway)."""
+    global _registration
+    assert settings.base_url is not None
+    registration = gateways.Registration(
+        client, settings.base_url, settings.lease_s, gateways.worker_name()
+    )
     try:
-        gateways.keep_publishing(client, base_url)
+        registration.publish()
     except redis.RedisError as exc:  # the broker check reports Redis; this is advisory
         log.warning("cannot publish the gateway: %s", exc)
+    leases.also(registration.renew)
+    _registration = registration  # no _lock: get() holds it while it builds the runtime
+
+
+def withdraw_gateway() -> None:
+    """Remove this process's gateway registration (the worker is shutting down)."""
+    global _registration
+    registration, _registration = _registration, None
+    if registration is not None:
+        registration.withdraw()
 
 
 def _hedger(

@@ -1,14 +1,15 @@
 """Signal listeners: build the Runtime as soon as a worker process starts, so a bad
 configuration fails at start-up instead of at the first task; warn of gateways it has no
-key for (workers.keys); serve its Prometheus metrics
-(SWARM_METRICS_PORT), trace when OTEL_* says so (swarm.tracing), count the tasks in flight
-per model, trim the C allocator after tasks (workers.allocator), and run tasks on the
-threads pool of workers.pool."""
+key for or that refuse its key (workers.keys); withdraw its gateway registration at
+shutdown; serve its Prometheus metrics (SWARM_METRICS_PORT), trace when OTEL_* says so
+(swarm.tracing), count the tasks in flight per model, trim the C allocator after tasks
+(workers.allocator), and run tasks on the threads pool of workers.pool."""
 
 from __future__ import annotations
 
 import logging
 import os
+import threading
 from typing import Any
 
 from celery import Task, signals
@@ -37,9 +38,19 @@ def _warm_runtime(**_: Any) -> None:
 
 
 def _warn_missing_keys(**_: Any) -> None:
-    """One WARNING per gateway called without the key it needs (workers.keys)."""
+    """One WARNING per gateway called without the key it needs, then (on a thread of its
+    own: a slow gateway does not hold up the start) one per gateway that refuses this
+    worker's key or cannot be reached (workers.keys)."""
     rt = process.get()
     keys.warn_missing_keys(rt.settings, rt.catalog, os.environ)
+    threading.Thread(
+        target=keys.warn_refused_keys, args=(rt,), name="swarm-key-check", daemon=True
+    ).start()
+
+
+def _withdraw_gateway(**_: Any) -> None:
+    """A worker shutting down is no longer one whose gateway producers compare theirs to."""
+    process.withdraw_gateway()
 
 
 def _record_threads(sender: Any = None, **_: Any) -> None:
@@ -102,6 +113,8 @@ def connect() -> None:
         signals.worker_init.connect(_warm_runtime, weak=False)
         signals.worker_ready.connect(_warn_missing_keys, weak=False)
         signals.worker_init.connect(_serve_metrics, weak=False)
+        signals.worker_shutdown.connect(_withdraw_gateway, weak=False)
+        signals.worker_process_shutdown.connect(_withdraw_gateway, weak=False)
         signals.worker_process_init.connect(_warm_runtime, weak=False)
         signals.task_received.connect(leases.on_received, weak=False)
         signals.task_prerun.connect(_task_started, weak=False)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import logging
 import math
-from collections import Counter
 from dataclasses import asdict
 from typing import Any
 
@@ -25,7 +24,7 @@ from swarm.jobs.queueing import AGGREGATE_TASK, PLAN_TASK, SUBAGENT_TASK, SUBAGE
 from swarm.jobs.subagent import run_node
 from swarm.jobs.watchdog import Action, Seen, check_every_s, check_job, probe_job
 from swarm.store.outages import STORE_OUTAGES
-from workers import intake, leases, process
+from workers import intake, leases, outcomes, process
 
 log = logging.getLogger(__name__)
 STORE_RETRY_S = 2.0
@@ -62,9 +61,7 @@ def subagent(
         raise again_later(self, exc) from None
     except LeaseLostError:
         raise Ignore() from None  # taken over while this process was frozen or cut off
-    log.info("job %s node %s: %s on %s, %d attempts, %d ms", job_id, node_id,
-             envelope.error_kind or "ok", envelope.model, envelope.attempts,
-             envelope.latency_ms)  # fmt: skip
+    outcomes.log_node(job_id, envelope)
     return {"node_id": envelope.node_id, "status": envelope.status}
 
 
@@ -98,9 +95,7 @@ def subagents(
         args = (job_id, list(outcome.requeue), pack_progress(outcome.progress))
         raise self.retry(args=args, countdown=outcome.delay_s) from None
     ok = sum(1 for env in outcome.envelopes if env.ok)
-    failed = Counter(str(env.error_kind) for env in outcome.envelopes if not env.ok)
-    log.info("job %s: %d nodes, %d ok%s", job_id, len(node_ids), ok,
-             "".join(f", {n} {kind}" for kind, n in sorted(failed.items())))  # fmt: skip
+    outcomes.log_nodes(job_id, outcome.envelopes)
     return {"job_id": job_id, "nodes": len(node_ids), "ok": ok}
 
 
@@ -113,6 +108,7 @@ def aggregate(self: Task, results: list[dict[str, Any]], job_id: str) -> dict[st
         raise again_later(self, exc) from None
     except LeaseLostError:
         raise Ignore() from None  # taken over while this process was frozen or cut off
+    outcomes.log_report(job_id, report)
     return {"job_id": job_id, "status": report["status"]}
 
 

@@ -41,7 +41,7 @@ def run_job(settings: Settings, count: int, timeout_s: float = 900.0) -> SwarmRu
     deadline = time.monotonic() + timeout_s
     while True:
         progress = handle.progress()
-        ended = progress.nodes_done + progress.failed >= progress.nodes_total
+        ended = progress.nodes_done + progress.failed + progress.cancelled >= progress.nodes_total
         if ended or time.monotonic() > deadline:
             break
         time.sleep(POLL_S)

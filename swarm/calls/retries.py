@@ -160,9 +160,28 @@ def call_with_retries(
 def one_line(exc: BaseException) -> str:
     """``Type: message`` on one line, at most 300 characters; an HTTP refusal as its status,
     type and the provider's own message (``RateLimitError: HTTP 429
-    exceeded_current_quota_error: Your account ...``); a held backend's message as is."""
+    exceeded_current_quota_error: Your account ...``); a held backend's message as is. An
+    error that came from a request ends with the URL it went to (`` (calling URL)``): the
+    worker's own gateway, which a report or `swarm status --node` read elsewhere would not
+    show."""
     if isinstance(exc, BackendHeldError):
         return " ".join(str(exc).split())[:300]
     refusal = refusal_of(exc)
-    text = refusal.describe() if refusal is not None else " ".join(str(exc).split())
-    return f"{type(exc).__name__}: {text or type(exc).__name__}"[:300]
+    detail = refusal.describe() if refusal is not None else " ".join(str(exc).split())
+    text = f"{type(exc).__name__}: {detail or type(exc).__name__}"
+    url = called_url(exc)
+    if url is None:
+        return text[:300]
+    suffix = f" (calling {url[:200]})"
+    return text[: 300 - len(suffix)] + suffix
+
+
+def called_url(exc: BaseException) -> str | None:
+    """Scheme, host, port and path of the request an openai error answers (no user, no
+    password, no query: they may hold secrets); None for other errors."""
+    try:
+        url = getattr(exc, "request", None).url  # type: ignore[union-attr]
+    except (AttributeError, RuntimeError):  # not a request's error, or httpx's unset request
+        return None
+    port = f":{url.port}" if url.port else ""
+    return f"{url.scheme}://{url.host}{port}{url.path}"

@@ -14,9 +14,9 @@ import click
 
 from swarm.calls.gateway import make_client
 from swarm.calls.preflight import NO_KEY, check_gateway
-from swarm.catalog import load_catalog
+from swarm.catalog import Catalog, load_catalog
 from swarm.cli.estimate_line import announce_estimate
-from swarm.cli.follow import Watch, follow
+from swarm.cli.follow import Watch, follow, interrupted
 from swarm.cli.idle import celery_idle_check
 from swarm.cli.render import SIMULATED, Render, finish, print_report
 from swarm.client import SwarmClient, SwarmHandle
@@ -71,13 +71,16 @@ def gateway(settings: Settings) -> tuple[str, str]:
 
 
 def broker_client(settings: Settings, strict: bool = False) -> SwarmClient:
+    """A client on the deployment, its gateway checked here once (the client does not
+    check it again): a gateway the live workers do not call is a warning, or with
+    ``strict`` the refusal."""
     base_url, key = gateway(settings)
-    client = SwarmClient.from_settings(settings)
+    client = SwarmClient.from_settings(settings, check_gateway=False)
     client.check_requests = True  # the job's request shape, before anything is queued
     check_gateway(make_client(settings, base_url, key), base_url, keyless=key == NO_KEY)
     if (differs := client.gateway_mismatch(base_url)) is not None:
         if strict:
-            raise ConfigError(differs)
+            raise ConfigError(f"refused (--strict): {differs}")
         click.echo(f"swarm: warning: {differs}", err=True)
     return client
 
@@ -85,9 +88,20 @@ def broker_client(settings: Settings, strict: bool = False) -> SwarmClient:
 def run_embedded(
     settings: Settings, submit: Submit, simulate: bool, timeout_s: float | None
 ) -> dict[str, Any]:
+    """Run the job on an in-process worker and wait for its report; Ctrl-C at any point
+    ends the process at once with one line (swarm.cli.follow.end_now)."""
+    catalog = load_catalog(settings.config)
+    try:
+        return _run_embedded(settings, catalog, submit, simulate, timeout_s)
+    except KeyboardInterrupt:  # before the waiting began (follow says it for its own)
+        interrupted(None, embedded=True)
+
+
+def _run_embedded(
+    settings: Settings, catalog: Catalog, submit: Submit, simulate: bool, timeout_s: float | None
+) -> dict[str, Any]:
     from swarm.cli.embedded import embedded_swarm, simulated_gateway
 
-    catalog = load_catalog(settings.config)
     with ExitStack() as stack:
         if simulate:
             base_url, key = stack.enter_context(simulated_gateway()), "simulated"

@@ -5,15 +5,19 @@ piped, stderr gets a plain line (labelled counts, no ANSI) when the phase change
 most every PLAIN_EVERY_S otherwise. A job whose queue has no consuming worker after
 IDLE_CHECK_S is said so once, on one line (waiting goes on). Ctrl-C stops the waiting, not
 the job: the job id and the commands to follow or cancel it go to stderr, exit status 130.
+In embedded mode the job runs in this process and Ctrl-C ends both at once (end_now).
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 from rich.console import Console
@@ -23,6 +27,7 @@ from swarm.catalog import Catalog
 from swarm.cli.decorators import INTERRUPTED
 from swarm.cli.live_view import live_view
 from swarm.cli.snapshot import JobSnapshot, plain_line, sub_agents, take_snapshot
+from swarm.client.idle import waiting_stage
 from swarm.errors import JobTimeoutError
 from swarm.jobs.report import with_late_billing
 from swarm.records import JobSpec
@@ -75,14 +80,17 @@ def follow(watch: Watch, timeout_s: float | None, live: bool | None = None) -> d
         raise AssertionError("unreachable") from None  # pragma: no cover
 
 
-def interrupted(job_id: str, embedded: bool) -> None:
-    """Say what Ctrl-C left behind, then exit 130."""
+def interrupted(job_id: str | None, embedded: bool) -> NoReturn:
+    """Say what Ctrl-C left behind, then exit 130 (embedded: at once, see end_now)."""
     if embedded:
+        ignore_ctrl_c()  # a second one would interrupt the line below, or end_now
+        job = f"job {job_id}" if job_id else "the job"
         click.echo(
-            f"\nswarm: interrupted; job {job_id} ran inside this process (embedded mode) "
+            f"\nswarm: interrupted; {job} ran inside this process (embedded mode) "
             "and stops with it",
             err=True,
         )
+        end_now(INTERRUPTED)
     else:
         click.echo(
             f"\nswarm: stopped waiting; job {job_id} keeps running (Ctrl-C does not cancel "
@@ -91,6 +99,31 @@ def interrupted(job_id: str, embedded: bool) -> None:
             err=True,
         )
     sys.exit(INTERRUPTED)
+
+
+def end_now(status: int) -> NoReturn:
+    """End this process with ``status`` now, its embedded job with it.
+
+    An embedded job's worker threads are in the middle of gateway calls and have queued
+    work behind them; a normal interpreter exit joins them (ThreadPoolExecutor threads are
+    joined at exit and drain their queues), which for a large job takes as long as the job,
+    and meanwhile they log the errors of a worker whose runtime, simulator and executors are
+    going away. Nothing of an embedded job outlives the process (its store, broker and
+    simulator are in memory; temporary files are already unlinked), so the process ends
+    here without running them: a second Ctrl-C meanwhile is ignored, stdout and stderr are
+    flushed, and os._exit skips the joins.
+    """
+    ignore_ctrl_c()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):  # a closed pipe: nothing more to say
+            stream.flush()
+    os._exit(status)
+
+
+def ignore_ctrl_c() -> None:
+    """Ignore SIGINT from now on (this process is ending)."""
+    with contextlib.suppress(ValueError):  # not the main thread: no handler to change
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 class _Reader:
@@ -117,7 +150,7 @@ class _Reader:
         return snap
 
     def _check_idle(self, snap: JobSnapshot) -> None:
-        stage = _waiting_stage(snap)
+        stage = waiting_stage(snap.progress)
         now = time.monotonic()
         if stage != self._stage_since[0]:
             self._stage_since = (stage, now)
@@ -130,17 +163,6 @@ class _Reader:
         line = check(self.spec, stage)
         if line is not None:
             click.echo(f"swarm: {line}", err=True)
-
-
-def _waiting_stage(snap: JobSnapshot) -> str:
-    """``nodes`` while no sub-agent started, ``aggregate`` while the aggregation waits to
-    start, else empty (something runs)."""
-    p = snap.progress
-    if p.finished or p.in_flight or p.phase:
-        return ""
-    if snap.finished_nodes == 0:
-        return "nodes"
-    return "aggregate" if snap.finished_nodes >= p.total else ""
 
 
 def _follow_live(watch: Watch, timeout_s: float | None, console: Console) -> dict[str, Any]:

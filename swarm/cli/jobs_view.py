@@ -29,7 +29,7 @@ def jobs_table(jobs: list[JobSummary], now: float) -> Table:
     table = Table(title="the job submitted last" if len(jobs) == 1 else many, box=None)
     table.add_column("job", no_wrap=True)
     table.add_column("status", no_wrap=True)
-    for head in ("done/total", "failed", "in flight", "cost so far", "age"):
+    for head in ("done/total", "failed", "cancelled", "in flight", "cost so far", "age"):
         table.add_column(head, justify="right", no_wrap=True)
     table.add_column("phase", no_wrap=True)
     for job in jobs:
@@ -39,6 +39,7 @@ def jobs_table(jobs: list[JobSummary], now: float) -> Table:
             f"[{style}]{job.status}[/]",
             f"{job.done}/{job.total}",
             str(job.failed),
+            str(job.cancelled),
             str(job.in_flight),
             money(job.cost_usd),
             age(now - job.submitted_at),

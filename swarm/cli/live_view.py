@@ -1,6 +1,6 @@
 """The live view of a running job on a terminal (rich): its phase, a bar of nodes ended, a
-table per model (done, failed, in flight, 429s, retries, cost so far), the cost so far against the
-budget, and an ETA."""
+table per model (done, failed, cancelled once some are, in flight, 429s, retries, cost so
+far), the cost so far against the budget, and an ETA."""
 
 from __future__ import annotations
 
@@ -34,7 +34,9 @@ def live_view(s: JobSnapshot) -> RenderableType:
 def _models_table(s: JobSnapshot) -> Table:
     table = Table(box=None, pad_edge=False, show_edge=False)
     table.add_column("model", no_wrap=True)
-    for head in ("done", "failed", "in flight", "429s", "retries", "cost so far"):
+    cancelled = s.progress.cancelled > 0
+    heads = ("done", "failed", *(("cancelled",) if cancelled else ()), "in flight")
+    for head in (*heads, "429s", "retries", "cost so far"):
         table.add_column(head, justify="right", no_wrap=True)
     names = sorted({*s.progress.models, *s.model_cost_usd, *s.rate_limited, *s.retries})
     for name in names:
@@ -43,6 +45,7 @@ def _models_table(s: JobSnapshot) -> Table:
             name,
             str(m.done if m else 0),
             str(m.failed if m else 0),
+            *((str(m.cancelled if m else 0),) if cancelled else ()),
             str(m.in_flight if m else 0),
             str(s.rate_limited.get(name, 0)),
             str(s.retries.get(name, 0)),

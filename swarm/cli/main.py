@@ -255,6 +255,9 @@ def resume(
     if settings.embedded:
         raise ConfigError("`swarm resume` needs SWARM_BROKER_URL (the job store is in Redis)")
     client = broker_client(settings, strict)
+    if client.attach(job_id).status() == "succeeded":
+        click.echo(f"swarm: job {job_id} succeeded: nothing to resume", err=True)
+        return
     announce_rerun(client, job_id, always=as_json)
     handle = client.resume(job_id, budget_usd=budget_usd)
     if no_wait:

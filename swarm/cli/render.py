@@ -46,8 +46,9 @@ def print_report(report: dict[str, Any], console: Console) -> None:
     color = {"succeeded": "green", "partial": "yellow"}.get(status, "red")
     console.print(
         f"[bold]job[/] {report['job_id']}  [bold {color}]{status}[/]  "
-        f"{report['succeeded']}/{report['total']} sub-agents succeeded  "
-        f"wall {report['wall_s']:.2f} s"
+        f"{report['succeeded']}/{report['total']} sub-agents succeeded"
+        + (f", {report['cancelled']} cancelled" if report.get("cancelled") else "")
+        + f"  wall {report['wall_s']:.2f} s"
     )
     if report.get("error"):
         console.print(f"[red]reason:[/] {report['error']}")
@@ -67,6 +68,7 @@ def print_report(report: dict[str, Any], console: Console) -> None:
                 "(--max-tokens): the answer's cap left the input too little of the window[/]"
             )
     failures = report.get("failures_by_kind") or {}
+    failures = {k: v for k, v in failures.items() if k != "cancelled"}
     if failures:
         console.print(
             "failures by kind: " + ", ".join(f"{k} {v}" for k, v in sorted(failures.items()))

@@ -35,7 +35,7 @@ class JobSnapshot:
 
     @property
     def finished_nodes(self) -> int:
-        return self.progress.done + self.progress.failed
+        return self.progress.ended
 
     @property
     def phase(self) -> str:
@@ -111,8 +111,10 @@ def money(usd: float) -> str:
 
 
 def counts(p: Progress) -> str:
-    """``done 37 failed 0 in flight 16 pending 68``."""
-    return f"done {p.done} failed {p.failed} in flight {p.in_flight} pending {p.pending}"
+    """``done 37 failed 0 in flight 16 pending 68`` (``cancelled N`` after ``failed`` once
+    some nodes ended cancelled: they are not failures)."""
+    cancelled = f" cancelled {p.cancelled}" if p.cancelled else ""
+    return f"done {p.done} failed {p.failed}{cancelled} in flight {p.in_flight} pending {p.pending}"
 
 
 def sub_agents(n: int) -> str:
@@ -136,7 +138,9 @@ def plain_line(s: JobSnapshot) -> str:
     line = "; ".join(parts)
     if len(s.progress.models) > 1:
         line += "".join(
-            f" | {name} done {m.done} failed {m.failed} in flight {m.in_flight}"
+            f" | {name} done {m.done} failed {m.failed}"
+            + (f" cancelled {m.cancelled}" if m.cancelled else "")
+            + f" in flight {m.in_flight}"
             for name, m in s.progress.models.items()
         )
     return line

@@ -30,6 +30,7 @@ from swarm.calls import preflight as gateway_preflight
 from swarm.calls.gateway import make_client
 from swarm.calls.warmup import warmup_floor
 from swarm.catalog import AGGREGATE_KIND, DEFAULT_KIND, Catalog, ModelSpec, load_catalog
+from swarm.client import idle
 from swarm.client.handle import SwarmHandle
 from swarm.client.sent import SentNodes
 from swarm.cost.batch import at_batch_price
@@ -208,8 +209,12 @@ class SwarmClient(AbstractContextManager["SwarmClient"]):
         return gateways.mismatch(base_url, gateways.worker_gateways(redis_client))
 
     def _handle(self, job_id: str) -> SwarmHandle:
-        """The handle of ``job_id``, its report read in pages of SWARM_REPORT_PAGE_NODES."""
-        return SwarmHandle(job_id, self.store, self.catalog, self.settings.report_page_nodes)
+        """The handle of ``job_id``, its report read in pages of SWARM_REPORT_PAGE_NODES;
+        its wait names the queues no worker consumes (not on an app built elsewhere: the
+        embedded mode's, a worker's)."""
+        check = idle.store_idle_check(self.store, self.catalog, self.app) if self._owns[1] else None
+        page = self.settings.report_page_nodes
+        return SwarmHandle(job_id, self.store, self.catalog, page, idle_check=check)
 
     def attach(self, job_id: str) -> SwarmHandle:
         """A handle on an existing job; JobNotFoundError when unknown."""
@@ -411,10 +416,14 @@ class SwarmClient(AbstractContextManager["SwarmClient"]):
         the new report replaces the old one. ``budget_usd`` sets a new cap (default: keep
         the job's). JobNotFinishedError while the job has no report yet, unless its submit
         stopped half way (the broker went away: Progress.sent stays below the total), when
-        every node that has not succeeded is sent again in a new chord.
+        every node that has not succeeded is sent again in a new chord. A job that
+        succeeded has nothing to resume: its handle comes back with its report untouched.
         """
         check_budget(budget_usd)
         spec = self.store.spec(job_id)
+        if (handle := self._handle(job_id)).status() == "succeeded":
+            log.info("swarm: job %s succeeded: nothing to resume", job_id)
+            return handle
         interrupted = self.store.progress(job_id).sent is not None
         if self.store.report(job_id) is None and not interrupted:
             raise JobNotFinishedError(f"job {job_id} has not ended yet; resume it once it has")

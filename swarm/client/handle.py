@@ -2,17 +2,29 @@
 
 from __future__ import annotations
 
+import logging
 import time
+from collections.abc import Callable
 from typing import Any, Literal
 
 from swarm.catalog import Catalog
+from swarm.client.idle import waiting_stage
 from swarm.client.paged_nodes import PagedNodes
 from swarm.errors import JobTimeoutError
 from swarm.jobs.report import Report, model_lines, with_late_billing
 from swarm.store import JobStore, Progress
 
+log = logging.getLogger(__name__)
+
 WAIT_CHUNK_S = 60.0
 """SwarmHandle.wait without a timeout waits in chunks of this long."""
+IDLE_CHECK_S = 5.0
+"""How long wait() waits for a job where nothing runs before it asks which of the job's
+queues no worker consumes (as the CLI does)."""
+
+IdleCheck = Callable[[str], "str | None"]
+"""Given a job id, one line naming the job's queues no running worker consumes (None when
+every queue it waits on has one, or when nothing waits)."""
 
 Phase = Literal["nodes", "aggregating", "done"]
 """Where a job is: sub-agents running, every node ended and the report not yet written (the
@@ -26,10 +38,10 @@ class JobProgress(Progress):
     ``total`` and ``done`` count units of work: every sub-agent node and the aggregation
     step (``total`` = ``nodes_total + 1``); ``done`` is the nodes that succeeded, plus one
     once the report is written, so ``done < total`` until the job has ended (and
-    ``done == total`` when it ended with every node succeeded). ``failed``, ``in_flight``,
-    ``pending`` and ``models`` count nodes. ``nodes_total`` and ``nodes_done`` are the node
-    counts alone: while ``phase`` is ``aggregating``, ``nodes_done + failed ==
-    nodes_total``."""
+    ``done == total`` when it ended with every node succeeded). ``failed``, ``cancelled``,
+    ``in_flight``, ``pending`` and ``models`` count nodes (``failed`` not the cancelled
+    ones). ``nodes_total`` and ``nodes_done`` are the node counts alone: while ``phase`` is
+    ``aggregating``, ``nodes_done + failed + cancelled == nodes_total``."""
 
     total: int
     """Units of work: the job's nodes and its aggregation step."""
@@ -51,14 +63,19 @@ class JobProgress(Progress):
     @property
     def pending(self) -> int:
         """Nodes not started yet."""
-        return max(self.nodes_total - self.nodes_done - self.failed - self.in_flight, 0)
+        return max(self.nodes_total - self.ended - self.in_flight, 0)
+
+    @property
+    def ended(self) -> int:
+        """Nodes that ended: succeeded, failed or cancelled."""
+        return self.nodes_done + self.failed + self.cancelled
 
 
 def phase_of(progress: Progress) -> Phase:
     """The phase a job's counts imply."""
     if progress.finished:
         return "done"
-    if progress.total and progress.done + progress.failed >= progress.total:
+    if progress.total and progress.ended >= progress.total:
         return "aggregating"
     return "nodes"
 
@@ -67,13 +84,20 @@ class SwarmHandle:
     """A submitted job, by id; cheap to create, safe to hold in any process."""
 
     def __init__(
-        self, job_id: str, store: JobStore, catalog: Catalog | None = None, page: int = 1000
+        self,
+        job_id: str,
+        store: JobStore,
+        catalog: Catalog | None = None,
+        page: int = 1000,
+        idle_check: IdleCheck | None = None,
     ) -> None:
         self.id = job_id
         self._store = store
         self._catalog = catalog
         self._page = page
         """A report of more nodes than this reads them in pages as they are used."""
+        self._idle_check = idle_check
+        """Asks the workers which of the job's queues none consumes (swarm.client.idle)."""
 
     def __repr__(self) -> str:
         return f"SwarmHandle({self.id!r})"
@@ -98,6 +122,12 @@ class SwarmHandle:
             step=counts.phase,
             cost_usd=cost,
         )
+
+    def status(self) -> str | None:
+        """The report's status once it is written (``succeeded``, ``partial``, ...), else
+        None."""
+        summary = self._store.report_summary(self.id)
+        return None if summary is None else str(summary.get("status"))
 
     def done(self) -> bool:
         """True once the job's report is written (whatever its status)."""
@@ -130,17 +160,41 @@ class SwarmHandle:
         """Block until the report exists and return it; JobTimeoutError after ``timeout``
         seconds. ``report.to_dict()`` is the contract's JSON dict.
 
-        The Redis store wakes up as soon as the report is written (``poll_s`` is the
-        in-memory store's polling interval)."""
-        deadline = None if timeout is None else time.monotonic() + timeout
+        When nothing of the job has run after IDLE_CHECK_S, the workers are asked which of
+        its queues none consumes: the line naming them is logged at WARNING, and carried
+        by the JobTimeoutError. The Redis store wakes up as soon as the report is written
+        (``poll_s`` is the in-memory store's polling interval)."""
+        started = time.monotonic()
+        deadline = None if timeout is None else started + timeout
+        hint: str | None = None
+        checked = self._idle_check is None
         while True:
-            left_s = WAIT_CHUNK_S if deadline is None else deadline - time.monotonic()
+            now = time.monotonic()
+            left_s = WAIT_CHUNK_S if deadline is None else deadline - now
+            if not checked:
+                left_s = min(left_s, started + IDLE_CHECK_S - now)
             waited = self._store.wait_report(self.id, max(left_s, 0.0), poll_s, summary=True)
             report = self._settled(waited)
             if report is not None:
                 return self._typed(report)
-            if deadline is not None and time.monotonic() >= deadline:
-                raise JobTimeoutError(f"job {self.id} has no report after {timeout:.0f} s")
+            now = time.monotonic()
+            if not checked and now - started >= IDLE_CHECK_S:
+                checked, hint = True, self._idle_hint()
+                if hint is not None:
+                    log.warning("swarm: job %s: %s", self.id, hint)
+            if deadline is not None and now >= deadline:
+                if not checked:
+                    hint = self._idle_hint()
+                said = f"job {self.id} has no report after {timeout:.0f} s"
+                if hint is not None:  # the job goes on; this wait does not
+                    said += f"; {hint.removesuffix(' (still waiting)')}"
+                raise JobTimeoutError(said)
+
+    def _idle_hint(self) -> str | None:
+        """The idle check's line, unless the job ended or something of it runs."""
+        if self._idle_check is None or not waiting_stage(self._store.progress(self.id)):
+            return None
+        return self._idle_check(self.id)
 
     def cancel(self) -> None:
         """Stop the job: nodes that have not called the gateway end as cancelled without

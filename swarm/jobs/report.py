@@ -131,6 +131,7 @@ class Report(Frozen):
     """Sub-agent nodes."""
     succeeded: int
     failed: int
+    """Nodes that did not succeed, not counting the cancelled ones."""
     final: str
     """The aggregated text; empty when no aggregation ran."""
     wall_s: float
@@ -161,6 +162,9 @@ class Report(Frozen):
     """Duplicate requests sent for calls that ran past the hedge delay (swarm.calls.hedging)."""
     hedges_won: int = 0
     """Hedges whose answer came first (the original request was cancelled)."""
+    cancelled: int = 0
+    """Nodes that ended cancelled with their job (apart from ``failed``: total =
+    succeeded + failed + cancelled)."""
     late_calls: int = 0
     """Calls the gateway billed that the ledger recorded after this report was written (a
     run fenced off while frozen or cut off records what it was billed once it wakes);
@@ -328,6 +332,7 @@ def build_report(
         total=counts.total,
         succeeded=counts.succeeded,
         failed=counts.failed,
+        cancelled=counts.cancelled,
         final=final,
         wall_s=round(wall_s, 3),
         usage=sum((line.usage for line in ledger.values()), Usage()),

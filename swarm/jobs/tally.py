@@ -47,8 +47,14 @@ class NodeCounts(Frozen):
     tool_calls_invalid: dict[str, int] = Field(default_factory=dict)
 
     @property
+    def cancelled(self) -> int:
+        """Nodes that ended cancelled with their job (or never ran: missing_node)."""
+        return self.failures_by_kind.get(ErrorKind.CANCELLED.value, 0)
+
+    @property
     def failed(self) -> int:
-        return self.total - self.succeeded
+        """Nodes that did not succeed, the cancelled ones apart."""
+        return self.total - self.succeeded - self.cancelled
 
 
 class Tally:

@@ -131,10 +131,10 @@ class Check:
 
 
 def fingerprint(progress: Progress, batch_polls: int = 0) -> str:
-    """What moves while a job makes progress: its nodes done, failed and running, and the
+    """What moves while a job makes progress: its nodes done, failed, cancelled and running, and the
     polls of its batch files (swarm.batch: a job waiting on a batch is not stalled)."""
     polls = f"/b{batch_polls}" if batch_polls else ""
-    return f"{progress.done}/{progress.failed}/{progress.in_flight}{polls}"
+    return f"{progress.done}/{progress.failed}/{progress.cancelled}/{progress.in_flight}{polls}"
 
 
 def decide(

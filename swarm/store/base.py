@@ -10,14 +10,26 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from swarm.records import Frozen, JobSpec, NodeEnvelope, Usage
+from swarm.records import ErrorKind, Frozen, JobSpec, NodeEnvelope, Usage
 from swarm.store.agents import ToolOutcome, Transcript
 from swarm.store.billing import BilledCall, BudgetState, HeldAnswer, StoredAnswer
 from swarm.store.companion import Companion
 from swarm.store.leases import Lease
 from swarm.store.report_pages import CHUNK, page_of
 
-RUNNING, OK, ERROR = "running", "ok", "error"
+RUNNING, OK, ERROR, CANCELLED = "running", "ok", "error", "cancelled"
+
+
+def state_of(envelope: NodeEnvelope) -> str:
+    """A finished node's state value (``"<state>|<model>"``): a node cancelled with its
+    job is counted apart from one that failed."""
+    if envelope.ok:
+        state = OK
+    elif envelope.error_kind == ErrorKind.CANCELLED:
+        state = CANCELLED
+    else:
+        state = ERROR
+    return f"{state}|{envelope.model}"
 
 
 class LedgerLine(Frozen):
@@ -35,6 +47,7 @@ class ModelProgress(Frozen):
     done: int = 0
     failed: int = 0
     in_flight: int = 0
+    cancelled: int = 0
 
 
 class Progress(Frozen):
@@ -45,7 +58,7 @@ class Progress(Frozen):
     done: int
     """Nodes that succeeded."""
     failed: int
-    """Nodes that ended with an error envelope."""
+    """Nodes that ended with an error envelope (not the cancelled ones)."""
     in_flight: int
     """Nodes currently running."""
     models: dict[str, ModelProgress]
@@ -58,11 +71,18 @@ class Progress(Frozen):
     sent: int | None = None
     """Nodes whose task messages the submit has sent so far, while it is sending (or
     since it stopped half way, swarm.client.sent); None once every node is sent."""
+    cancelled: int = 0
+    """Nodes that ended cancelled with their job (without calling the gateway)."""
+
+    @property
+    def ended(self) -> int:
+        """Nodes that ended: succeeded, failed or cancelled."""
+        return self.done + self.failed + self.cancelled
 
     @property
     def pending(self) -> int:
         """Nodes not started yet."""
-        return max(self.total - self.done - self.failed - self.in_flight, 0)
+        return max(self.total - self.ended - self.in_flight, 0)
 
 
 def progress_from_states(
@@ -87,8 +107,8 @@ def progress_from_counts(
     per_model: dict[str, dict[str, int]] = {}
     for value, count in counts.items():
         state, _, model = value.partition("|")
-        per = per_model.setdefault(model, {"done": 0, "failed": 0, "in_flight": 0})
-        key = {OK: "done", ERROR: "failed", RUNNING: "in_flight"}.get(state)
+        per = per_model.setdefault(model, {"done": 0, "failed": 0, "in_flight": 0, "cancelled": 0})
+        key = {OK: "done", ERROR: "failed", RUNNING: "in_flight", CANCELLED: "cancelled"}.get(state)
         if key:
             per[key] += count
     models = {m: ModelProgress(**c) for m, c in sorted(per_model.items())}
@@ -97,6 +117,7 @@ def progress_from_counts(
         done=sum(m.done for m in models.values()),
         failed=sum(m.failed for m in models.values()),
         in_flight=sum(m.in_flight for m in models.values()),
+        cancelled=sum(m.cancelled for m in models.values()),
         models=models,
         finished=finished,
         phase=phase,
@@ -120,11 +141,14 @@ class JobSummary(Frozen):
     """Sub-agent nodes."""
     done: int
     failed: int
+    """Nodes that failed (not the cancelled ones)."""
     in_flight: int
     cost_usd: float
     """What the gateway billed the job so far (every call, the aggregation included)."""
     phase: str | None = None
     """The aggregation's phase while it runs (see Progress.phase)."""
+    cancelled: int = 0
+    """Nodes that ended cancelled with their job."""
 
 
 def summary_status(report_status: str | None, cancelled: bool) -> str:

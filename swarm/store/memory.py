@@ -14,8 +14,6 @@ from swarm.errors import JobNotFoundError
 from swarm.records import JobSpec, NodeEnvelope
 from swarm.store.agents import ToolOutcome, Transcript
 from swarm.store.base import (
-    ERROR,
-    OK,
     RUNNING,
     HedgeCounts,
     JobStore,
@@ -24,6 +22,7 @@ from swarm.store.base import (
     Progress,
     progress_from_states,
     should_replace,
+    state_of,
     summary_status,
 )
 from swarm.store.billing import BilledCall, BudgetState, StoredAnswer, admits
@@ -104,8 +103,7 @@ class MemoryJobStore(JobStore):
             if not should_replace(job.envelopes.get(envelope.node_id)):
                 return False
             job.envelopes[envelope.node_id] = envelope
-            state = OK if envelope.ok else ERROR
-            job.states[envelope.node_id] = f"{state}|{envelope.model}"
+            job.states[envelope.node_id] = state_of(envelope)
             return True
 
     def envelope(self, job_id: str, node_id: str) -> NodeEnvelope | None:
@@ -156,6 +154,7 @@ class MemoryJobStore(JobStore):
             done=progress.done,
             failed=progress.failed,
             in_flight=progress.in_flight,
+            cancelled=progress.cancelled,
             cost_usd=usd_of_nusd(job.budget.spent_nusd),
             phase=None if job.report is not None else job.phase,
         )

@@ -58,8 +58,6 @@ from swarm.errors import BrokerUnavailableError, JobNotFoundError
 from swarm.records import JobSpec, NodeEnvelope, Usage
 from swarm.store.agents import ToolOutcome, Transcript
 from swarm.store.base import (
-    ERROR,
-    OK,
     RUNNING,
     HedgeCounts,
     JobStore,
@@ -68,6 +66,7 @@ from swarm.store.base import (
     NodeBatch,
     Progress,
     progress_from_counts,
+    state_of,
     summary_status,
 )
 from swarm.store.billing import BilledCall, BudgetState, HeldAnswer, StoredAnswer
@@ -306,7 +305,7 @@ class RedisJobStore(JobStore):
         self._set_state(job_id, node_id, f"{RUNNING}|{model}")
 
     def finish_node(self, job_id: str, envelope: NodeEnvelope, fence: Lease | None = None) -> bool:
-        state = f"{OK if envelope.ok else ERROR}|{envelope.model}"
+        state = state_of(envelope)
         args = FinishArgs(
             envelopes=_key(job_id, "env"),
             states=_key(job_id, "state"),
@@ -337,7 +336,7 @@ class RedisJobStore(JobStore):
             claim=_key(job_id, held.claim.name),
             node_id=envelope.node_id,
             envelope=envelope.model_dump_json(),
-            state=f"{OK if envelope.ok else ERROR}|{envelope.model}",
+            state=state_of(envelope),
             ttl_s=self._ttl_s,
             fence_token=fence.token if fence is not None else "",
             **_ledger_line(call),
@@ -471,6 +470,7 @@ class RedisJobStore(JobStore):
             done=progress.done,
             failed=progress.failed,
             in_flight=progress.in_flight,
+            cancelled=progress.cancelled,
             cost_usd=usd_of_nusd(int(spent or 0)),
             phase=None if finished else phase,
         )

@@ -114,8 +114,11 @@ def embedded_swarm(
         with in_process_worker(app, settings.worker_concurrency, join_s):
             yield SwarmClient(settings, catalog, store, app, check_gateway=False)
     finally:
-        worker_process.install(None)
+        # Without a join the worker's threads may still be running tasks, which read this
+        # runtime: it stays installed (uninstalled, a task would build one from the
+        # environment, for a deployment this process is not). The next install replaces it.
         if join_s is not None:  # the worker has stopped: nothing uses the app or the client
+            worker_process.install(None)
             _purge(app)
             client.close()
 

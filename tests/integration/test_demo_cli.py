@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -72,3 +73,68 @@ def test_demo_text_report(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert "succeeded" in done.stdout and "5/5 sub-agents succeeded" in done.stdout
     assert "kimi-k2.5" in done.stdout and "cost USD" in done.stdout
+
+
+def start_embedded(cwd: Path, args: list[str], stdin: str = "") -> subprocess.Popen[str]:
+    """`swarm ARGS` in embedded mode (no SWARM_* set), stderr piped, ``stdin`` written."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SWARM_", "OPENAI_"))}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "swarm.cli.main", *args], cwd=cwd, env=env, text=True,
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    assert proc.stdin is not None
+    proc.stdin.write(stdin)
+    proc.stdin.close()
+    proc.stdin = None
+    return proc
+
+
+def stderr_until(proc: subprocess.Popen[str], text: str) -> str:
+    """Stderr of ``proc`` up to and including the first line containing ``text``."""
+    assert proc.stderr is not None
+    seen = []
+    for line in proc.stderr:
+        seen.append(line)
+        if text in line:
+            return "".join(seen)
+    proc.kill()
+    raise AssertionError(f"no {text!r} on stderr:\n{''.join(seen)}")
+
+
+def after_interrupt(err: str) -> list[str]:
+    """The non-blank stderr lines from the interrupted line on."""
+    lines = [line for line in err.splitlines() if line.strip()]
+    firsts = [i for i, line in enumerate(lines) if line.startswith("swarm: interrupted")]
+    assert firsts, err
+    return lines[firsts[0] :]
+
+
+def test_ctrl_c_on_run_simulate_ends_with_one_line(tmp_path: Path) -> None:
+    """Ctrl-C while sub-agents run: one line, exit 130, and none of the in-process worker's
+    errors (tasks that found no runtime asked for SWARM_BASE_URL, a traceback each)."""
+    inputs = "".join(f"input {i}\n" for i in range(200))
+    proc = start_embedded(tmp_path, ["run", "-", "--simulate"], inputs)
+    seen = stderr_until(proc, "sub-agents running")
+    proc.send_signal(signal.SIGINT)
+    rest = proc.communicate(timeout=60)[1]
+    assert proc.returncode == 130, seen + rest
+    assert after_interrupt(rest) == [
+        next(line for line in rest.splitlines() if line.startswith("swarm: interrupted"))
+    ], rest
+    assert "Traceback" not in rest and "SWARM_BASE_URL" not in rest
+
+
+def test_ctrl_c_twice_on_a_large_demo_ends_quietly(tmp_path: Path) -> None:
+    """`swarm demo --inputs 300`: a first Ctrl-C ends the process with its one line; a
+    second one right after it (a user who saw nothing happen) adds nothing: no
+    ``Exception ignored in: <module 'threading'>``, no worker traceback."""
+    proc = start_embedded(tmp_path, ["demo", "--inputs", "300"])
+    seen = stderr_until(proc, "sub-agents running")
+    proc.send_signal(signal.SIGINT)
+    said = stderr_until(proc, "swarm: interrupted")
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
+    rest = proc.communicate(timeout=60)[1]
+    assert proc.returncode == 130, seen + said + rest
+    assert "job" in said and "stops with it" in said
+    assert not rest.strip(), rest

@@ -359,3 +359,18 @@ def test_a_progress_read_moves_counts_not_the_state_hash(redis_url: str) -> None
     assert not {"cmdstat_hgetall", "cmdstat_hkeys", "cmdstat_hscan"} & set(commands)
     assert stats["total_net_output_bytes"] < 2000
     client.close()
+
+
+def test_cancelled_nodes_are_counted_apart_from_failed(store: JobStore) -> None:
+    """A node cancelled with its job is not a failure: progress, its model's line and the
+    jobs list count it apart."""
+    store.create_job(spec(4), ["a", "b", "c", "d"])
+    store.finish_node("job", env("n0", ok=True))
+    store.finish_node("job", env("n1", ok=False))
+    cancelled = env("n2", ok=False).model_copy(update={"error_kind": ErrorKind.CANCELLED})
+    store.finish_node("job", cancelled)
+    p = store.progress("job")
+    assert (p.done, p.failed, p.cancelled, p.in_flight, p.pending) == (1, 1, 1, 0, 1)
+    assert (p.models["m"].failed, p.models["m"].cancelled) == (1, 1)
+    [job] = store.recent_jobs(1)
+    assert (job.done, job.failed, job.cancelled) == (1, 1, 1)

@@ -297,3 +297,103 @@ def test_status_watch_on_a_terminal_draws_the_live_view(stack: Stack) -> None:
     assert "sub-agents ended: done " in text and "cost so far $" in text
     for head in ("model", "done", "failed", "in flight", "429s", "cost so far"):
         assert head in text
+
+
+def test_the_gateway_warning_is_said_once_and_strict_refuses(stack: Stack, tmp_path: Path) -> None:
+    """The same simulator under another name: the live worker calls another URL than this
+    shell's. One line, worded as a warning; --strict refuses in words of its own."""
+    env = {**stack.env, "SWARM_BASE_URL": stack.base_url.replace("127.0.0.1", "localhost")}
+    files = inputs(tmp_path, 1)
+    sent = swarm(["run", *files, "--no-wait"], env)
+    assert sent.returncode == 0, sent.stderr
+    said = [line for line in sent.stderr.splitlines() if "workers call" in line]
+    assert len(said) == 1 and said[0].startswith("swarm: warning: the running workers call ")
+    assert stack.base_url in said[0]
+    swarm(["cancel", sent.stdout.strip()], stack.env)
+    refused = swarm(["run", *files, "--no-wait", "--strict"], env)
+    assert refused.returncode == 2 and refused.stdout == ""
+    assert refused.stderr.startswith("swarm: refused (--strict): the running workers call ")
+    assert len(refused.stderr.strip().splitlines()) == 1, refused.stderr
+
+
+def test_a_stopped_workers_gateway_no_longer_counts(stack: Stack, tmp_logs: Path) -> None:
+    """A worker calling a dead URL: its nodes' errors name the URL (status --node), a
+    killed worker drops out of the registry within its lease, and one that shuts down
+    withdraws at once; the live stack worker stays."""
+    import redis
+
+    from swarm.store import gateways
+
+    dead = "http://127.0.0.1:9/v1"
+    env = {**stack.env, "SWARM_BASE_URL": dead, "SWARM_LEASE_S": "2", "SWARM_MAX_ATTEMPTS": "1"}
+    client = redis.Redis.from_url(stack.settings().backend_url() or "")
+    worker = procs.start_celery_worker(env, "llm.deepseek-v3.2", 2, "dead@%h", tmp_logs)
+    try:
+        assert {stack.base_url, dead} <= gateways.worker_gateways(client)
+        done = swarm(["run", *inputs(tmp_logs, 1), "--model", "deepseek-v3.2", "--json"],
+                     stack.env)  # fmt: skip
+        report = json.loads(done.stdout)
+        assert report["nodes"][0]["error_kind"] == "connection", done.stderr
+        called = f"(calling {dead}/chat/completions)"
+        assert report["nodes"][0]["error"].endswith(called)
+        node = swarm(["status", report["job_id"], "--node", report["nodes"][0]["node_id"]],
+                     stack.env)  # fmt: skip
+        assert node.returncode == 0 and called in node.stdout, node.stderr
+        worker.kill()
+        deadline = time.monotonic() + 30
+        while dead in gateways.worker_gateways(client) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert stack.base_url in gateways.worker_gateways(client)
+        assert dead not in gateways.worker_gateways(client)
+        worker = procs.start_celery_worker(env, "llm.deepseek-v3.2", 2, "dead@%h", tmp_logs)
+        assert dead in gateways.worker_gateways(client)
+        worker.terminate(10)
+        assert dead not in gateways.worker_gateways(client)
+    finally:
+        worker.terminate(10)
+        client.close()
+
+
+def test_a_worker_whose_key_its_gateway_refuses_warns_at_start(
+    stack: Stack, tmp_logs: Path
+) -> None:
+    sim, base_url = procs.start_sim(["--api-key", "sk-right"], tmp_logs)
+    env = {**stack.env, "SWARM_BASE_URL": base_url, "SWARM_API_KEY": "sk-wrong"}
+    with sim:
+        worker = procs.start_celery_worker(env, "llm.deepseek-v3.2", 1, "badkey@%h", tmp_logs)
+        try:
+            found = worker.wait_for_log(r"WARNING/\w+\] start-up check: .*", 30)
+            assert f"the gateway {base_url} rejected the API key" in found.group(0)
+            assert "SWARM_API_KEY" in found.group(0)
+        finally:
+            worker.terminate(10)
+
+
+def test_the_python_api_names_the_queues_no_worker_consumes(stack: Stack) -> None:
+    from swarm.errors import JobTimeoutError
+
+    with stack.client() as client:
+        handle = client.submit(["a"], "Summarise", model="gemini-2.5-flash")
+        try:
+            with pytest.raises(JobTimeoutError) as raised:
+                handle.wait(timeout=6)
+        finally:
+            handle.cancel()
+    said = str(raised.value)
+    assert "no worker of the 1 running consumes llm.gemini-2.5-flash;" in said, said
+
+
+def test_resume_of_a_succeeded_job_says_there_is_nothing_to_resume(
+    stack: Stack, tmp_path: Path
+) -> None:
+    done = swarm(["run", *inputs(tmp_path, 1), "--json"], stack.env)
+    report = json.loads(done.stdout)
+    assert report["status"] == "succeeded", done.stderr
+    job_id = report["job_id"]
+    with stack.client() as client:
+        stored = client.store.report_summary(job_id)
+        again = swarm(["resume", job_id], stack.env)
+        assert again.returncode == 0 and again.stdout == "", again.stderr
+        assert again.stderr.strip() == f"swarm: job {job_id} succeeded: nothing to resume"
+        assert client.resume(job_id).report() is not None  # the API: a no-op too
+        assert client.store.report_summary(job_id) == stored  # not rewritten

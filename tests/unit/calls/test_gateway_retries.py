@@ -199,3 +199,29 @@ def test_the_rate_limit_headers_are_read_whole_only_when_a_limit_is_used_up(
     used = httpx2.Headers({"X-RateLimit-Remaining-Tokens": "0", "X-RateLimit-Reset-Tokens": "1m"})
     assert gateway.parse_answer(body, used).limit_reset_s == 2.0
     assert read == [used]
+
+
+def test_a_calls_error_names_the_url_it_called(fast_settings: Settings) -> None:
+    """A node's error says where the worker's call went (its own SWARM_BASE_URL, which the
+    report's reader may not know): a refused connection, and a gateway's own answer."""
+
+    def refuse(body: dict[str, Any], n: int) -> httpx2.Response:
+        raise httpx2.ConnectError("connection refused")
+
+    result = run(MockGateway(refuse), fast_settings)
+    assert result.error_kind is ErrorKind.CONNECTION
+    assert result.error.endswith("(calling http://gw/v1/chat/completions)"), result.error
+    denied = run(MockGateway(lambda body, n: httpx2.Response(401, json={})), fast_settings)
+    assert "401" in denied.error and "(calling http://gw/v1/chat/completions)" in denied.error
+
+
+def test_the_url_in_an_error_drops_credentials_and_query() -> None:
+    from swarm.calls.retries import one_line
+
+    request = httpx2.Request("POST", "https://user:secret@gw.example:8443/v1/chat?key=sk-1")
+    line = one_line(openai.APIConnectionError(request=request))
+    assert line.endswith("(calling https://gw.example:8443/v1/chat)")
+    assert "secret" not in line and "sk-1" not in line
+    long = one_line(openai.APIConnectionError(message="x" * 1000, request=request))
+    assert len(long) <= 300 and long.endswith("(calling https://gw.example:8443/v1/chat)")
+    assert one_line(ValueError("no request")) == "ValueError: no request"

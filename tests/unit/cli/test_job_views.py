@@ -241,9 +241,18 @@ def test_ctrl_c_while_waiting_names_the_job_and_exits_130(
         err = capsys.readouterr().err
         assert "job j1 keeps running (Ctrl-C does not cancel it)" in err
         assert "follow it: swarm status j1 --watch" in err and "cancel it: swarm cancel j1" in err
+    ended: list[int] = []
+
+    def end_now(status: int) -> None:  # the real one ends the process at once (os._exit)
+        ended.append(status)
+        raise SystemExit(status)
+
+    monkeypatch.setattr(follow_module, "ignore_ctrl_c", lambda: None)
+    monkeypatch.setattr(follow_module, "end_now", end_now)
     with pytest.raises(SystemExit):
         follow(Watch(store, load_catalog(), "j1", embedded=True), timeout_s=None, live=False)
     assert "ran inside this process (embedded mode) and stops with it" in capsys.readouterr().err
+    assert ended == [130]
 
 
 def test_waiting_past_the_timeout_says_the_job_keeps_running() -> None:
