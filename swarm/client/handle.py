@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import Any, Literal
 
@@ -10,6 +11,8 @@ from swarm.client.paged_nodes import PagedNodes
 from swarm.errors import JobTimeoutError
 from swarm.jobs.report import Report, model_lines, with_late_billing
 from swarm.store import JobStore, Progress
+
+log = logging.getLogger(__name__)
 
 WAIT_CHUNK_S = 60.0
 """SwarmHandle.wait without a timeout waits in chunks of this long."""
@@ -144,5 +147,8 @@ class SwarmHandle:
 
     def cancel(self) -> None:
         """Stop the job: nodes that have not called the gateway end as cancelled without
-        calling it; calls in flight finish and are billed; the report says cancelled."""
+        calling it; calls in flight finish and are billed; the report says cancelled.
+        Nodes waiting in a countdown (a requeue, a batch's next poll) run at once, to end."""
         self._store.cancel(self.id)
+        hastened = self._store.hasten_deferred(self.id)
+        log.debug("job %s cancelled: %d deferred task(s) due now", self.id, hastened)
