@@ -21,7 +21,9 @@ did not see read the flag after the cancel set it).
 
 Without leases (the embedded mode, whose broker lives and dies with its process) the
 countdown goes to the broker as Celery sends it; so does ``again_later``'s, sent while
-Redis is unreachable.
+Redis is unreachable, and a deferral that finds Redis unreachable (the run's lease,
+released or not, lapses: a sweeper may send the task again too, which finds its work
+done).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from celery.exceptions import Retry
 
 from swarm.jobs.takeover import resend_signature
 from swarm.store.leases import Lease, task_lease
+from swarm.store.outages import STORE_OUTAGES
 from workers import leases, process
 
 log = logging.getLogger(__name__)
@@ -58,7 +61,12 @@ def retry_later(
     )
     held = leases.run_lease(task)
     lease = held if held is not None else task_lease(job_id, str(request.id))
-    defer(lease, countdown_s, signature)
+    try:
+        defer(lease, countdown_s, signature)
+    except STORE_OUTAGES as exc:  # Redis went away since the run: the broker holds it
+        log.warning("swarm: Redis unreachable (%s); %s waits in the broker", exc, request.id)
+        fallback: Exception = task.retry(args=args, countdown=countdown_s, throw=False)
+        return fallback
     retry = Retry(when=countdown_s, sig=signature)
     return retry
 
