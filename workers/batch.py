@@ -4,10 +4,10 @@
 job's chord like a sub-agent task: it returns once every node of its file has an envelope,
 and until then each run does one step (swarm.batch.poll) and sends itself again with a
 countdown, so no worker thread waits on a batch. Its message is leased like a sub-agent's
-(workers.leases): a worker killed while holding it (running, or holding its countdown)
-lets the lease lapse and a sweeper sends it again. A cancelled batch that has not ended
-leaves a settle task (``<job>-batch<i>-settle``, outside the chord) that records what the
-gateway billed for it once it ends.
+(workers.leases): a worker killed while running it lets the lease lapse and a sweeper
+sends it again; between two steps it waits in Redis (workers.deferral), not in a worker.
+A cancelled batch that has not ended leaves a settle task (``<job>-batch<i>-settle``,
+outside the chord) that records what the gateway billed for it once it ends.
 """
 
 from __future__ import annotations
@@ -23,10 +23,12 @@ from swarm.errors import LeaseLostError
 from swarm.jobs.queueing import BATCH_POLL_TASK
 from swarm.jobs.taskrepr import NO_KWARGS
 from swarm.store.outages import STORE_OUTAGES
-from workers import leases, process
+from workers import deferral, leases, process
 from workers.tasks import again_later
 
 log = logging.getLogger(__name__)
+SETTLE_AFTER_S = 1.0
+"""Countdown of a settle task's first step."""
 
 
 def poll(
@@ -45,18 +47,22 @@ def poll(
     except LeaseLostError:
         raise Ignore() from None  # taken over while this process was frozen or cut off
     if not outcome.done:
-        raise self.retry(countdown=outcome.countdown_s) from None
+        raise deferral.retry_later(self, job_id, outcome.countdown_s) from None
     if outcome.settle_later:
-        self.app.signature(
+        settle_id = f"{job_id}-batch{index}-settle"
+        settle_step = self.app.signature(
             BATCH_POLL_TASK,
             args=(job_id, node_ids, index),
             kwargs={"settle": True},
             queue=rt.catalog.model(outcome.state.model).queue,
-            task_id=f"{job_id}-batch{index}-settle",
+            task_id=settle_id,
             argsrepr=f"job={job_id} batch file {index} (settle)",
             kwargsrepr=NO_KWARGS,
-            countdown=1.0,
-        ).apply_async()
+        )
+        if rt.leases is None:
+            settle_step.apply_async(countdown=SETTLE_AFTER_S)
+        else:
+            deferral.send_later(job_id, settle_id, settle_step, SETTLE_AFTER_S)
     state = outcome.state
     log.info("job %s batch file %d: %s, %d nodes, %d live", job_id, index, state.status,
              len(state.node_ids), state.live_nodes)  # fmt: skip

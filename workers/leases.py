@@ -24,9 +24,14 @@ the stored envelopes and counts it); released, nothing would ever send it again.
 
 from __future__ import annotations
 
+import heapq
 import logging
+import math
+import os
 import random
+import signal
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -37,15 +42,28 @@ from celery.exceptions import Ignore
 
 from swarm.calls.runtime import Runtime
 from swarm.errors import LeaseLostError
-from swarm.jobs.queueing import AGGREGATE_TASK, BATCH_POLL_TASK, SUBAGENT_TASK, SUBAGENTS_TASK
+from swarm.jobs.queueing import (
+    AGGREGATE_TASK,
+    BATCH_POLL_TASK,
+    SUBAGENT_TASK,
+    SUBAGENTS_TASK,
+    WATCH_TASK,
+)
 from swarm.jobs.takeover import resend_signature, sweep, sweep_every_s
 from swarm.store.leases import Lease, task_lease
 from swarm.store.outages import STORE_OUTAGES
 from workers import process
 
 log = logging.getLogger(__name__)
-LEASED_TASKS = frozenset({SUBAGENT_TASK, SUBAGENTS_TASK, AGGREGATE_TASK, BATCH_POLL_TASK})
-"""Tasks whose messages are leased (the watch chain is not: it is its own watchdog)."""
+LEASED_TASKS = frozenset(
+    {SUBAGENT_TASK, SUBAGENTS_TASK, AGGREGATE_TASK, BATCH_POLL_TASK, WATCH_TASK}
+)
+"""Tasks whose messages are leased (the watch too: a worker killed while checking would
+hold the job's watch chain until the visibility timeout)."""
+KILL_ON_RECEIPT = os.environ.get("SWARM_TEST_SIGKILL_ON_RECEIPT", "")
+"""Tests only: the name of a leased task whose next run (``retries`` of 1 or more), once
+received, SIGKILLs this worker before it is leased and after the run before it released
+its lease (the window no lease covers: swarm.jobs.lost_messages)."""
 
 RECEIPT_TOKEN = "swarm_lease_token"
 """Field added to a delivery's request on receipt: the fencing token of its lease (Celery
@@ -72,6 +90,8 @@ def on_received(request: Any = None, **_: Any) -> None:
     job_id = job_of(str(request.name), request.args)
     if job_id is None:
         return
+    if request.name == KILL_ON_RECEIPT and request.request_dict.get("retries"):
+        _kill_unleased(rt, job_id, str(request.id))
     context = message_context(request)
     try:
         lease = _take(rt, job_id, str(request.id), request.task.signature_from_request(context))
@@ -79,6 +99,16 @@ def on_received(request: Any = None, **_: Any) -> None:
         log.debug("swarm: no lease for %s (%s); the broker redelivers it", request.id, exc)
         return
     request.request_dict[RECEIPT_TOKEN] = lease.token
+
+
+def _kill_unleased(rt: Runtime, job_id: str, task_id: str) -> None:
+    """Tests only (KILL_ON_RECEIPT): wait (5 s at most) until no run holds the task's lease,
+    then SIGKILL this process, the message received and not leased."""
+    deadline = time.monotonic() + 5.0
+    while rt.store.held_tasks(job_id, [task_id]) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    log.warning("swarm: SWARM_TEST_SIGKILL_ON_RECEIPT: killing this worker on %s", task_id)
+    os.kill(os.getpid(), signal.SIGKILL)
 
 
 def message_context(request: Any) -> Context:
@@ -127,6 +157,14 @@ def held(task: Task, job_id: str) -> Iterator[Lease | None]:
         raise Ignore()
 
 
+def run_lease(task: Task) -> Lease | None:
+    """The lease of ``task``'s current run, handed over to the caller: ``on_postrun`` will
+    neither renew nor release it (workers.deferral releases it as it defers the task)."""
+    lease = getattr(task.request, RUN_LEASE, None)
+    setattr(task.request, RUN_LEASE, None)
+    return lease if isinstance(lease, Lease) else None
+
+
 def _let_go(rt: Runtime, request: Context, lease: Lease) -> None:
     """Stop renewing the run's lease without releasing it (``on_postrun`` will not)."""
     assert rt.leases is not None
@@ -172,25 +210,60 @@ def _release(rt: Runtime, lease: Lease) -> None:
         log.debug("swarm: could not release lease %s (%s)", lease.member, exc)
 
 
+WAKE_SLACK_S = 0.01
+"""A sweeper woken for a deferred task sweeps this long after its due time."""
+_sweeper: Sweeper | None = None
+"""This process's sweeper (None in the embedded mode and outside workers)."""
+
+
+def wake_sweeper_in(delay_s: float) -> None:
+    """Make this process's sweeper sweep in ``delay_s`` (a task it deferred falls due)."""
+    if _sweeper is not None:
+        _sweeper.wake_in(delay_s)
+
+
 class Sweeper:
-    """The thread that sweeps the lapse index for one worker process."""
+    """The thread that sweeps the lapse index for one worker process: every
+    ``sweep_every_s`` (jittered), and when a task this process deferred falls due."""
 
     def __init__(self, app: Any, rt: Runtime) -> None:
         self.app = app
         self.rt = rt
-        self._stop = threading.Event()
+        self._stopped = False
+        self._due: list[float] = []
+        self._cond = threading.Condition()
         self._thread = threading.Thread(target=self._run, name="swarm-sweeper", daemon=True)
 
     def start(self) -> None:
         self._thread.start()
 
     def stop(self) -> None:
-        self._stop.set()
+        with self._cond:
+            self._stopped = True
+            self._cond.notify()
+
+    def wake_in(self, delay_s: float) -> None:
+        with self._cond:
+            heapq.heappush(self._due, time.monotonic() + max(delay_s, 0.0) + WAKE_SLACK_S)
+            self._cond.notify()
+
+    def _wait(self, until: float) -> bool:
+        """Wait until ``until`` (monotonic) or an earlier due time; False once stopped."""
+        with self._cond:
+            while not self._stopped:
+                now = time.monotonic()
+                wake = min(until, self._due[0] if self._due else math.inf)
+                if wake <= now:
+                    while self._due and self._due[0] <= now:
+                        heapq.heappop(self._due)
+                    return True
+                self._cond.wait(wake - now)
+            return False
 
     def _run(self) -> None:
         every_s = sweep_every_s(self.rt.settings.lease_s)
         # Spread the sweeps of workers started together over the interval.
-        while not self._stop.wait(every_s * random.uniform(0.8, 1.2)):
+        while self._wait(time.monotonic() + every_s * random.uniform(0.8, 1.2)):
             try:
                 sweep(self.rt.store, self.app)
             except Exception as exc:  # Redis or the broker down: the next sweep tries again
@@ -208,9 +281,12 @@ class SweeperStep(bootsteps.StartStopStep):  # type: ignore[misc]  # celery is u
         rt = process.get()
         if rt.leases is None:
             return
-        self.sweeper = Sweeper(worker.app, rt)
+        global _sweeper
+        self.sweeper = _sweeper = Sweeper(worker.app, rt)
         self.sweeper.start()
 
     def stop(self, worker: Any) -> None:
+        global _sweeper
         if self.sweeper is not None:
             self.sweeper.stop()
+            _sweeper = None

@@ -24,7 +24,7 @@ from swarm.jobs.queueing import AGGREGATE_TASK, PLAN_TASK, SUBAGENT_TASK, SUBAGE
 from swarm.jobs.subagent import run_node
 from swarm.jobs.watchdog import Action, Seen, check_every_s, check_job, probe_job
 from swarm.store.outages import STORE_OUTAGES
-from workers import intake, leases, outcomes, process
+from workers import deferral, intake, leases, outcomes, process
 
 log = logging.getLogger(__name__)
 STORE_RETRY_S = 2.0
@@ -56,7 +56,7 @@ def subagent(
             )
     except RetryLater as later:
         args = (job_id, node_id, pack_progress(progress_of(later)))
-        raise self.retry(args=args, countdown=later.delay_s) from None
+        raise deferral.retry_later(self, job_id, later.delay_s, args) from None
     except STORE_OUTAGES as exc:
         raise again_later(self, exc) from None
     except LeaseLostError:
@@ -93,7 +93,7 @@ def subagents(
         raise Ignore() from None  # taken over while this process was frozen or cut off
     if outcome.requeue:
         args = (job_id, list(outcome.requeue), pack_progress(outcome.progress))
-        raise self.retry(args=args, countdown=outcome.delay_s) from None
+        raise deferral.retry_later(self, job_id, outcome.delay_s, args) from None
     ok = sum(1 for env in outcome.envelopes if env.ok)
     outcomes.log_nodes(job_id, outcome.envelopes)
     return {"job_id": job_id, "nodes": len(node_ids), "ok": ok}
@@ -132,9 +132,10 @@ def watch(self: Task, job_id: str, seen: dict[str, Any] | None = None) -> dict[s
     the next check (same task id) until the job has its report."""
     rt = process.get()
     try:
-        check = check_job(rt.store, rt.settings, job_id, Seen.load(seen))
-        if check.action is Action.PROBE:
-            check = probe_job(self.app, rt.store, rt.catalog, rt.settings, job_id, check)
+        with leases.held(self, job_id):
+            check = check_job(rt.store, rt.settings, job_id, Seen.load(seen))
+            if check.action is Action.PROBE:
+                check = probe_job(self.app, rt.store, rt.catalog, rt.settings, job_id, check)
     except STORE_OUTAGES as exc:
         raise again_later(self, exc) from None
     except LeaseLostError:
@@ -152,7 +153,8 @@ def watch(self: Task, job_id: str, seen: dict[str, Any] | None = None) -> dict[s
         client = SwarmClient(rt.settings, rt.catalog, rt.store, self.app)
         suffix = f"-w{check.seen.resends}"
         client.fan_out(rt.store.spec(job_id), only=only, suffix=suffix, watch=False)
-    raise self.retry(args=(job_id, asdict(check.seen)), countdown=check_every_s(rt.settings))
+    next_check = (job_id, asdict(check.seen))
+    raise deferral.retry_later(self, job_id, check_every_s(rt.settings), next_check)
 
 
 def again_later(task: Task, exc: Exception) -> Exception:

@@ -494,7 +494,7 @@ class SwarmClient(AbstractContextManager["SwarmClient"]):
             send_chord(self.app, header, body, uuid.uuid4().hex, on_sent=counted.sent)
         counted.done()
         if watch:
-            send_watch(self.app, self.settings, spec, aggregate_queue, suffix)
+            send_watch(self.app, self.settings, spec, aggregate_queue, suffix, self.store)
 
 
 def agent_bound(

@@ -198,5 +198,8 @@ class SwarmHandle:
 
     def cancel(self) -> None:
         """Stop the job: nodes that have not called the gateway end as cancelled without
-        calling it; calls in flight finish and are billed; the report says cancelled."""
+        calling it; calls in flight finish and are billed; the report says cancelled.
+        Nodes waiting in a countdown (a requeue, a batch's next poll) run at once, to end."""
         self._store.cancel(self.id)
+        hastened = self._store.hasten_deferred(self.id)
+        log.debug("job %s cancelled: %d deferred task(s) due now", self.id, hastened)

@@ -12,6 +12,9 @@ lease is renewed, so it has not lapsed). The chord counts a task id once, so the
 message and the broker's own redelivery of the original (Redis after the visibility
 timeout, AMQP when the dead worker's connection closes) complete the same member; the
 later of them calls nothing.
+
+The same index holds deferred tasks (workers.deferral): a task's next run, listed as due
+at the end of its countdown with no lease set, is sent by the sweep that finds it due.
 """
 
 from __future__ import annotations
@@ -45,7 +48,15 @@ def resend_signature(signature: Signature) -> str:
 
 
 def sweep(store: JobStore, app: Celery, limit: int = SWEEP_LIMIT) -> int:
-    """Send again every lapsed task this sweeper wins; how many it sent."""
+    """Send every lapsed (or deferred and due) task this sweeper wins, ``limit`` at a time
+    while whole batches are sent; how many it sent."""
+    sent = 0
+    while (batch := _sweep_once(store, app, limit)) == limit:
+        sent += batch
+    return sent + batch
+
+
+def _sweep_once(store: JobStore, app: Celery, limit: int) -> int:
     sent = 0
     for member in store.lapsed_tasks(limit):
         raw = store.take_lapse(member)

@@ -44,11 +44,13 @@ from swarm.catalog import Catalog
 from swarm.errors import JobNotFoundError
 from swarm.jobs.lost_messages import ProbeVerdict, probe, probe_after_s, probes_broker
 from swarm.jobs.queueing import WATCH_TASK
+from swarm.jobs.takeover import resend_signature
 from swarm.jobs.taskrepr import NO_KWARGS
 from swarm.records import JobSpec
 from swarm.settings import Settings
 from swarm.store import JobStore, Progress
 from swarm.store.batches import batch_store
+from swarm.store.leases import task_lease
 
 log = logging.getLogger(__name__)
 MAX_RESENDS = 2
@@ -247,18 +249,30 @@ def missing_nodes(store: JobStore, spec: JobSpec, page: int) -> tuple[str, ...]:
 
 
 def send_watch(
-    app: Celery, settings: Settings, spec: JobSpec, queue: str, suffix: str = ""
+    app: Celery,
+    settings: Settings,
+    spec: JobSpec,
+    queue: str,
+    suffix: str = "",
+    store: JobStore | None = None,
 ) -> None:
-    """Start the watch chain of a fan-out (on ``queue``, the aggregation's); nothing in
-    embedded mode, where the broker and the workers live and die with one process."""
+    """Start the watch chain of a fan-out (on ``queue``, the aggregation's): its first check
+    deferred in ``store`` (a sweeper sends it when due: workers.deferral), or without a
+    store a countdown message; nothing in embedded mode, where the broker and the workers
+    live and die with one process."""
     if settings.embedded:
         return
-    app.signature(
+    task_id = f"{spec.job_id}-watch{suffix}"
+    signature = app.signature(
         WATCH_TASK,
         args=(spec.job_id, None),
         queue=queue,
-        task_id=f"{spec.job_id}-watch{suffix}",
+        task_id=task_id,
         argsrepr=f"job={spec.job_id}",
         kwargsrepr=NO_KWARGS,
-        countdown=check_every_s(settings),
-    ).apply_async()
+    )
+    if store is None:
+        signature.apply_async(countdown=check_every_s(settings))
+        return
+    lease = task_lease(spec.job_id, task_id, "")
+    store.defer_task(lease, check_every_s(settings), resend_signature(signature))

@@ -321,6 +321,19 @@ class JobStore(ABC):
         same message takes it over) and keep ``signature``, the JSON that sends it again."""
 
     @abstractmethod
+    def defer_task(self, lease: Lease, delay_s: float, signature: str) -> None:
+        """Keep ``signature`` (the JSON that sends task ``lease``'s message) and list its
+        member in the lapse index as due in ``delay_s``, so that a sweeper sends it then:
+        a message that must run later waits here, not in one worker's memory. A lease
+        held with ``lease``'s token (the run that defers its own next run) is released;
+        a lease another run holds stays, and its run's lease decides."""
+
+    @abstractmethod
+    def hasten_deferred(self, job_id: str) -> int:
+        """Make every deferred task of ``job_id`` (in the index, no run holding its lease)
+        due now; how many (a cancel: the nodes waiting in countdowns end at once)."""
+
+    @abstractmethod
     def renew_leases(self, leases: Sequence[Lease], ttl_s: float) -> set[Lease]:
         """Extend each lease still held with its token by ``ttl_s``; the ones lost."""
 

@@ -265,6 +265,26 @@ class MemoryJobStore(JobStore):
             job.leases[lease.name] = (lease.token, time.monotonic() + ttl_s)
             job.signatures[lease.name.removeprefix(TASK)] = signature
 
+    def defer_task(self, lease: Lease, delay_s: float, signature: str) -> None:
+        with self._lock:
+            job = self._job(lease.job_id)
+            job.signatures[lease.name.removeprefix(TASK)] = signature
+            held = job.leases.get(lease.name)
+            if held is None or held[0] == lease.token:
+                job.leases[lease.name] = ("", time.monotonic() + delay_s)
+
+    def hasten_deferred(self, job_id: str) -> int:
+        now = time.monotonic()
+        with self._lock:
+            job = self._jobs.get(job_id)
+            if job is None:
+                return 0
+            leases = job.leases.items()
+            waiting = [n for n, (token, _) in leases if n.startswith(TASK) and not token]
+            for name in waiting:
+                job.leases[name] = ("", now)
+            return len(waiting)
+
     def renew_leases(self, leases: Sequence[Lease], ttl_s: float) -> set[Lease]:
         lost: set[Lease] = set()
         with self._lock:

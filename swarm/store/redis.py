@@ -703,6 +703,46 @@ class RedisJobStore(JobStore):
 
         self._durable.write(write)
 
+    def defer_task(self, lease: Lease, delay_s: float, signature: str) -> None:
+        """One round trip, in this order: the signature, the index member due in
+        ``delay_s``, then the run's own lease released (a prefix of it that ran is safe:
+        a lease left set lapses within its lifetime, and the due member is sent then).
+        Durable (WAIT), as a lease is."""
+        task_id = lease.name.partition(":")[2]
+        resend = _key(lease.job_id, "resend")
+        due_ms = max(int(delay_s * 1000), 0)
+
+        def write(pipe: Any) -> None:
+            pipe.hset(resend, task_id, signature)
+            pipe.expire(resend, self._ttl_s)
+            self._scripts.run(IndexArgs(LEASE_INDEX, due_ms, "add", (lease.member,)), client=pipe)
+            self._scripts.run(UnclaimArgs(_key(lease.job_id, lease.name), lease.token), client=pipe)
+
+        self._durable.write(write)
+
+    def hasten_deferred(self, job_id: str) -> int:
+        """Three round trips: the job's task ids (its resend hash), which of them are listed
+        and not leased, then those moved to now (``XX``: a member a sweeper took meanwhile
+        stays off; one a run leased meanwhile is moved back by the run's next renewal)."""
+        task_ids = [str(t) for t in self._r.hkeys(_key(job_id, "resend"))]
+        if not task_ids:
+            return 0
+        members = [Lease(job_id, f"{TASK}{task_id}", "").member for task_id in task_ids]
+        pipe = self._r.pipeline(transaction=False)
+        for task_id, member in zip(task_ids, members, strict=True):
+            pipe.exists(_key(job_id, f"{TASK}{task_id}"))
+            pipe.zscore(LEASE_INDEX, member)
+        found = pipe.execute()
+        waiting = [
+            member
+            for member, leased, due in zip(members, found[::2], found[1::2], strict=True)
+            if not leased and due is not None
+        ]
+        if not waiting:
+            return 0
+        self._scripts.run(IndexArgs(LEASE_INDEX, 0, "renew", tuple(waiting)))
+        return len(waiting)
+
     def renew_leases(self, leases: Sequence[Lease], ttl_s: float) -> set[Lease]:
         """One round trip renews every lease (one script per job), a second moves the
         renewed task leases' expiry in the lapse index."""

@@ -167,3 +167,27 @@ def test_pipelined_lease_scripts_need_no_loading_and_no_script_exists(redis_url:
     assert jobs.held_tasks("job", ["t1"]) == {"t1"}
     after = client.info("commandstats").get("cmdstat_script|exists", {}).get("calls", 0)
     assert after == before  # each pipeline was one round trip
+
+
+def test_a_deferred_task_waits_held_until_due_and_a_cancel_hastens_it(store: JobStore) -> None:  # noqa: F811
+    """workers.deferral: a run defers its task's next run; the run's own lease goes with it,
+    the task stays held (the watchdog's probe does not call it lost) and falls due."""
+    store.create_job(spec(), ["a", "b", "c"])
+    run, other = task_lease("job", "t1"), task_lease("job", "t2")
+    store.take_task_lease(run, 5, SIGNATURE)
+    store.defer_task(run, 60, SIGNATURE)
+    store.defer_task(task_lease("job", "t3", ""), 0.1, SIGNATURE)  # a new message, unleased
+    store.take_task_lease(other, 5, SIGNATURE)
+    store.defer_task(task_lease("job", "t2"), 0.1, SIGNATURE)  # another run's lease stays
+    assert store.renew_leases([run], 5) == {run}  # released by its deferral
+    assert store.held_tasks("job", ["t1", "t2", "t3"]) == {"t1", "t2", "t3"}
+    deadline = time.monotonic() + 5
+    while task_lease("job", "t3").member not in store.lapsed_tasks(10):
+        assert time.monotonic() < deadline, "the deferred task never fell due"
+        time.sleep(0.05)
+    assert store.take_lapse(other.member) is None  # its run's lease lives
+    assert store.take_lapse(task_lease("job", "t3").member) == SIGNATURE
+    assert store.renew_leases([other], 5) == set()
+    assert store.hasten_deferred("job") == 1  # t1: t2 is leased, t3 was sent
+    assert store.lapsed_tasks(10) == [run.member]
+    assert store.take_lapse(run.member) == SIGNATURE
