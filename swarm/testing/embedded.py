@@ -22,6 +22,7 @@ from kombu.exceptions import OperationalError
 
 from swarm.calls.admission import AdmissionPolicy, MemoryAdmission
 from swarm.calls.admission.backend import BackendAdmission
+from swarm.calls.backend_health import BackendHealth, HealthPolicy
 from swarm.calls.gateway import backend_clients, backend_endpoints, make_client
 from swarm.calls.hedging import HedgePolicy, Hedger, LatencySketch
 from swarm.calls.local.abandoned import AbandonedPermits
@@ -108,6 +109,7 @@ def embedded_swarm(
         settings, catalog, store, client, admission=admission, hedger=hedger,
         backend_clients=clients, overtime=Overtime.from_settings(settings),
         abandoned=AbandonedPermits.from_settings(settings),
+        health=BackendHealth(policy=HealthPolicy.from_settings(settings)),
     )  # fmt: skip
     worker_process.install(runtime)
     try:
