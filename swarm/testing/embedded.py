@@ -37,6 +37,7 @@ from swarm.store import MemoryJobStore
 
 DEMO_SIM = SimConfig(latency_p50_ms=300, latency_p99_ms=900, seed=7)
 """The simulated gateway of `swarm demo` and `swarm run --simulate`."""
+log = logging.getLogger(__name__)
 SIMULATED_KEY = "simulated"
 """The key sent to the built-in simulator (it asks for none)."""
 
@@ -56,6 +57,7 @@ def in_process_worker(app: Celery, concurrency: int, join_s: float | None) -> It
     drain timeout of its blocking loop; with ``join_s=None`` we only ask it to stop (the
     CLI exits right after, and nothing is left running by then).
     """
+    _after_unjoined_worker()
     setup_app_for_worker(app, "WARNING", None)
     worker = TestWorkController(
         app=app,
@@ -78,6 +80,25 @@ def in_process_worker(app: Celery, concurrency: int, join_s: float | None) -> It
         if join_s is not None:
             thread.join(join_s)
             worker_state.should_terminate = None
+        else:
+            _UNJOINED.append(thread)
+
+
+_UNJOINED: list[threading.Thread] = []
+"""Workers asked to stop but not joined (``join_s=None``: a CLI that exits right after)."""
+
+
+def _after_unjoined_worker(timeout_s: float = 30.0) -> None:
+    """Before another in-process worker starts: wait for the workers asked to stop without a
+    join (a CLI run inside a longer-lived process, e.g. a test's CliRunner), then clear
+    Celery's per-process stop flag, which they left set: a worker started while it is set
+    stops before it is ready, and ``ensure_started`` would wait forever."""
+    while _UNJOINED:
+        thread = _UNJOINED.pop()
+        thread.join(timeout_s)
+        log.debug("swarm: an unjoined in-process worker %s", "stopped" if not thread.is_alive()
+                  else f"still runs after {timeout_s} s")  # fmt: skip
+    worker_state.should_terminate = None
 
 
 @contextmanager

@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import asyncio
 import time
+from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
 import swarm
 import swarm.testing
 from swarm import AsyncSwarmClient, Report
+from swarm.cli.main import main
 from workers import process
 
 HELD_AGGREGATION = "Merge the results. [[sim:latency_ms=800]]"
@@ -84,3 +87,16 @@ def test_a_job_carries_its_tenant_to_every_call() -> None:
         assert client.store.spec(client.submit(["c"], "S").id).tenant == "default"
         with pytest.raises(swarm.InputError, match="invalid tenant"):
             client.submit(["a"], "Summarise", tenant="team a")
+
+
+def test_an_embedded_swarm_starts_after_a_cli_run_in_the_same_process(tmp_path: Path) -> None:
+    """The CLI's embedded mode asks its worker to stop without joining it (the process exits
+    next); run inside a longer-lived process, the next in-process worker still starts."""
+    path = tmp_path / "in.txt"
+    path.write_text("an input")
+    env = {name: None for name in ("SWARM_BROKER_URL", "SWARM_BASE_URL", "SWARM_CONFIG")}
+    done = CliRunner().invoke(main, ["run", str(path), "--simulate", "--json"], env=env)
+    assert done.exit_code == 0, done.output
+    with swarm.testing.embedded(latency_ms=10) as client:
+        report = client.submit(["a"], "Summarise").wait(timeout=30)
+    assert report.status == "succeeded"
