@@ -88,37 +88,39 @@ def first_errors(nodes: Iterable[Mapping[str, Any]]) -> dict[str, str]:
 
 
 def _models_table(report: dict[str, Any]) -> Table:
+    """Calls, tokens and cost per model and in total; the reasoning and cache-saved columns
+    only when some model has them (a narrow terminal keeps the model names whole)."""
     simulated = bool(report.get(SIMULATED))
     title = "calls, tokens and cost per model"
     if simulated:
         title += " (SIMULATED gateway: nothing was billed)"
-    table = Table(title=title)
-    cost = "cost USD (simulated)" if simulated else "cost USD"
-    for col in ("model", "calls", "prompt", "cached", "completion", "reasoning", cost,
-                "cache saved"):  # fmt: skip
-        table.add_column(col, justify="left" if col == "model" else "right")
-    for name, line in report["models"].items():
-        table.add_row(
-            name,
-            str(line["calls"]),
-            str(line["prompt_tokens"]),
-            str(line.get("cached_tokens", 0)),
-            str(line["completion_tokens"]),
-            str(line.get("reasoning_tokens", 0)),
-            usd_text(line["cost_usd"], sign=False),
-            usd_text(line.get("cache_saved_usd", 0.0), sign=False),
-        )
+    models = report["models"]
     usage = report["usage"]
-    table.add_row(
-        "[bold]total",
-        str(sum(m["calls"] for m in report["models"].values())),
-        str(usage["prompt_tokens"]),
-        str(usage["cached_tokens"]),
-        str(usage["completion_tokens"]),
-        str(usage.get("reasoning_tokens", 0)),
+    saved = sum(m.get("cache_saved_usd", 0.0) for m in models.values())
+    columns: list[tuple[str, Callable[[Mapping[str, Any]], str], str]] = [
+        ("calls", lambda m: str(m["calls"]), str(sum(m["calls"] for m in models.values()))),
+        ("prompt", lambda m: str(m["prompt_tokens"]), str(usage["prompt_tokens"])),
+        ("cached", lambda m: str(m.get("cached_tokens", 0)), str(usage["cached_tokens"])),
+        ("completion", lambda m: str(m["completion_tokens"]), str(usage["completion_tokens"])),
+    ]
+    if usage.get("reasoning_tokens"):
+        columns.append(("reasoning", lambda m: str(m.get("reasoning_tokens", 0)),
+                        str(usage["reasoning_tokens"])))  # fmt: skip
+    columns.append((
+        "cost USD (simulated)" if simulated else "cost USD",
+        lambda m: usd_text(m["cost_usd"], sign=False),
         usd_text(report["cost_usd"], sign=False),
-        usd_text(sum(m.get("cache_saved_usd", 0.0) for m in report["models"].values()), sign=False),
-    )
+    ))  # fmt: skip
+    if saved:
+        columns.append(("cache saved", lambda m: usd_text(m.get("cache_saved_usd", 0.0),
+                        sign=False), usd_text(saved, sign=False)))  # fmt: skip
+    table = Table(title=title)
+    table.add_column("model", justify="left")
+    for header, _, _ in columns:
+        table.add_column(header, justify="right")
+    for name, line in models.items():
+        table.add_row(name, *(cell(line) for _, cell, _ in columns))
+    table.add_row("[bold]total", *(total for _, _, total in columns))
     return table
 
 

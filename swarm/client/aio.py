@@ -101,6 +101,7 @@ class AsyncSwarmClient:
         api_key: str | None = None,
         config: str | Path | None = None,
         check_gateway: bool = True,
+        check_requests: bool = False,
         client: SwarmClient | None = None,
     ) -> None:
         if client is not None:
@@ -109,6 +110,7 @@ class AsyncSwarmClient:
         self.sync = SwarmClient(
             settings, catalog, store, app, broker_url=broker_url, result_url=result_url,
             base_url=base_url, api_key=api_key, config=config, check_gateway=check_gateway,
+            check_requests=check_requests,
         )  # fmt: skip
 
     async def __aenter__(self) -> AsyncSwarmClient:
