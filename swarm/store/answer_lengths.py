@@ -28,6 +28,9 @@ MIN_CALLS = 5
 """Answers a model needs before its learned length is used."""
 DEFAULT_SHARE = 0.25
 """Typical answer as a share of the catalog's max_tokens, until learned."""
+KEEP_S = 30 * 86_400
+"""The counts expire this long after the last job added to them (every key swarm writes
+expires; a model unused for a month starts again from the catalog's share)."""
 
 Answers = Mapping[tuple[str, str], tuple[int, int]]
 """(model, kind) -> (completion tokens, answers)."""
@@ -59,6 +62,7 @@ def record(store: JobStore, answers: Answers) -> None:
     pipe = store.redis.pipeline(transaction=False)  # type: ignore[attr-defined]
     for field, amount in fields.items():
         pipe.hincrby(KEY, field, amount)
+    pipe.expire(KEY, KEEP_S)
     pipe.execute()
 
 

@@ -176,11 +176,14 @@ def test_a_redelivered_task_reuses_the_stored_answer(cs: CostStack, redis_server
         time.sleep(0.05)
     assert again.ok and again.content == original.content
     assert cs.stack.stats()["requests"] == 0  # no second call for that node
-    # Resuming the finished job aggregates again over the same results: the aggregation's
-    # answer is reused too, so nothing is billed twice and the report is rewritten.
+    # Resuming the succeeded job is a no-op that says so: nothing is sent, nothing billed
+    # twice, and the stored report stays as it was.
+    stored = client.store.report(handle.id)
     resumed = run_cli(["resume", handle.id, "--json"], cs.env)
     assert resumed.returncode == 0, resumed.stderr
-    assert json.loads(resumed.stdout)["final"] == report["final"]
+    assert "nothing to resume" in resumed.stderr and resumed.stdout == ""
+    assert client.store.report(handle.id) == stored and stored is not None
+    assert stored["final"] == report["final"]
     assert cs.stack.stats()["requests"] == 0
     assert (
         billed_calls(

@@ -21,7 +21,9 @@ from swarm.records import InputItem, Usage
 
 pytestmark = pytest.mark.integration
 
-FAST = {"SWARM_NODE_TIMEOUT_S": "2", "SWARM_BACKOFF_MAX_S": "0.5"}
+FAST = {"SWARM_NODE_TIMEOUT_S": "2", "SWARM_BACKOFF_MAX_S": "0.5", "SWARM_OUTAGE_MIN_CALLS": "1000"}
+"""Short timeouts; the outage rule off (every node times out at once here, which it would
+wait out as a gateway outage without spending the attempt this test counts)."""
 """A 2 s node timeout (100 times the usual 20 ms answer) and short backoffs."""
 OVERTIME_QUEUE, CLOSING_QUEUE = "llm.kimi-k2.5", "llm.gemini-2.5-flash"
 NODES = 4
