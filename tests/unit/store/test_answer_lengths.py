@@ -23,16 +23,20 @@ MakeRuntime = Callable[..., tuple[Runtime, MockGateway]]
 
 
 class FakeRedis:
-    """The two commands the module sends: HINCRBY (in a pipeline) and HMGET."""
+    """The commands the module sends: HINCRBY and EXPIRE (in a pipeline) and HMGET."""
 
     def __init__(self) -> None:
         self.hashes: dict[str, Counter[str]] = {}
+        self.ttls: dict[str, int] = {}
 
     def pipeline(self, transaction: bool = True) -> FakeRedis:
         return self
 
     def hincrby(self, key: str, field: str, amount: int) -> None:
         self.hashes.setdefault(key, Counter())[field] += amount
+
+    def expire(self, key: str, seconds: int) -> None:
+        self.ttls[key] = seconds
 
     def execute(self) -> None:
         pass
@@ -58,6 +62,8 @@ def test_answers_are_learned_per_model_and_kind_then_for_any_kind() -> None:
     for store in (MemoryJobStore(), RedisBacked()):
         answer_lengths.record(store, {("kimi-k2.5", "review"): (300 * (MIN_CALLS - 1), 4)})
         assert answer_lengths.learned(store, "kimi-k2.5", "review") is None  # too few yet
+        if isinstance(store, RedisBacked):  # the counts expire, as every key swarm writes
+            assert store.redis.ttls == {answer_lengths.KEY: answer_lengths.KEEP_S}
         answer_lengths.record(store, {("kimi-k2.5", "review"): (300, 1)})
         assert answer_lengths.learned(store, "kimi-k2.5", "review") == 300
         assert answer_lengths.learned(store, "kimi-k2.5", "extract") == 300  # any kind
