@@ -247,6 +247,10 @@ class NodeTask(Frozen):
         return tuple(dict.fromkeys((self.model, *self.fallback_models)))
 
 
+SPEC_OPTIONAL = ("trace_parent", "context")
+"""JobSpec fields added after its first release, None unless a job uses them."""
+
+
 class JobSpec(Frozen):
     """Everything a worker needs to run a job's nodes; stored once in the job store."""
 
@@ -301,6 +305,14 @@ class JobSpec(Frozen):
     cache (swarm.jobs.prompts); None: no shared context."""
     _index: dict[str, int] = PrivateAttr(default_factory=dict)
     _job_task: NodeTask | None = PrivateAttr(default=None)
+
+    def to_json(self) -> str:
+        """The spec as the store keeps it. The optional fields of SPEC_OPTIONAL are left
+        out while unset, so workers of the release before them (which refuse unknown
+        fields) still run the jobs that use none of them: during a rolling upgrade the
+        producers may be newer than the workers."""
+        unset = {name for name in SPEC_OPTIONAL if getattr(self, name) is None}
+        return self.model_dump_json(exclude=unset)
 
     def _position(self, node_id: str) -> int:
         if isinstance(self.node_ids, NodeIds):

@@ -252,7 +252,7 @@ class RedisJobStore(JobStore):
 
         def write(pipe: Any) -> None:
             pipe.expire(inputs, self._ttl_s)
-            spec_json = spec.model_dump_json()
+            spec_json = spec.to_json()
             pipe.set(_key(spec.job_id, "spec"), spec_json, ex=self._ttl_s)
             pipe.set(_key(spec.job_id, "rev"), spec_revision(spec_json), ex=self._ttl_s)
             if spec.budget_usd is not None:
@@ -812,7 +812,7 @@ class RedisJobStore(JobStore):
         self.spec(spec.job_id)
         job = spec.job_id
         cap = "" if spec.budget_usd is None else nusd_of_usd(spec.budget_usd)
-        spec_json = spec.model_dump_json()
+        spec_json = spec.to_json()
         args = ReopenArgs(
             report=_key(job, "report"),
             cancel=_key(job, "cancel"),
