@@ -23,23 +23,29 @@ COMPLETED = frozenset({"succeeded", "partial"})
 """Report statuses of a swarm that completed (the contract's exit status 0)."""
 
 
-def log_node(job_id: str, envelope: NodeEnvelope) -> None:
-    """``job J node N: ok on MODEL, 1 attempts, 1180 ms`` (a failure: its kind in place of
-    ``ok``, and its error after the figures)."""
+def node_line(job_id: str, envelope: NodeEnvelope) -> tuple[int, str]:
+    """``job J node N: ok on MODEL, 1 attempts, 1180 ms`` and its level (a failure: its
+    kind in place of ``ok``, its error after the figures, at WARNING)."""
+    outcome = envelope.error_kind or "ok"
+    head = (
+        f"job {job_id} node {envelope.node_id}: {outcome} on {envelope.model}, "
+        f"{envelope.attempts} attempts, {envelope.latency_ms} ms"
+    )
     if envelope.ok or envelope.error_kind in QUIET_KINDS:
-        log.info("job %s node %s: %s on %s, %d attempts, %d ms", job_id, envelope.node_id,
-                 envelope.error_kind or "ok", envelope.model, envelope.attempts,
-                 envelope.latency_ms)  # fmt: skip
-        return
-    log.warning("job %s node %s: %s on %s, %d attempts, %d ms: %s", job_id, envelope.node_id,
-                envelope.error_kind, envelope.model, envelope.attempts, envelope.latency_ms,
-                envelope.error)  # fmt: skip
+        return logging.INFO, head
+    return logging.WARNING, f"{head}: {envelope.error}"
 
 
 def log_nodes(job_id: str, envelopes: Iterable[NodeEnvelope]) -> None:
-    """log_node for each node of a task."""
+    """One line per node of a task, written as one log record per level: a batched task's
+    lines go out in one write, not one write (and one GIL hand-off) per node."""
+    by_level: dict[int, list[str]] = {}
     for envelope in envelopes:
-        log_node(job_id, envelope)
+        level, line = node_line(job_id, envelope)
+        by_level.setdefault(level, []).append(line)
+    for level, lines in sorted(by_level.items()):
+        if log.isEnabledFor(level):
+            log.log(level, "%s", "\n".join(lines))
 
 
 def log_report(job_id: str, report: Mapping[str, Any]) -> None:

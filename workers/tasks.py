@@ -61,7 +61,7 @@ def subagent(
         raise again_later(self, exc) from None
     except LeaseLostError:
         raise Ignore() from None  # taken over while this process was frozen or cut off
-    outcomes.log_node(job_id, envelope)
+    outcomes.log_nodes(job_id, [envelope])
     return {"node_id": envelope.node_id, "status": envelope.status}
 
 
