@@ -42,6 +42,7 @@ from celery.exceptions import Ignore
 
 from swarm.calls.runtime import Runtime
 from swarm.errors import LeaseLostError
+from swarm.jobs import takeover
 from swarm.jobs.queueing import (
     AGGREGATE_TASK,
     BATCH_POLL_TASK,
@@ -107,6 +108,9 @@ def _kill_unleased(rt: Runtime, job_id: str, task_id: str) -> None:
     deadline = time.monotonic() + 5.0
     while rt.store.held_tasks(job_id, [task_id]) and time.monotonic() < deadline:
         time.sleep(0.01)
+    # Not while this process's sweeper is between a lapse's take and its send: that is
+    # another window (takeover.SENDING), not the one this hook stands for.
+    takeover.SENDING.acquire(timeout=5.0)
     log.warning("swarm: SWARM_TEST_SIGKILL_ON_RECEIPT: killing this worker on %s", task_id)
     os.kill(os.getpid(), signal.SIGKILL)
 

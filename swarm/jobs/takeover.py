@@ -20,6 +20,7 @@ at the end of its countdown with no lease set, is sent by the sweep that finds i
 from __future__ import annotations
 
 import logging
+import threading
 
 from celery import Celery
 from celery.canvas import Signature
@@ -56,20 +57,32 @@ def sweep(store: JobStore, app: Celery, limit: int = SWEEP_LIMIT) -> int:
     return sent + batch
 
 
+SENDING = threading.Lock()
+"""Held from a lapse's take to its message's send. A process that dies in between loses
+that message until the job's watch finds the node stalled; the tests' kill-on-receipt
+hook (workers.leases) waits for it, so that it kills in the window it means to test."""
+
+
 def _sweep_once(store: JobStore, app: Celery, limit: int) -> int:
     sent = 0
     for member in store.lapsed_tasks(limit):
-        raw = store.take_lapse(member)
-        if raw is None:
-            continue
-        signature = Signature.from_dict(json.loads(raw), app=app)  # type: ignore[no-untyped-call]
-        log.debug("swarm takeover: lease %s lapsed; sending its message again", member)
-        try:
-            with tracing.resending(store, parse_member(member)[0], "takeover"):
-                signature.apply_async()  # in the job's trace (a span under its root)
-        except Exception as exc:  # the broker refused it: the next sweep tries again
-            log.debug("swarm takeover: could not send %s again (%s)", member, exc)
-            store.relist_lapse(member)
-            continue
-        sent += 1
+        with SENDING:
+            sent += _send_lapsed(store, app, member)
     return sent
+
+
+def _send_lapsed(store: JobStore, app: Celery, member: str) -> int:
+    """Take one lapse and send its message again: 1 when this sweeper sent it."""
+    raw = store.take_lapse(member)
+    if raw is None:
+        return 0
+    signature = Signature.from_dict(json.loads(raw), app=app)  # type: ignore[no-untyped-call]
+    log.debug("swarm takeover: lease %s lapsed; sending its message again", member)
+    try:
+        with tracing.resending(store, parse_member(member)[0], "takeover"):
+            signature.apply_async()  # in the job's trace (a span under its root)
+    except Exception as exc:  # the broker refused it: the next sweep tries again
+        log.debug("swarm takeover: could not send %s again (%s)", member, exc)
+        store.relist_lapse(member)
+        return 0
+    return 1
