@@ -12,7 +12,7 @@ from swarm.store.batches import FileState
 
 
 def deadline_line(spec: JobSpec, now: float | None = None) -> str | None:
-    """``deadline 2026-12-02 01:00:00 UTC (in 35 min)``, or None without a deadline."""
+    """``deadline YYYY-MM-DD HH:MM:SS UTC (in N min)``, or None without a deadline."""
     if spec.deadline_at is None:
         return None
     left_s = spec.deadline_at - (time.time() if now is None else now)
