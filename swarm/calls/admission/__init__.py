@@ -7,7 +7,6 @@
     memory    the in-process controller (embedded mode, unit tests)
     feedback  Retry-After / x-ratelimit-* parsing and AIMD steps (pure)
     gate      around one attempt: wait in the task, or RetryLater back to the queue
-    abandoned permits of requests past their deadline: held until they end or show they hang
 """
 
 from __future__ import annotations
@@ -16,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from swarm.calls.admission.base import (
     AdmissionController,
+    Ask,
     Decision,
     ModelCounters,
     Outcome,
@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 __all__ = [
     "AdmissionController",
     "AdmissionPolicy",
+    "Ask",
     "Decision",
     "MemoryAdmission",
     "ModelCounters",

@@ -13,11 +13,12 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from swarm.backends import BackendSpec
 from swarm.calls.admission.base import (
     AdmissionController,
+    Ask,
     Decision,
     ModelCounters,
     Outcome,
@@ -26,7 +27,6 @@ from swarm.calls.admission.base import (
     Permit,
     Verdict,
 )
-from swarm.calls.admission.shares import DEFAULT, Tenant
 from swarm.calls.local.adaptive import AdaptiveLimits
 from swarm.catalog import Catalog, ModelSpec
 from swarm.store.outages import STORE_OUTAGES
@@ -102,28 +102,19 @@ class BackendAdmission(AdmissionController):
             limit = min(self.adaptive.state(backend.name, cap).inflight_limit, cap)
         return backend_as_model(backend, limit)
 
-    def acquire(
-        self,
-        spec: ModelSpec,
-        job_id: str,
-        tokens: int,
-        lease_id: str | None = None,
-        reserve_s: float = 0.0,
-        tenant: Tenant = DEFAULT,
-        charge: int | None = None,
-    ) -> Decision:
+    def acquire(self, spec: ModelSpec, ask: Ask) -> Decision:
         """The backend's permit first, then the model's; a model refusal gives the
         backend's back."""
         backend = self.catalog.backend_of(spec)
         if not backend.has_limits:
-            return self.inner.acquire(spec, job_id, tokens, lease_id, reserve_s, tenant, charge)
-        lease_id = lease_id or unique_hex()
+            return self.inner.acquire(spec, ask)
+        ask = replace(ask, lease_id=ask.lease_id or unique_hex())
         bspec = self.backend_spec(backend)
-        first = self.inner.acquire(bspec, job_id, tokens, lease_id, reserve_s, tenant, charge)
+        first = self.inner.acquire(bspec, ask)
         if first.permit is None:
             return first
         try:
-            second = self.inner.acquire(spec, job_id, tokens, lease_id, reserve_s, tenant, charge)
+            second = self.inner.acquire(spec, ask)
             if second.permit is None:
                 self.inner.finish(bspec, first.permit, UNSENT)
                 return second
@@ -132,24 +123,16 @@ class BackendAdmission(AdmissionController):
         except STORE_OUTAGES:  # Redis unreachable: the backend's permit is let go
             self._let_go(bspec, first.permit)
             raise
-        self._held[lease_id] = _Held(bspec, first.permit, self.clock() + start_in_s, inflight)
+        held = _Held(bspec, first.permit, self.clock() + start_in_s, inflight)
+        self._held[first.permit.lease_id] = held
         return Decision(second.permit, start_in_s=start_in_s)
 
-    def acquire_later(
-        self,
-        spec: ModelSpec,
-        job_id: str,
-        tokens: int,
-        lease_id: str,
-        reserve_s: float = 0.0,
-        tenant: Tenant = DEFAULT,
-        charge: int | None = None,
-    ) -> PendingAcquire:
+    def acquire_later(self, spec: ModelSpec, ask: Ask) -> PendingAcquire:
         """The model's own (queued with the store's write) when the backend has no limits;
         otherwise ``acquire`` asked alone when the store runs it."""
         if self.catalog.backend_of(spec).has_limits:
-            return super().acquire_later(spec, job_id, tokens, lease_id, reserve_s, tenant, charge)
-        return self.inner.acquire_later(spec, job_id, tokens, lease_id, reserve_s, tenant, charge)
+            return super().acquire_later(spec, ask)
+        return self.inner.acquire_later(spec, ask)
 
     def _let_go(self, spec: ModelSpec, permit: Permit) -> None:
         """Give ``permit`` back, or at least stop renewing it (it lapses) when Redis

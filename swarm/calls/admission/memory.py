@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from swarm.calls.admission.base import (
     RATE_REFUSALS,
     AdmissionController,
+    Ask,
     Decision,
     ModelCounters,
     Outcome,
@@ -45,7 +46,6 @@ from swarm.calls.admission.limits import (
     window_wait_ms,
 )
 from swarm.calls.admission.shares import (
-    DEFAULT,
     Hold,
     Tenant,
     Use,
@@ -150,35 +150,26 @@ class MemoryAdmission(AdmissionController):
     def _state(self, model: str) -> _ModelState:
         return self._models.setdefault(model, _ModelState())
 
-    def acquire(
-        self,
-        spec: ModelSpec,
-        job_id: str,
-        tokens: int,
-        lease_id: str | None = None,
-        reserve_s: float = 0.0,
-        tenant: Tenant = DEFAULT,
-        charge: int | None = None,
-    ) -> Decision:
+    def acquire(self, spec: ModelSpec, ask: Ask) -> Decision:
         """Admit now or for a booked slot, or refuse with the wait (the longest of the
         limits that refuse)."""
-        lease_id = lease_id or f"m{next(self._ids)}"
-        key = job_key(tenant.name, job_id)
+        lease_id, tenant, tokens = ask.lease_id or f"m{next(self._ids)}", ask.tenant, ask.tokens
+        key = job_key(tenant.name, ask.job_id)
         with self._lock:
             now, st = self._clock_ms(), self._state(spec.name)
             st.purge(now)
             self._recover(st, now)
             use = st.tenant_use.get(tenant.name, Use())
-            charge = (tokens if charge is None else charge) + round(expected_completion(use))
+            charge = ask.charged + round(expected_completion(use))
             shift = call_shift(charge, tenant.weight)
             refusals, new_tats, at_limit = self._check(spec, st, key, tenant, tokens, now, shift)
             wait_ms, reason = max(refusals, key=lambda r: r[0], default=(0.0, None))
             start_ms = 0.0
             if all(why in RATE_REFUSALS for _, why in refusals):  # only rates: may book
-                if wait_ms <= reserve_s * 1000:
+                if wait_ms <= ask.reserve_s * 1000:
                     start_ms, reason = wait_ms, None
                 else:
-                    wait_ms = beyond_reserve(wait_ms, reserve_s)
+                    wait_ms = beyond_reserve(wait_ms, ask.reserve_s)
             if reason is not None:
                 until = now + wait_ms + self.policy.poll_s * 4000 + 1000
                 st.waiters[lease_id] = until
@@ -198,7 +189,7 @@ class MemoryAdmission(AdmissionController):
             st.tenant_use[tenant.name] = charged(use, now, self._window_ms, charge, tenant.weight)
             self._keep_place(st, tenant.name, shift, now, admitted=True)
             st.admitted += 1
-            permit = Permit(spec.name, lease_id, job_id, tokens, tenant.name, charge,
+            permit = Permit(spec.name, lease_id, ask.job_id, tokens, tenant.name, charge,
                             at_limit=at_limit or start_ms > 0)  # fmt: skip
             return Decision(permit, start_in_s=start_ms / 1000.0)
 

@@ -21,6 +21,7 @@ import redis
 
 from swarm.calls.admission.base import (
     AdmissionController,
+    Ask,
     Decision,
     ModelCounters,
     Outcome,
@@ -40,7 +41,7 @@ from swarm.calls.admission.script_args import (
     StatsArgs,
 )
 from swarm.calls.admission.script_args import Limit as ScriptLimit
-from swarm.calls.admission.shares import DEFAULT, Tenant, TenantShare, Use, shares
+from swarm.calls.admission.shares import Tenant, TenantShare, Use, shares
 from swarm.catalog import ModelSpec
 from swarm.store.companion import same_redis
 from swarm.store.connect import SentinelOptions, redis_client
@@ -115,47 +116,18 @@ class RedisAdmission(AdmissionController):
         prefix = key_prefix(self.gateway, model)
         return [f"{prefix}:{name}" for name in names]
 
-    def acquire(
-        self,
-        spec: ModelSpec,
-        job_id: str,
-        tokens: int,
-        lease_id: str | None = None,
-        reserve_s: float = 0.0,
-        tenant: Tenant = DEFAULT,
-        charge: int | None = None,
-    ) -> Decision:
+    def acquire(self, spec: ModelSpec, ask: Ask) -> Decision:
         """One round trip: admitted with a lease (now or for a booked slot), or refused
         with the exact wait."""
-        lease_id = lease_id or unique_hex()
-        args = self._acquire_args(spec, job_id, tokens, lease_id, reserve_s, tenant, charge)
-        return self._decision(args, spec, tenant, self._scripts.run(args))
+        args = self._acquire_args(spec, ask)
+        return self._decision(args, spec, ask.tenant, self._scripts.run(args))
 
-    def acquire_later(
-        self,
-        spec: ModelSpec,
-        job_id: str,
-        tokens: int,
-        lease_id: str,
-        reserve_s: float = 0.0,
-        tenant: Tenant = DEFAULT,
-        charge: int | None = None,
-    ) -> PendingAcquire:
+    def acquire_later(self, spec: ModelSpec, ask: Ask) -> PendingAcquire:
         """``acquire`` as a command in the store's pipeline, when the store's Redis is this
         controller's (the store's round trip carries it); asked alone otherwise."""
-        args = self._acquire_args(spec, job_id, tokens, lease_id, reserve_s, tenant, charge)
-        return _QueuedAcquire(self, args, spec, tenant)
+        return _QueuedAcquire(self, self._acquire_args(spec, ask), spec, ask.tenant)
 
-    def _acquire_args(
-        self,
-        spec: ModelSpec,
-        job_id: str,
-        tokens: int,
-        lease_id: str,
-        reserve_s: float,
-        tenant: Tenant,
-        charge: int | None,
-    ) -> AcquireArgs:
+    def _acquire_args(self, spec: ModelSpec, ask: Ask) -> AcquireArgs:
         policy = self.policy
         state, leases, owners, jobs, waiters, wjobs, log, tenants = self._keys(
             spec.name, "state", "leases", "owners", "jobs", "waiters", "wjobs", "log", "tenants"
@@ -169,21 +141,21 @@ class RedisAdmission(AdmissionController):
             waiting_jobs=wjobs,
             log=log,
             tenants=tenants,
-            tenant_waiters=self._keys(spec.name, f"waiters:{tenant.name}")[0],
-            lease_id=lease_id,
-            job_id=job_id,
-            tokens=tokens,
+            tenant_waiters=self._keys(spec.name, f"waiters:{ask.tenant.name}")[0],
+            lease_id=ask.lease_id or unique_hex(),
+            job_id=ask.job_id,
+            tokens=ask.tokens,
             lease_ms=int(policy.lease_s * 1000),
             max_inflight=spec.max_inflight,
             slack_ms=policy.window_slack_s * 1000,
             poll_ms=policy.poll_s * 1000,
             increase=policy.increase,
             quiet_ms=policy.quiet_s * 1000,
-            reserve_ms=reserve_s * 1000,
+            reserve_ms=ask.reserve_s * 1000,
             max_poll_ms=policy.max_poll_s * 1000,
-            tenant=tenant.name,
-            weight=tenant.weight,
-            charge=tokens if charge is None else charge,
+            tenant=ask.tenant.name,
+            weight=ask.tenant.weight,
+            charge=ask.charged,
             tenant_window_ms=policy.tenant_window_s * 1000,
             limits=self._limits(spec).script,
         )
