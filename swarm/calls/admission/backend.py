@@ -4,14 +4,16 @@ Models served by one backend share its limits (a local server computing one requ
 time, a tenant's limits across models). The backend is admitted through the same
 controller as a model, under its own keys (``backend:<name>``), so its leases, rates and
 waiters live apart from every model's. A backend without a configured in-flight limit gets
-the adaptive one (swarm.calls.local.adaptive), fed with the latency of each answered
-call. A backend's limits never pause on a 429: that policy stays the model's.
+an adaptive one (``InflightLimits``; swarm.calls.local.adaptive finds it from latency), fed
+with the latency of each answered call. A backend's limits never pause on a 429: that
+policy stays the model's.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
@@ -27,7 +29,6 @@ from swarm.calls.admission.base import (
     Permit,
     Verdict,
 )
-from swarm.calls.local.adaptive import AdaptiveLimits
 from swarm.catalog import Catalog, ModelSpec
 from swarm.store.outages import STORE_OUTAGES
 from swarm.unique import unique_hex
@@ -66,6 +67,28 @@ def backend_as_model(backend: BackendSpec, max_inflight: int | None) -> ModelSpe
     )
 
 
+class InflightLimits(ABC):
+    """In-flight limits of adaptive backends, read before admission and fed after each
+    call (swarm.calls.local.adaptive finds them from latency)."""
+
+    @abstractmethod
+    def inflight_limit(self, backend: str, max_limit: int) -> int:
+        """The backend's current limit (may be a fraction of a second old); a backend not
+        observed yet starts at ``max_limit``."""
+
+    @abstractmethod
+    def record(
+        self,
+        backend: str,
+        latency_ms: float,
+        inflight: float,
+        max_limit: int,
+        timed_out: bool = False,
+    ) -> None:
+        """Feed one finished call, admitted with ``inflight`` calls on the backend:
+        answered in ``latency_ms``, or ``timed_out``."""
+
+
 @dataclass(frozen=True)
 class _Held:
     spec: ModelSpec
@@ -79,13 +102,16 @@ UNSENT = Outcome(used_tokens=0, sent=False)
 
 
 class BackendAdmission(AdmissionController):
-    """``inner`` for the models, plus each model's backend limits (adaptive where unset)."""
+    """``inner`` for the models, plus each model's backend limits (adaptive where unset).
+
+    ``adaptive`` is None when no backend of the catalog is adaptive (swarm.calls.local.kit
+    builds it only for a catalog that has one): the backends keep their configured limits."""
 
     def __init__(
         self,
         inner: AdmissionController,
         catalog: Catalog,
-        adaptive: AdaptiveLimits,
+        adaptive: InflightLimits | None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.inner = inner
@@ -97,10 +123,14 @@ class BackendAdmission(AdmissionController):
     def backend_spec(self, backend: BackendSpec) -> ModelSpec:
         """The backend as the inner controller admits it, its adaptive limit applied."""
         limit = None
-        if backend.is_adaptive:
+        if self.adaptive is not None and backend.is_adaptive:  # _adapts, narrowed for mypy
             cap = adaptive_cap(self.catalog, backend)
-            limit = min(self.adaptive.state(backend.name, cap).inflight_limit, cap)
+            limit = min(self.adaptive.inflight_limit(backend.name, cap), cap)
         return backend_as_model(backend, limit)
+
+    def _adapts(self, backend: BackendSpec) -> bool:
+        """True when ``backend``'s in-flight limit is the adaptive one."""
+        return self.adaptive is not None and backend.is_adaptive
 
     def acquire(self, spec: ModelSpec, ask: Ask) -> Decision:
         """The backend's permit first, then the model's; a model refusal gives the
@@ -119,7 +149,7 @@ class BackendAdmission(AdmissionController):
                 self.inner.finish(bspec, first.permit, UNSENT)
                 return second
             start_in_s = max(first.start_in_s, second.start_in_s)
-            inflight = self.inner.counters(bspec).inflight if backend.is_adaptive else 0
+            inflight = self.inner.counters(bspec).inflight if self._adapts(backend) else 0
         except STORE_OUTAGES:  # Redis unreachable: the backend's permit is let go
             self._let_go(bspec, first.permit)
             raise
@@ -168,7 +198,7 @@ class BackendAdmission(AdmissionController):
             return
         backend = self.catalog.backend_of(spec)
         answered = outcome.sent and not outcome.failed and outcome.used_tokens != 0
-        observed = backend.is_adaptive and (answered or outcome.timed_out)
+        observed = self._adapts(backend) and (answered or outcome.timed_out)
         # the calls in flight over the call's life: at its admission and at its end (a
         # server does not always serve calls in the order they were admitted)
         released = Outcome(used_tokens=outcome.used_tokens, sent=outcome.sent)
@@ -176,7 +206,7 @@ class BackendAdmission(AdmissionController):
             ending = self.inner.counters(held.spec).inflight if observed else 0
         finally:  # released (or let lapse) even when the count cannot be read
             self.inner.finish(held.spec, held.permit, released)
-        if observed:
+        if observed and self.adaptive is not None:
             latency_ms = max(0.0, self.clock() - held.started) * 1000.0
             cap = adaptive_cap(self.catalog, backend)
             inflight = (held.inflight + max(ending, 1)) / 2.0

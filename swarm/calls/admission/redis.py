@@ -31,7 +31,13 @@ from swarm.calls.admission.base import (
     Refusal,
     Verdict,
 )
-from swarm.calls.admission.limits import AdmissionPolicy, Limit, key_prefix, model_limits
+from swarm.calls.admission.limits import (
+    AdmissionPolicy,
+    Limit,
+    adaptive_key,
+    key_prefix,
+    model_limits,
+)
 from swarm.calls.admission.script_args import (
     ADMISSION_SCRIPTS,
     AcquireArgs,
@@ -110,7 +116,7 @@ class RedisAdmission(AdmissionController):
 
     def adaptive_key(self, backend: str) -> str:
         """The hash of a backend's adaptive in-flight limit, beside its admission keys."""
-        return f"{key_prefix(self.gateway, f'backend:{backend}')}:adaptive"
+        return adaptive_key(self.gateway, backend)
 
     def _keys(self, model: str, *names: str) -> list[str]:
         prefix = key_prefix(self.gateway, model)
