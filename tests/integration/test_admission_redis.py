@@ -64,7 +64,7 @@ def test_inflight_waiters_poll_slower_when_many_wait_on_redis(client: redis.Redi
         ctl.finish(model, permit, Outcome(used_tokens=1))
     assert ctl.acquire(model, Ask("a", 1)).permit is not None
     hints = [ctl.acquire(model, Ask("a", 1, lease_id=f"w{i}")).retry_after_s for i in range(60)]
-    (state_key,) = ctl._keys(model.name, "state")
+    (state_key,) = ctl.args.keys(model.name, "state")
     gap_ms = float(client.hget(state_key, "release_dt") or 0)
     assert 40 <= gap_ms < 1000  # the mean time between the releases above
     assert hints[0] == pytest.approx(0.05)
