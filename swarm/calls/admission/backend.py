@@ -67,6 +67,18 @@ def backend_as_model(backend: BackendSpec, max_inflight: int | None) -> ModelSpe
     )
 
 
+@dataclass(frozen=True)
+class Observed:
+    """One finished call on an adaptive backend, as its in-flight limit learns from it."""
+
+    latency_ms: float
+    """From its admission (its booked slot's start) to its end."""
+    inflight: float
+    """Calls in flight on the backend over the call's life, itself included."""
+    timed_out: bool = False
+    """No answer within the node timeout (a loss)."""
+
+
 class InflightLimits(ABC):
     """In-flight limits of adaptive backends, read before admission and fed after each
     call (swarm.calls.local.adaptive finds them from latency)."""
@@ -77,16 +89,8 @@ class InflightLimits(ABC):
         observed yet starts at ``max_limit``."""
 
     @abstractmethod
-    def record(
-        self,
-        backend: str,
-        latency_ms: float,
-        inflight: float,
-        max_limit: int,
-        timed_out: bool = False,
-    ) -> None:
-        """Feed one finished call, admitted with ``inflight`` calls on the backend:
-        answered in ``latency_ms``, or ``timed_out``."""
+    def record(self, backend: str, max_limit: int, call: Observed) -> None:
+        """Feed one finished call."""
 
 
 @dataclass(frozen=True)
@@ -210,7 +214,8 @@ class BackendAdmission(AdmissionController):
             latency_ms = max(0.0, self.clock() - held.started) * 1000.0
             cap = adaptive_cap(self.catalog, backend)
             inflight = (held.inflight + max(ending, 1)) / 2.0
-            self.adaptive.record(backend.name, latency_ms, inflight, cap, outcome.timed_out)
+            point = Observed(latency_ms, inflight, outcome.timed_out)
+            self.adaptive.record(backend.name, cap, point)
 
     def counters(self, spec: ModelSpec) -> ModelCounters:
         """The model's counters."""

@@ -42,7 +42,7 @@ from dataclasses import dataclass, fields, replace
 
 import redis
 
-from swarm.calls.admission.backend import InflightLimits
+from swarm.calls.admission.backend import InflightLimits, Observed
 
 log = logging.getLogger(__name__)
 
@@ -231,18 +231,13 @@ class AdaptiveLimits(InflightLimits):
         """The backend's state's limit."""
         return self.state(backend, max_limit).inflight_limit
 
-    def record(
-        self,
-        backend: str,
-        latency_ms: float,
-        inflight: float,
-        max_limit: int,
-        timed_out: bool = False,
-    ) -> None:
+    def record(self, backend: str, max_limit: int, call: Observed) -> None:
         """Apply one observation (``observe``)."""
         params = replace(self.params, max_limit=max_limit)
         changed = self._update(
-            backend, max_limit, lambda old: observe(old, latency_ms, inflight, params, timed_out)
+            backend,
+            max_limit,
+            lambda old: observe(old, call.latency_ms, call.inflight, params, call.timed_out),
         )
         if changed:
             _log_change(backend, *changed)
