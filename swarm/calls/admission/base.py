@@ -94,7 +94,7 @@ class Ask:
     call known before it runs (its prompt)."""
 
     @property
-    def charged(self) -> int:
+    def charged_now(self) -> int:
         """Tokens charged to the tenant's recent use at admission."""
         return self.tokens if self.charge is None else self.charge
 

@@ -89,7 +89,7 @@ class MemoryAdmission(AdmissionController):
             st.purge(now)
             st.recover(now)
             use = st.tenant_use.get(tenant.name, Use())
-            charge = ask.charged + round(expected_completion(use))
+            charge = ask.charged_now + round(expected_completion(use))
             shift = call_shift(charge, tenant.weight)
             refusals, new_tats, at_limit = self._check(spec, st, key, tenant, tokens, now, shift)
             wait_ms, reason = max(refusals, key=lambda r: r[0], default=(0.0, None))

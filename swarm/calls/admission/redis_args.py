@@ -85,7 +85,7 @@ class GatewayArgs:
             max_poll_ms=policy.max_poll_s * 1000,
             tenant=ask.tenant.name,
             weight=ask.tenant.weight,
-            charge=ask.charged,
+            charge=ask.charged_now,
             tenant_window_ms=policy.tenant_window_s * 1000,
             limits=self.limits(spec).script,
         )
