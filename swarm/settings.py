@@ -6,6 +6,8 @@ SWARM_API_KEY or OPENAI_API_KEY, SWARM_CONFIG) plus tuning knobs with the same p
 
 from __future__ import annotations
 
+import logging
+import os
 import re
 from pathlib import Path
 
@@ -21,6 +23,8 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from swarm.errors import ConfigError, MissingKeyError
 
+log = logging.getLogger(__name__)
+
 _PLACEHOLDER = re.compile(r"^(YOUR[_-].*|.*[_-]HERE|<.*>|changeme|x+|\.\.\.)$", re.IGNORECASE)
 KEY_VARIABLE = "SWARM_API_KEY (or OPENAI_API_KEY)"
 """The variables the gateway key is read from, as messages name them."""
@@ -31,17 +35,6 @@ STORE_SCHEMES = ("redis", "rediss", "unix", "sentinel")
 """URL schemes of SWARM_RESULT_URL: the job store is Redis."""
 GATEWAY_SCHEMES = ("http", "https")
 """URL schemes of SWARM_BASE_URL (an OpenAI-compatible gateway speaks HTTP)."""
-
-
-GRACE_TIMEOUTS = 40
-"""Default overtime grace, in node timeouts (30 min at 45 s): on a one-slot server
-(llama.cpp) the first wave of a job, sent before any answer told its speed, is computed one
-after the other, and an abandoned request is reached only when those ahead of it are done,
-which for a wave of 20 can take well over ten node timeouts. A hosted gateway ends a request
-long before (its own request timeout), so the bound only matters against one that never
-answers: there it holds a thread and a connection that long (not its permits:
-swarm.calls.local.abandoned gives them back).
-"""
 
 
 REPLICA_WAIT_MS = 500
@@ -86,15 +79,22 @@ class Settings(BaseSettings):
     """Model catalog TOML; None means the packaged catalog."""
     node_timeout_s: float = Field(default=45.0, gt=0)
     """Deadline of one gateway call, enforced by the HTTP client (45 s: a long review answer)."""
-    abandoned_grace_s: float | None = Field(default=None, ge=0)
+    overtime_grace_s: float | None = Field(
+        default=None,
+        ge=0,
+        validation_alias=AliasChoices("SWARM_OVERTIME_GRACE_S", "SWARM_ABANDONED_GRACE_S"),
+    )
     """Local backends only (``kind = "local"``): a call that times out at node_timeout_s
-    raises the timeout as always, but its request keeps reading this much longer
-    (swarm.calls.local.overtime), so the answer a local server computes anyway is billed in
+    raises the timeout as always, but its request keeps reading this much longer (overtime,
+    swarm.calls.local.overtime), so the answer a local server computes anyway is billed in
     the ledger (or taken by the call's retry). None = 40 x node_timeout_s; 0 = off. A hosted
-    backend's request closes at the timeout."""
-    abandoned_max: int = Field(default=64, ge=0)
+    backend's request closes at the timeout. SWARM_ABANDONED_GRACE_S is its deprecated name."""
+    overtime_max: int = Field(
+        default=64, ge=0, validation_alias=AliasChoices("SWARM_OVERTIME_MAX", "SWARM_ABANDONED_MAX")
+    )
     """Requests per process sent so that they may be read past their deadline (each takes a
-    thread and a connection while in flight); beyond it they close at the deadline."""
+    thread and a connection while in flight); beyond it they close at the deadline.
+    SWARM_ABANDONED_MAX is its deprecated name."""
     connect_timeout_s: float = Field(default=5.0, gt=0)
     """TCP connect timeout to the gateway."""
     max_attempts: int = Field(default=5, ge=1)
@@ -276,13 +276,6 @@ class Settings(BaseSettings):
         return self
 
     @property
-    def overtime_grace_s(self) -> float:
-        """How long past its deadline a request is read (SWARM_ABANDONED_GRACE_S)."""
-        if self.abandoned_grace_s is None:
-            return GRACE_TIMEOUTS * self.node_timeout_s
-        return self.abandoned_grace_s
-
-    @property
     def embedded(self) -> bool:
         """True when no broker is configured: everything runs in this process."""
         return self.broker_url is None
@@ -362,13 +355,23 @@ def _next_db_of(url: str, schemes: str) -> str:
     return f"{base}/{int(db or 0) + 1}{rest}"
 
 
+DEPRECATED_NAMES = {
+    "SWARM_ABANDONED_GRACE_S": "SWARM_OVERTIME_GRACE_S",
+    "SWARM_ABANDONED_MAX": "SWARM_OVERTIME_MAX",
+}
+"""Environment names still read, under the name that replaced them (said at WARNING)."""
+
+
 def load_settings(**overrides: object) -> Settings:
     """Read the environment once; a bad value becomes a one-line ConfigError."""
+    for old, new in DEPRECATED_NAMES.items():
+        if old in os.environ:
+            log.warning("%s is deprecated: it still works, but set %s instead", old, new)
     try:
         return Settings(**overrides)  # type: ignore[arg-type]
     except ValidationError as exc:
         err = exc.errors()[0]
-        loc = ".".join(str(p) for p in err["loc"])
-        name = f"SWARM_{loc.upper()}" if loc else "settings"
+        loc = ".".join(str(p) for p in err["loc"]).upper()  # a field, or the alias read
+        name = loc if loc.startswith("SWARM_") else f"SWARM_{loc}" if loc else "settings"
         message = str(err["msg"]).removeprefix("Value error, ")
         raise ConfigError(f"invalid setting {name}: {message}") from None

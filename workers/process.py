@@ -20,10 +20,7 @@ from swarm.calls.context_window import SharedWindows
 from swarm.calls.gateway import backend_clients, backend_endpoints, make_client
 from swarm.calls.hedging import HedgePolicy, Hedger, LatencySketch
 from swarm.calls.listeners import CallListener
-from swarm.calls.local.abandoned import AbandonedPermits
-from swarm.calls.local.adaptive import RedisAdaptive
-from swarm.calls.local.overtime import Overtime
-from swarm.calls.local.pacing import SharedPacing
+from swarm.calls.local.kit import LocalKit, needs_kit
 from swarm.calls.runtime import Runtime
 from swarm.calls.warmup import RedisWarmup
 from swarm.catalog import Catalog, load_catalog
@@ -132,9 +129,10 @@ def from_settings(settings: Settings) -> Runtime:
     store = RedisJobStore.for_settings(settings, store_url)
     leases = LeaseKeeper(store, settings.lease_s)
     _register_gateway(_shared_client(settings, store_url), settings, leases)
-    admission = _admission(settings, catalog, store_url, settings.base_url, leases)
     # what any worker learned of the gateway: context windows, token scales, speeds
     learned = _shared_client(settings, store_url)
+    local = LocalKit.shared(settings, settings.base_url, learned) if needs_kit(catalog) else None
+    admission = _admission(settings, catalog, store_url, settings.base_url, leases, local)
     return Runtime(
         settings=settings,
         catalog=catalog,
@@ -147,9 +145,7 @@ def from_settings(settings: Settings) -> Runtime:
         hedger=_hedger(settings, catalog, store_url, settings.base_url, key),
         backend_clients=backend_clients(settings, catalog, os.environ),
         windows=SharedWindows(learned, f"{key_prefix(settings.base_url, 'learned')}:windows"),
-        pacing=SharedPacing(learned, f"{key_prefix(settings.base_url, 'learned')}:paces:v2"),
-        overtime=Overtime.from_settings(settings),
-        abandoned=AbandonedPermits.from_settings(settings),
+        local=local,
         health=BackendHealth(RedisBackendHolds(learned), HealthPolicy.from_settings(settings)),
         warmup=RedisWarmup(learned, f"{key_prefix(settings.base_url, 'learned')}:"),
     )
@@ -202,10 +198,16 @@ def _hedger(
 
 
 def _admission(
-    settings: Settings, catalog: Catalog, redis_url: str, gateway: str, leases: LeaseKeeper
+    settings: Settings,
+    catalog: Catalog,
+    redis_url: str,
+    gateway: str,
+    leases: LeaseKeeper,
+    local: LocalKit | None,
 ) -> AdmissionController:
     """Per-model and per-backend admission shared through the job store's Redis, keyed on
-    the gateway URL; the process's heartbeat renews the permits it holds."""
+    the gateway URL (adaptive backends' limits: the local kit's); the process's heartbeat
+    renews the permits it holds."""
     if not settings.admission:
         return Unlimited()
     policy = AdmissionPolicy.from_settings(settings, renewed=True)
@@ -213,4 +215,4 @@ def _admission(
         redis_url, gateway, policy, SentinelOptions.from_settings(settings)
     )
     leases.also(models.keep_held)
-    return BackendAdmission(models, catalog, RedisAdaptive(models.client, models.adaptive_key))
+    return BackendAdmission(models, catalog, local.adaptive if local else None)

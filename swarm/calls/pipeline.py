@@ -24,7 +24,7 @@ and adds:
     admit   ... and permits held by requests read past their deadline, late answers taken
             (swarm.calls.local.gate); the backend's in-flight limit found from latency
             (swarm.calls.local.adaptive, applied by swarm.calls.admission.backend)
-    pace    max_tokens fitted to the node timeout, said at WARNING (swarm.calls.local.steps)
+    pace    max_tokens fitted to the node timeout, said at WARNING (swarm.calls.local_steps)
     http    ... read past the node timeout for the overtime grace (swarm.calls.local.overtime)
 
 ``PATHS`` is that, as data; ``describe(kind)`` prints it.
@@ -39,12 +39,12 @@ from typing import Any
 
 from swarm import tracing
 from swarm.backends import BackendKind
+from swarm.calls import local_steps as local
 from swarm.calls import steps
 from swarm.calls.admission.gate import Gate
 from swarm.calls.admission.shares import Tenant
 from swarm.calls.gateway import NO_KEY
 from swarm.calls.idempotency import CallGuard
-from swarm.calls.local import steps as local
 from swarm.calls.local.gate import HoldingGate
 from swarm.calls.request import Answer, CallRequest, CallResult
 from swarm.calls.retries import call_with_retries
@@ -108,7 +108,7 @@ def gate_for(rt: Runtime, request: CallRequest) -> Gate:
 
 def holding_gate_for(rt: Runtime, request: CallRequest) -> Gate:
     """A local call's gate: ``gate_for``'s, holding the permits of abandoned requests."""
-    return HoldingGate(**_admission_of(rt, request), abandoned=rt.abandoned)
+    return HoldingGate(**_admission_of(rt, request), abandoned=local.kit_of(rt).abandoned)
 
 
 _LOCAL: tuple[tuple[str, StepFactory], ...] = (

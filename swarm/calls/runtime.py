@@ -12,9 +12,7 @@ from swarm.calls.admission.base import AdmissionController, Unlimited
 from swarm.calls.backend_health import BackendHealth
 from swarm.calls.context_window import LearnedWindows
 from swarm.calls.listeners import CallListener
-from swarm.calls.local.abandoned import AbandonedPermits
-from swarm.calls.local.overtime import Overtime
-from swarm.calls.local.pacing import Pacing
+from swarm.calls.local.kit import LocalKit
 from swarm.calls.warmup import MemoryWarmup, WarmupGate
 from swarm.catalog import Catalog
 from swarm.settings import Settings
@@ -51,14 +49,10 @@ class Runtime:
     (swarm.calls.backend_health); in this process only by default, in Redis in a worker."""
     windows: LearnedWindows = field(default_factory=LearnedWindows)
     """Context windows the gateway stated in context-length errors, per model."""
-    pacing: Pacing = field(default_factory=Pacing)
-    """Each model's measured speed: completion budgets that fit the node timeout."""
-    overtime: Overtime = field(default_factory=Overtime)
-    """Requests read past their node's deadline, their late answers billed
-    (swarm.calls.local.overtime); off by default, ``Overtime.from_settings`` in a worker."""
-    abandoned: AbandonedPermits = field(default_factory=AbandonedPermits)
-    """The admission permits those requests hold until they end, or until they show they
-    hang (swarm.calls.local.abandoned)."""
+    local: LocalKit | None = None
+    """Pacing, overtime, abandoned permits and adaptive limits of the catalog's local
+    backends (swarm.calls.local.kit); None when the catalog has none (no call takes the
+    local steps)."""
     warmup: WarmupGate = field(default_factory=MemoryWarmup)
     """Who warms a shared prompt prefix first (swarm.calls.warmup): in process by default,
     in the job store's Redis in a worker."""

@@ -4,7 +4,7 @@ A step does its part and hands the request on to ``next`` (the rest of the path)
 spirit of httpx transports and dramatiq middleware. Each factory here builds its step for
 one call from that call's ``CallContext``, or returns None when the step does not apply
 to the call. The order they run in is declared once per backend kind, in
-swarm.calls.pipeline; the steps a local backend adds are in swarm.calls.local.steps.
+swarm.calls.pipeline; the steps a local backend adds are in swarm.calls.local_steps.
 """
 
 from __future__ import annotations

@@ -25,9 +25,7 @@ from swarm.calls.admission.backend import BackendAdmission
 from swarm.calls.backend_health import BackendHealth, HealthPolicy
 from swarm.calls.gateway import backend_clients, backend_endpoints, make_client
 from swarm.calls.hedging import HedgePolicy, Hedger, LatencySketch
-from swarm.calls.local.abandoned import AbandonedPermits
-from swarm.calls.local.adaptive import MemoryAdaptive
-from swarm.calls.local.overtime import Overtime
+from swarm.calls.local.kit import LocalKit, needs_kit
 from swarm.calls.runtime import Runtime
 from swarm.catalog import Catalog
 from swarm.client import SwarmClient
@@ -117,7 +115,8 @@ def embedded_swarm(
     app = create_app(settings, catalog)
     store = MemoryJobStore()
     models = MemoryAdmission(AdmissionPolicy.from_settings(settings))
-    admission = BackendAdmission(models, catalog, MemoryAdaptive())
+    local = LocalKit.in_process(settings) if needs_kit(catalog) else None
+    admission = BackendAdmission(models, catalog, local.adaptive if local else None)
     client = make_client(settings, base_url, key)
     # Against the built-in simulator every model is simulated, backends' own URLs too.
     simulated = base_url != settings.base_url
@@ -128,8 +127,7 @@ def embedded_swarm(
         hedger = Hedger(settings, base_url, key, LatencySketch(None, base_url), endpoints)
     runtime = Runtime(
         settings, catalog, store, client, admission=admission, hedger=hedger,
-        backend_clients=clients, overtime=Overtime.from_settings(settings),
-        abandoned=AbandonedPermits.from_settings(settings),
+        backend_clients=clients, local=local,
         health=BackendHealth(policy=HealthPolicy.from_settings(settings)),
     )  # fmt: skip
     worker_process.install(runtime)

@@ -11,6 +11,7 @@ import pytest
 from stack import Stack, stack_fixture
 
 from swarm.calls.admission import AdmissionPolicy
+from swarm.calls.admission.base import Ask
 from swarm.calls.admission.redis import RedisAdmission
 from swarm.catalog import load_catalog
 from swarm.client import SwarmClient
@@ -99,6 +100,6 @@ def test_a_killed_workers_permit_returns_after_its_lease(stack: Stack, tmp_logs:
     client(stack, path).submit(items(2, "[[sim:latency_ms=2000]]"), "Summarise")
     assert wait_until(lambda: ctl.counters(model).inflight == 1, 30)
     worker.kill()  # SIGKILL mid-call: nothing releases the lease
-    assert ctl.acquire(model, "other-job", 10).permit is None  # the permit is still out
-    assert wait_until(lambda: ctl.acquire(model, "other-job", 10).permit is not None, 10)
+    assert ctl.acquire(model, Ask("other-job", 10)).permit is None  # the permit is still out
+    assert wait_until(lambda: ctl.acquire(model, Ask("other-job", 10)).permit is not None, 10)
     assert ctl.counters(model).expired == 1

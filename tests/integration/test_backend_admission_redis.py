@@ -14,6 +14,7 @@ from stack import local_catalog
 
 from swarm.calls.admission import AdmissionPolicy, Outcome, Refusal
 from swarm.calls.admission.backend import BackendAdmission, adaptive_cap
+from swarm.calls.admission.base import Ask
 from swarm.calls.admission.redis import RedisAdmission
 from swarm.calls.local.adaptive import RedisAdaptive
 from swarm.catalog import Catalog, load_catalog
@@ -54,14 +55,14 @@ def test_the_adaptive_limit_is_shared_and_holds_every_model_of_the_backend(
     backend = catalog.backends["default"]
     cap = adaptive_cap(catalog, backend)
     assert one.backend_spec(backend).max_inflight == cap  # a new backend starts at its cap
-    first = one.acquire(kimi, "j1", 10)
+    first = one.acquire(kimi, Ask("j1", 10))
     assert first.permit is not None
     one.finish(kimi, first.permit, Outcome(used_tokens=0, failed=True, timed_out=True))
     state = RedisAdaptive(client, one.inner.adaptive_key).state("default", cap)  # type: ignore[attr-defined]
     assert state.samples == 1 and state.inflight_limit == 1  # a loss at one in flight
-    held = two.acquire(flash, "j1", 10, reserve_s=1.0)  # the other client reads it
+    held = two.acquire(flash, Ask("j1", 10, reserve_s=1.0))  # the other client reads it
     assert held.permit is not None, held
-    refused = two.acquire(kimi, "j1", 10, reserve_s=1.0)
+    refused = two.acquire(kimi, Ask("j1", 10, reserve_s=1.0))
     assert refused.permit is None and refused.reason is Refusal.INFLIGHT
     two.finish(flash, held.permit, Outcome(used_tokens=20))
     assert one.backend_counters(backend).inflight == 0
@@ -75,7 +76,7 @@ def test_status_models_shows_the_backends_in_flight_limit(
     assert store_url is not None
     ctl = controller(redis.Redis.from_url(store_url), catalog)
     backend = catalog.backends["default"]
-    permit = ctl.acquire(catalog.model("kimi-k2.5"), "j1", 10).permit
+    permit = ctl.acquire(catalog.model("kimi-k2.5"), Ask("j1", 10)).permit
     assert permit is not None
     env = {"SWARM_BROKER_URL": redis_url, "SWARM_BASE_URL": GATEWAY,
            "SWARM_CONFIG": str(local_config)}  # fmt: skip
@@ -102,10 +103,12 @@ def test_a_model_refusal_gives_the_backends_booked_rate_slot_back(client: redis.
     catalog = packaged.model_copy(update={"backends": {"default": backend}, "models": models})
     ctl = controller(client, catalog)
     kimi, flash = catalog.model("kimi-k2.5"), catalog.model("gemini-2.5-flash")
-    held = ctl.acquire(kimi, "j1", 10, reserve_s=2.5)  # the backend's first slot (1 a second)
+    held = ctl.acquire(kimi, Ask("j1", 10, reserve_s=2.5))  # the backend's first slot (1 a second)
     assert held.permit is not None and held.start_in_s == 0.0
-    refused = ctl.acquire(kimi, "j1", 10, reserve_s=2.5)  # the backend books, the model refuses
+    refused = ctl.acquire(
+        kimi, Ask("j1", 10, reserve_s=2.5)
+    )  # the backend books, the model refuses
     assert refused.permit is None and refused.reason is Refusal.INFLIGHT
-    booked = ctl.acquire(flash, "j1", 10, reserve_s=2.5)  # the next slot is still the second
+    booked = ctl.acquire(flash, Ask("j1", 10, reserve_s=2.5))  # the next slot is still the second
     assert booked.permit is not None
     assert 0.5 < booked.start_in_s < 1.5, booked  # (not the third: 2 s away)

@@ -10,6 +10,7 @@ import redis
 from click.testing import CliRunner
 
 from swarm.calls.admission import AdmissionPolicy, Outcome
+from swarm.calls.admission.base import Ask
 from swarm.calls.admission.redis import RedisAdmission
 from swarm.calls.admission.shares import Tenant
 from swarm.catalog import load_catalog
@@ -30,7 +31,7 @@ def test_status_models_shows_the_tenants_shares(redis_url: str) -> None:
     far = {"rps": None, "rpm": 6_000_000}  # the same keys, no spacing between the two calls
     model = load_catalog().model("kimi-k2.5").model_copy(update=far)
     for tenant, used in ((Tenant("team-a", 3.0), 3000), (Tenant("team-b"), 1000)):
-        permit = ctl.acquire(model, f"job-{tenant.name}", 100, tenant=tenant).permit
+        permit = ctl.acquire(model, Ask(f"job-{tenant.name}", 100, tenant=tenant)).permit
         assert permit is not None
         ctl.finish(model, permit, Outcome(used_tokens=used))
     env = {"SWARM_BROKER_URL": redis_url, "SWARM_BASE_URL": GATEWAY}

@@ -1,13 +1,17 @@
 """Per-model admission control shared by every worker: rates, tokens, in-flight leases,
 429 feedback and fair share between jobs.
 
-    base      the interface, its records, and the no-op Unlimited controller
-    limits    policy, per-model limits, the GCRA arithmetic and key names
-    redis     the Redis controller (Lua scripts in lua/)
-    memory    the in-process controller (embedded mode, unit tests)
-    feedback  Retry-After / x-ratelimit-* parsing and AIMD steps (pure)
-    gate      around one attempt: wait in the task, or RetryLater back to the queue
-    abandoned permits of requests past their deadline: held until they end or show they hang
+    base          the interface, its records (Ask, Decision, Permit, Outcome), Unlimited
+    limits        policy, per-model limits, the GCRA arithmetic and key names
+    shares        tenants' weighted shares of a model's recent tokens (pure)
+    redis         the Redis controller (Lua scripts in lua/)
+    redis_args    the keys and arguments it sends the scripts
+    script_args   one typed record per script
+    memory        the in-process controller (embedded mode, unit tests)
+    memory_state  one model's state in process and the steps that change it
+    backend       a backend's limits beside its models' (adaptive where unset)
+    feedback      Retry-After / x-ratelimit-* parsing and AIMD steps (pure)
+    gate          around one attempt: wait in the task, or RetryLater back to the queue
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from swarm.calls.admission.base import (
     AdmissionController,
+    Ask,
     Decision,
     ModelCounters,
     Outcome,
@@ -32,6 +37,7 @@ if TYPE_CHECKING:
 __all__ = [
     "AdmissionController",
     "AdmissionPolicy",
+    "Ask",
     "Decision",
     "MemoryAdmission",
     "ModelCounters",

@@ -4,20 +4,23 @@ Models served by one backend share its limits (a local server computing one requ
 time, a tenant's limits across models). The backend is admitted through the same
 controller as a model, under its own keys (``backend:<name>``), so its leases, rates and
 waiters live apart from every model's. A backend without a configured in-flight limit gets
-the adaptive one (swarm.calls.local.adaptive), fed with the latency of each answered
-call. A backend's limits never pause on a 429: that policy stays the model's.
+an adaptive one (``InflightLimits``; swarm.calls.local.adaptive finds it from latency), fed
+with the latency of each answered call. A backend's limits never pause on a 429: that
+policy stays the model's.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from swarm.backends import BackendSpec
 from swarm.calls.admission.base import (
     AdmissionController,
+    Ask,
     Decision,
     ModelCounters,
     Outcome,
@@ -26,8 +29,6 @@ from swarm.calls.admission.base import (
     Permit,
     Verdict,
 )
-from swarm.calls.admission.shares import DEFAULT, Tenant
-from swarm.calls.local.adaptive import AdaptiveLimits
 from swarm.catalog import Catalog, ModelSpec
 from swarm.store.outages import STORE_OUTAGES
 from swarm.unique import unique_hex
@@ -67,6 +68,32 @@ def backend_as_model(backend: BackendSpec, max_inflight: int | None) -> ModelSpe
 
 
 @dataclass(frozen=True)
+class Observed:
+    """One finished call on an adaptive backend, as its in-flight limit learns from it."""
+
+    latency_ms: float
+    """From its admission (its booked slot's start) to its end."""
+    inflight: float
+    """Calls in flight on the backend over the call's life, itself included."""
+    timed_out: bool = False
+    """No answer within the node timeout (a loss)."""
+
+
+class InflightLimits(ABC):
+    """In-flight limits of adaptive backends, read before admission and fed after each
+    call (swarm.calls.local.adaptive finds them from latency)."""
+
+    @abstractmethod
+    def inflight_limit(self, backend: str, max_limit: int) -> int:
+        """The backend's current limit (may be a fraction of a second old); a backend not
+        observed yet starts at ``max_limit``."""
+
+    @abstractmethod
+    def record(self, backend: str, max_limit: int, call: Observed) -> None:
+        """Feed one finished call."""
+
+
+@dataclass(frozen=True)
 class _Held:
     spec: ModelSpec
     permit: Permit
@@ -79,13 +106,16 @@ UNSENT = Outcome(used_tokens=0, sent=False)
 
 
 class BackendAdmission(AdmissionController):
-    """``inner`` for the models, plus each model's backend limits (adaptive where unset)."""
+    """``inner`` for the models, plus each model's backend limits (adaptive where unset).
+
+    ``adaptive`` is None when no backend of the catalog is adaptive (swarm.calls.local.kit
+    builds it only for a catalog that has one): the backends keep their configured limits."""
 
     def __init__(
         self,
         inner: AdmissionController,
         catalog: Catalog,
-        adaptive: AdaptiveLimits,
+        adaptive: InflightLimits | None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.inner = inner
@@ -97,59 +127,46 @@ class BackendAdmission(AdmissionController):
     def backend_spec(self, backend: BackendSpec) -> ModelSpec:
         """The backend as the inner controller admits it, its adaptive limit applied."""
         limit = None
-        if backend.is_adaptive:
+        if self.adaptive is not None and backend.is_adaptive:  # _adapts, narrowed for mypy
             cap = adaptive_cap(self.catalog, backend)
-            limit = min(self.adaptive.state(backend.name, cap).inflight_limit, cap)
+            limit = min(self.adaptive.inflight_limit(backend.name, cap), cap)
         return backend_as_model(backend, limit)
 
-    def acquire(
-        self,
-        spec: ModelSpec,
-        job_id: str,
-        tokens: int,
-        lease_id: str | None = None,
-        reserve_s: float = 0.0,
-        tenant: Tenant = DEFAULT,
-        charge: int | None = None,
-    ) -> Decision:
+    def _adapts(self, backend: BackendSpec) -> bool:
+        """True when ``backend``'s in-flight limit is the adaptive one."""
+        return self.adaptive is not None and backend.is_adaptive
+
+    def acquire(self, spec: ModelSpec, ask: Ask) -> Decision:
         """The backend's permit first, then the model's; a model refusal gives the
         backend's back."""
         backend = self.catalog.backend_of(spec)
         if not backend.has_limits:
-            return self.inner.acquire(spec, job_id, tokens, lease_id, reserve_s, tenant, charge)
-        lease_id = lease_id or unique_hex()
+            return self.inner.acquire(spec, ask)
+        ask = replace(ask, lease_id=ask.lease_id or unique_hex())
         bspec = self.backend_spec(backend)
-        first = self.inner.acquire(bspec, job_id, tokens, lease_id, reserve_s, tenant, charge)
+        first = self.inner.acquire(bspec, ask)
         if first.permit is None:
             return first
         try:
-            second = self.inner.acquire(spec, job_id, tokens, lease_id, reserve_s, tenant, charge)
+            second = self.inner.acquire(spec, ask)
             if second.permit is None:
                 self.inner.finish(bspec, first.permit, UNSENT)
                 return second
             start_in_s = max(first.start_in_s, second.start_in_s)
-            inflight = self.inner.counters(bspec).inflight if backend.is_adaptive else 0
+            inflight = self.inner.counters(bspec).inflight if self._adapts(backend) else 0
         except STORE_OUTAGES:  # Redis unreachable: the backend's permit is let go
             self._let_go(bspec, first.permit)
             raise
-        self._held[lease_id] = _Held(bspec, first.permit, self.clock() + start_in_s, inflight)
+        held = _Held(bspec, first.permit, self.clock() + start_in_s, inflight)
+        self._held[first.permit.lease_id] = held
         return Decision(second.permit, start_in_s=start_in_s)
 
-    def acquire_later(
-        self,
-        spec: ModelSpec,
-        job_id: str,
-        tokens: int,
-        lease_id: str,
-        reserve_s: float = 0.0,
-        tenant: Tenant = DEFAULT,
-        charge: int | None = None,
-    ) -> PendingAcquire:
+    def acquire_later(self, spec: ModelSpec, ask: Ask) -> PendingAcquire:
         """The model's own (queued with the store's write) when the backend has no limits;
         otherwise ``acquire`` asked alone when the store runs it."""
         if self.catalog.backend_of(spec).has_limits:
-            return super().acquire_later(spec, job_id, tokens, lease_id, reserve_s, tenant, charge)
-        return self.inner.acquire_later(spec, job_id, tokens, lease_id, reserve_s, tenant, charge)
+            return super().acquire_later(spec, ask)
+        return self.inner.acquire_later(spec, ask)
 
     def _let_go(self, spec: ModelSpec, permit: Permit) -> None:
         """Give ``permit`` back, or at least stop renewing it (it lapses) when Redis
@@ -185,7 +202,7 @@ class BackendAdmission(AdmissionController):
             return
         backend = self.catalog.backend_of(spec)
         answered = outcome.sent and not outcome.failed and outcome.used_tokens != 0
-        observed = backend.is_adaptive and (answered or outcome.timed_out)
+        observed = self._adapts(backend) and (answered or outcome.timed_out)
         # the calls in flight over the call's life: at its admission and at its end (a
         # server does not always serve calls in the order they were admitted)
         released = Outcome(used_tokens=outcome.used_tokens, sent=outcome.sent)
@@ -193,11 +210,12 @@ class BackendAdmission(AdmissionController):
             ending = self.inner.counters(held.spec).inflight if observed else 0
         finally:  # released (or let lapse) even when the count cannot be read
             self.inner.finish(held.spec, held.permit, released)
-        if observed:
+        if observed and self.adaptive is not None:
             latency_ms = max(0.0, self.clock() - held.started) * 1000.0
             cap = adaptive_cap(self.catalog, backend)
             inflight = (held.inflight + max(ending, 1)) / 2.0
-            self.adaptive.record(backend.name, latency_ms, inflight, cap, outcome.timed_out)
+            point = Observed(latency_ms, inflight, outcome.timed_out)
+            self.adaptive.record(backend.name, cap, point)
 
     def counters(self, spec: ModelSpec) -> ModelCounters:
         """The model's counters."""

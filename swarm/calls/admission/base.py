@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from functools import partial
 
@@ -21,6 +21,7 @@ from swarm.catalog import ModelSpec
 from swarm.records import DEFAULT_TENANT
 from swarm.store.companion import Companion
 from swarm.store.outages import STORE_OUTAGES
+from swarm.unique import unique_hex
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +70,33 @@ class Permit:
     """Admitted at a configured limit: the call filled a window limit, or waited for its
     slot of a rate limit (booked, or refused and asked again). A 429 on it is evidence
     that the tenant is at its limit (see Outcome.exhausted)."""
+
+
+@dataclass(frozen=True)
+class Ask:
+    """One call's request for a permit, the same on every try of that call."""
+
+    job_id: str
+    """Job the call belongs to (fair share and per-job 429 counts)."""
+    tokens: int
+    """Tokens to reserve against the TPM limit (prompt estimate + completion budget)."""
+    lease_id: str | None = None
+    """The same on every try of one call (it counts as one waiter); None: a new one."""
+    reserve_s: float = 0.0
+    """A call only the rate limits hold back for at most this long is admitted for its
+    slot (``Decision.start_in_s``): callers queue in arrival order instead of all asking
+    again when the next slot opens; a longer rate wait is refused with the time until the
+    slot is within ``reserve_s``."""
+    tenant: Tenant = DEFAULT
+    """Tenant the call is for."""
+    charge: int | None = None
+    """What the tenant's recent use is charged now (None: ``tokens``): the part of the
+    call known before it runs (its prompt)."""
+
+    @property
+    def charged_now(self) -> int:
+        """Tokens charged to the tenant's recent use at admission."""
+        return self.tokens if self.charge is None else self.charge
 
 
 @dataclass(frozen=True)
@@ -188,41 +216,16 @@ class AdmissionController(ABC):
     """Shared per-model admission: rates, tokens, in-flight leases, feedback, fair share."""
 
     @abstractmethod
-    def acquire(
-        self,
-        spec: ModelSpec,
-        job_id: str,
-        tokens: int,
-        lease_id: str | None = None,
-        reserve_s: float = 0.0,
-        tenant: Tenant = DEFAULT,
-        charge: int | None = None,
-    ) -> Decision:
-        """Try to admit one call of ``job_id`` (of ``tenant``) on ``spec`` reserving
-        ``tokens``; never blocks. ``charge`` (default ``tokens``) is what the tenant's recent
-        use is charged now: the part of the call known before it runs (its prompt).
+    def acquire(self, spec: ModelSpec, ask: Ask) -> Decision:
+        """Try to admit the call ``ask`` describes on ``spec``; never blocks."""
 
-        Pass the same ``lease_id`` on every try of one call (it counts as one waiter). With
-        ``reserve_s``, a call that only the rate limits hold back for at most that long is
-        admitted for its slot (``Decision.start_in_s``): callers queue in arrival order
-        instead of all asking again when the next slot opens; a longer rate wait is refused
-        with the time until the slot is within ``reserve_s``.
-        """
-
-    def acquire_later(
-        self,
-        spec: ModelSpec,
-        job_id: str,
-        tokens: int,
-        lease_id: str,
-        reserve_s: float = 0.0,
-        tenant: Tenant = DEFAULT,
-        charge: int | None = None,
-    ) -> PendingAcquire:
+    def acquire_later(self, spec: ModelSpec, ask: Ask) -> PendingAcquire:
         """``acquire``, to be sent with a store write; here it is asked alone when the store
         runs it (a controller on the store's Redis queues it in the store's pipeline)."""
-        ask = partial(self.acquire, spec, job_id, tokens, lease_id, reserve_s, tenant, charge)
-        return PendingAcquire(lease_id, ask)
+        lease_id = ask.lease_id or unique_hex()
+        return PendingAcquire(
+            lease_id, partial(self.acquire, spec, replace(ask, lease_id=lease_id))
+        )
 
     def finish_later(self, spec: ModelSpec, permit: Permit, outcome: Outcome) -> PendingFinish:
         """``finish``, to be sent with a store write; here it runs alone when the store runs
@@ -250,19 +253,11 @@ class AdmissionController(ABC):
 class Unlimited(AdmissionController):
     """Admits everything and records nothing (the Runtime's default)."""
 
-    def acquire(
-        self,
-        spec: ModelSpec,
-        job_id: str,
-        tokens: int,
-        lease_id: str | None = None,
-        reserve_s: float = 0.0,
-        tenant: Tenant = DEFAULT,
-        charge: int | None = None,
-    ) -> Decision:
+    def acquire(self, spec: ModelSpec, ask: Ask) -> Decision:
         """Always a permit."""
-        lease_id = lease_id or "unlimited"
-        return Decision(Permit(spec.name, lease_id, job_id, tokens, tenant.name, tokens))
+        permit = Permit(spec.name, ask.lease_id or "unlimited", ask.job_id, ask.tokens,
+                        ask.tenant.name, ask.tokens)  # fmt: skip
+        return Decision(permit)
 
     def finish(self, spec: ModelSpec, permit: Permit, outcome: Outcome) -> Verdict:
         """Nothing to release."""

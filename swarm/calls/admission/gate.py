@@ -21,6 +21,7 @@ from swarm import tracing
 from swarm.calls.admission.base import (
     RATE_REFUSALS,
     AdmissionController,
+    Ask,
     Decision,
     Outcome,
     PendingAcquire,
@@ -164,10 +165,8 @@ class Gate:
     def prefetch(self) -> PendingAcquire:
         """The first attempt's acquire, to send with the call's claim (one round trip,
         swarm.store.companion); the first ``acquire`` starts from its decision."""
-        self._first = self.controller.acquire_later(
-            self.spec, self.job_id, self.tokens, unique_hex(), self.reserve_s, self.tenant,
-            self.charge,
-        )  # fmt: skip
+        ask = Ask(self.job_id, self.tokens, unique_hex(), self.reserve_s, self.tenant, self.charge)
+        self._first = self.controller.acquire_later(self.spec, ask)
         return self._first
 
     def drop_prefetched(self) -> None:
@@ -189,10 +188,8 @@ class Gate:
                 if decided is not None and decided.permit is not None:
                     self._settle_through_outage(decided.permit, unsent=True)
                 return None
-            decision = decided or self.controller.acquire(
-                self.spec, self.job_id, self.tokens, lease_id, self.reserve_s, self.tenant,
-                self.charge,
-            )  # fmt: skip
+            ask = Ask(self.job_id, self.tokens, lease_id, self.reserve_s, self.tenant, self.charge)
+            decision = decided or self.controller.acquire(self.spec, ask)
             decided = None
             if (permit := decision.permit) is not None:
                 if decision.start_in_s <= 0 or self._still_open(permit, decision):
@@ -261,9 +258,8 @@ class Gate:
     def try_acquire(self) -> Permit | None:
         """A permit if the model admits a call right now, else None (never waits; a hedge
         asks once and is not sent when the model is at its limits)."""
-        return self.controller.acquire(
-            self.spec, self.job_id, self.tokens, tenant=self.tenant, charge=self.charge
-        ).permit
+        ask = Ask(self.job_id, self.tokens, tenant=self.tenant, charge=self.charge)
+        return self.controller.acquire(self.spec, ask).permit
 
     def call(self, attempt: Callable[[], Answer]) -> Answer:
         """One admitted attempt: acquire, call, then finish with its outcome."""

@@ -222,3 +222,8 @@ def key_prefix(gateway: str, model: str) -> str:
     (kept per process: every call asks for its model's)."""
     digest = hashlib.sha1(gateway.encode(), usedforsecurity=False).hexdigest()[:10]
     return f"{{llm:{digest}:{model}}}"
+
+
+def adaptive_key(gateway: str, backend: str) -> str:
+    """The hash of a backend's adaptive in-flight limit, beside its admission keys."""
+    return f"{key_prefix(gateway, f'backend:{backend}')}:adaptive"

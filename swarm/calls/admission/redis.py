@@ -2,7 +2,8 @@
 
 One ``acquire`` script checks the 429 pause, the in-flight leases, the job's fair share and
 every GCRA limit of the model and commits only when all pass; ``finish`` releases the lease,
-reconciles tokens and applies 429 feedback; ``stats`` reads the counters. The scripts ship as
+reconciles tokens and applies 429 feedback; ``stats`` reads the counters (their arguments:
+swarm.calls.admission.redis_args). The scripts ship as
 ``.lua`` files in this package and run on Redis TIME, so worker clocks do not matter. No
 maintained library combines leases that expire with weighted GCRA limits, refunds and a
 shared pause (see ../shared notes on rate limits), hence the scripts.
@@ -12,8 +13,6 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterable
-from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
@@ -21,6 +20,7 @@ import redis
 
 from swarm.calls.admission.base import (
     AdmissionController,
+    Ask,
     Decision,
     ModelCounters,
     Outcome,
@@ -30,38 +30,24 @@ from swarm.calls.admission.base import (
     Refusal,
     Verdict,
 )
-from swarm.calls.admission.limits import AdmissionPolicy, Limit, key_prefix, model_limits
+from swarm.calls.admission.limits import AdmissionPolicy, adaptive_key
+from swarm.calls.admission.redis_args import GatewayArgs
 from swarm.calls.admission.script_args import (
     ADMISSION_SCRIPTS,
     AcquireArgs,
-    FinishArgs,
     KeepArgs,
     PauseArgs,
+    PermitFinishArgs,
     StatsArgs,
 )
-from swarm.calls.admission.script_args import Limit as ScriptLimit
-from swarm.calls.admission.shares import DEFAULT, Tenant, TenantShare, Use, shares
+from swarm.calls.admission.shares import Tenant, TenantShare, Use, shares
 from swarm.catalog import ModelSpec
 from swarm.store.companion import same_redis
 from swarm.store.connect import SentinelOptions, redis_client
 from swarm.store.outages import STORE_OUTAGES
 from swarm.store.scripts import Scripts
-from swarm.unique import unique_hex
 
 log = logging.getLogger(__name__)
-
-JOB_COUNTS_TTL_S = 7 * 86400
-"""How long per-job 429 counts are kept after the last 429."""
-
-
-@dataclass(frozen=True)
-class _ScriptLimits:
-    """One model's rate limits as acquire.lua and finish.lua read them."""
-
-    script: tuple[ScriptLimit, ...]
-    requests: tuple[ScriptLimit, ...]
-    """The limits a call costs 1 of (finish.lua's request_limits)."""
-    tpm: Limit
 
 
 class RedisAdmission(AdmissionController):
@@ -75,7 +61,8 @@ class RedisAdmission(AdmissionController):
         self._held: dict[tuple[str, str], None] = {}
         """(leases key, lease id) of the permits this process holds, for ``keep_held``."""
         self._lock = threading.Lock()
-        self._script_limits: dict[tuple[object, ...], _ScriptLimits] = {}
+        self.args = GatewayArgs(gateway, policy)
+        """The scripts' keys and arguments for this gateway."""
 
     @classmethod
     def from_url(
@@ -93,100 +80,20 @@ class RedisAdmission(AdmissionController):
         )
         return cls(client, gateway, policy)
 
-    def _limits(self, spec: ModelSpec) -> _ScriptLimits:
-        """The model's limits as the scripts read them, built once per set of rates."""
-        rates = (spec.rpm, spec.rps, spec.tpm, spec.limit_window)
-        found = self._script_limits.get(rates)
-        if found is None:
-            limits = model_limits(spec, self.policy)
-            found = _ScriptLimits(
-                script=script_limits(limits),
-                requests=script_limits(lim for lim in limits if not lim.tokens),
-                tpm=next(lim for lim in limits if lim.name == "tpm"),
-            )
-            self._script_limits[rates] = found
-        return found
-
     def adaptive_key(self, backend: str) -> str:
         """The hash of a backend's adaptive in-flight limit, beside its admission keys."""
-        return f"{key_prefix(self.gateway, f'backend:{backend}')}:adaptive"
+        return adaptive_key(self.gateway, backend)
 
-    def _keys(self, model: str, *names: str) -> list[str]:
-        prefix = key_prefix(self.gateway, model)
-        return [f"{prefix}:{name}" for name in names]
-
-    def acquire(
-        self,
-        spec: ModelSpec,
-        job_id: str,
-        tokens: int,
-        lease_id: str | None = None,
-        reserve_s: float = 0.0,
-        tenant: Tenant = DEFAULT,
-        charge: int | None = None,
-    ) -> Decision:
+    def acquire(self, spec: ModelSpec, ask: Ask) -> Decision:
         """One round trip: admitted with a lease (now or for a booked slot), or refused
         with the exact wait."""
-        lease_id = lease_id or unique_hex()
-        args = self._acquire_args(spec, job_id, tokens, lease_id, reserve_s, tenant, charge)
-        return self._decision(args, spec, tenant, self._scripts.run(args))
+        args = self.args.acquire(spec, ask)
+        return self._decision(args, spec, ask.tenant, self._scripts.run(args))
 
-    def acquire_later(
-        self,
-        spec: ModelSpec,
-        job_id: str,
-        tokens: int,
-        lease_id: str,
-        reserve_s: float = 0.0,
-        tenant: Tenant = DEFAULT,
-        charge: int | None = None,
-    ) -> PendingAcquire:
+    def acquire_later(self, spec: ModelSpec, ask: Ask) -> PendingAcquire:
         """``acquire`` as a command in the store's pipeline, when the store's Redis is this
         controller's (the store's round trip carries it); asked alone otherwise."""
-        args = self._acquire_args(spec, job_id, tokens, lease_id, reserve_s, tenant, charge)
-        return _QueuedAcquire(self, args, spec, tenant)
-
-    def _acquire_args(
-        self,
-        spec: ModelSpec,
-        job_id: str,
-        tokens: int,
-        lease_id: str,
-        reserve_s: float,
-        tenant: Tenant,
-        charge: int | None,
-    ) -> AcquireArgs:
-        policy = self.policy
-        state, leases, owners, jobs, waiters, wjobs, log, tenants = self._keys(
-            spec.name, "state", "leases", "owners", "jobs", "waiters", "wjobs", "log", "tenants"
-        )
-        return AcquireArgs(
-            state=state,
-            leases=leases,
-            owners=owners,
-            jobs=jobs,
-            waiters=waiters,
-            waiting_jobs=wjobs,
-            log=log,
-            tenants=tenants,
-            tenant_waiters=self._keys(spec.name, f"waiters:{tenant.name}")[0],
-            lease_id=lease_id,
-            job_id=job_id,
-            tokens=tokens,
-            lease_ms=int(policy.lease_s * 1000),
-            max_inflight=spec.max_inflight,
-            slack_ms=policy.window_slack_s * 1000,
-            poll_ms=policy.poll_s * 1000,
-            increase=policy.increase,
-            quiet_ms=policy.quiet_s * 1000,
-            reserve_ms=reserve_s * 1000,
-            max_poll_ms=policy.max_poll_s * 1000,
-            tenant=tenant.name,
-            weight=tenant.weight,
-            charge=tokens if charge is None else charge,
-            tenant_window_ms=policy.tenant_window_s * 1000,
-            limits=self._limits(spec).script,
-        )
+        return _QueuedAcquire(self, self.args.acquire(spec, ask), spec, ask.tenant)
 
     def _decision(self, args: AcquireArgs, spec: ModelSpec, tenant: Tenant, reply: Any) -> Decision:
         """The acquire script's reply as a Decision; an admitted lease is held (renewed by
@@ -206,13 +113,13 @@ class RedisAdmission(AdmissionController):
     def _run_acquire(self, args: AcquireArgs, spec: ModelSpec, tenant: Tenant) -> Decision:
         return self._decision(args, spec, tenant, self._scripts.run(args))
 
-    def _run_finish(self, args: FinishArgs, spec: ModelSpec, outcome: Outcome) -> Verdict:
+    def _run_finish(self, args: PermitFinishArgs, spec: ModelSpec, outcome: Outcome) -> Verdict:
         self._let_go(args)
         return self._verdict(spec, outcome, self._scripts.run(args))
 
     def finish(self, spec: ModelSpec, permit: Permit, outcome: Outcome) -> Verdict:
         """Release, reconcile or refund, and apply 429 feedback, in one round trip."""
-        args = self._finish_args(spec, permit, outcome)
+        args = self.args.finish(spec, permit, outcome)
         self._let_go(args)
         return self._verdict(spec, outcome, self._scripts.run(args))
 
@@ -220,9 +127,9 @@ class RedisAdmission(AdmissionController):
         """``finish`` as a command in the store's pipeline, when the store's Redis is this
         controller's (the round trip that stores the node's envelope carries it); run
         alone otherwise."""
-        return _QueuedFinish(self, self._finish_args(spec, permit, outcome), spec, outcome)
+        return _QueuedFinish(self, self.args.finish(spec, permit, outcome), spec, outcome)
 
-    def _let_go(self, args: FinishArgs) -> None:
+    def _let_go(self, args: PermitFinishArgs) -> None:
         """Stop renewing the permit's lease (the finish is on its way)."""
         with self._lock:
             self._held.pop((args.leases, args.lease_id), None)
@@ -234,49 +141,6 @@ class RedisAdmission(AdmissionController):
                       "at its limit, every caller pauses" if int(paused)
                       else "isolated, only its call backs off")  # fmt: skip
         return Verdict(paused=bool(int(paused)))
-
-    def _finish_args(self, spec: ModelSpec, permit: Permit, outcome: Outcome) -> FinishArgs:
-        policy = self.policy
-        used = outcome.used_tokens
-        delta = 0 if used is None else used - permit.tokens_reserved
-        tenant_delta = 0 if used is None else used - permit.charged
-        pause_s = outcome.retry_after_s or policy.default_pause_s
-        limits = self._limits(spec)
-        tpm = limits.tpm
-        state, leases, owners, jobs, job429, window_log, tenants = self._keys(
-            spec.name, "state", "leases", "owners", "jobs", "job429", "log", "tenants"
-        )
-        return FinishArgs(
-            state=state,
-            leases=leases,
-            owners=owners,
-            jobs=jobs,
-            job_429=job429,
-            log=window_log,
-            tenants=tenants,
-            lease_id=permit.lease_id,
-            job_id=permit.job_id,
-            token_delta=delta,
-            tenant_delta=tenant_delta,
-            tpm=tpm.limit,
-            tpm_burst=tpm.burst,
-            slack_ms=policy.window_slack_s * 1000,
-            rate_limited=1 if outcome.rate_limited else 0,
-            pause_ms=pause_s * 1000,
-            decrease=policy.decrease,
-            min_factor=policy.min_factor,
-            cooldown_ms=policy.decrease_cooldown_s * 1000,
-            counts_ttl_s=JOB_COUNTS_TTL_S,
-            sent=1 if outcome.sent else 0,
-            exhausted=1 if outcome.exhausted else 0,
-            dense_ms=policy.dense_window_s * 1000,
-            dense_min=policy.dense_min,
-            dense_share=policy.dense_share,
-            lease_ms=int(policy.lease_s * 1000),
-            tenant_window_ms=policy.tenant_window_s * 1000,
-            completion=-1 if outcome.completion_tokens is None else outcome.completion_tokens,
-            request_limits=limits.requests,
-        )
 
     def keep_held(self) -> int:
         """Renew the in-flight lease of every permit this process holds, for ``lease_s``
@@ -298,7 +162,7 @@ class RedisAdmission(AdmissionController):
 
     def counters(self, spec: ModelSpec) -> ModelCounters:
         """The model's counters as every worker sees them."""
-        keys = self._keys(spec.name, "state", "leases", "waiters", "tenants")
+        keys = self.args.keys(spec.name, "state", "leases", "waiters", "tenants")
         values = self._scripts.run(StatsArgs(*keys))
         admitted, refused, limited, expired, inflight, waiting = (int(v) for v in values[:6])
         return ModelCounters(
@@ -324,13 +188,13 @@ class RedisAdmission(AdmissionController):
 
     def job_rate_limited(self, spec: ModelSpec, job_id: str) -> int:
         """429s seen by ``job_id`` on ``spec``."""
-        (key,) = self._keys(spec.name, "job429")
+        (key,) = self.args.keys(spec.name, "job429")
         value = self.client.hget(key, job_id)
         return int(value) if value is not None else 0
 
     def pause_left_s(self, spec: ModelSpec) -> float:
         """One round trip on Redis TIME."""
-        (state,) = self._keys(spec.name, "state")
+        (state,) = self.args.keys(spec.name, "state")
         return float(self._scripts.run(PauseArgs(state))) / 1000.0
 
 
@@ -365,7 +229,7 @@ class _QueuedFinish(PendingFinish):
     controller's Redis."""
 
     def __init__(
-        self, owner: RedisAdmission, args: FinishArgs, spec: ModelSpec, outcome: Outcome
+        self, owner: RedisAdmission, args: PermitFinishArgs, spec: ModelSpec, outcome: Outcome
     ) -> None:
         super().__init__(partial(owner._run_finish, args, spec, outcome))
         self._owner, self._args, self._spec, self._outcome = owner, args, spec, outcome
@@ -392,11 +256,3 @@ class _QueuedFinish(PendingFinish):
 
 def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
-
-
-def script_limits(limits: Iterable[Limit]) -> tuple[ScriptLimit, ...]:
-    """Rate limits as the admission scripts read them (name, limit, window ms, burst,
-    windowed 0/1)."""
-    return tuple(
-        (lim.name, lim.limit, lim.window_ms, lim.burst, int(lim.windowed)) for lim in limits
-    )

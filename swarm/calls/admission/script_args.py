@@ -51,7 +51,7 @@ class AcquireArgs(_AdmissionScript):
 
 
 @dataclass(frozen=True)
-class FinishArgs(_AdmissionScript):
+class PermitFinishArgs(_AdmissionScript):
     """Release a lease, reconcile its tokens, apply 429 feedback."""
 
     SCRIPT: ClassVar[str] = "finish"
@@ -123,7 +123,7 @@ class KeepArgs(_AdmissionScript):
 
 ADMISSION_SCRIPTS: tuple[type[ScriptArgs], ...] = (
     AcquireArgs,
-    FinishArgs,
+    PermitFinishArgs,
     PauseArgs,
     StatsArgs,
     KeepArgs,

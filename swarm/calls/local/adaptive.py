@@ -36,11 +36,13 @@ import logging
 import math
 import threading
 import time
-from abc import ABC, abstractmethod
+from abc import abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
 
 import redis
+
+from swarm.calls.admission.backend import InflightLimits, Observed
 
 log = logging.getLogger(__name__)
 
@@ -206,8 +208,14 @@ def observe(
     return replace(state, limit=limit, ceiling=max(state.ceiling, limit) if state.ceiling else 0.0)
 
 
-class AdaptiveLimits(ABC):
+Step = Callable[[AdaptiveState], AdaptiveState]
+"""One observation applied to a backend's state."""
+
+
+class AdaptiveLimits(InflightLimits):
     """Adaptive limits of backends, read before admission and fed after each call."""
+
+    params: AdaptiveParams
 
     @abstractmethod
     def state(self, backend: str, max_limit: int) -> AdaptiveState:
@@ -215,16 +223,24 @@ class AdaptiveLimits(ABC):
         observed yet starts at ``max_limit``."""
 
     @abstractmethod
-    def record(
-        self,
-        backend: str,
-        latency_ms: float,
-        inflight: float,
-        max_limit: int,
-        timed_out: bool = False,
-    ) -> None:
-        """Feed one finished call, admitted with ``inflight`` calls on the backend:
-        answered in ``latency_ms``, or ``timed_out``."""
+    def _update(self, backend: str, max_limit: int, step: Step) -> tuple[AdaptiveState, ...]:
+        """Apply ``step`` to the backend's state atomically; (old, new), or () when it
+        was not applied."""
+
+    def inflight_limit(self, backend: str, max_limit: int) -> int:
+        """The backend's state's limit."""
+        return self.state(backend, max_limit).inflight_limit
+
+    def record(self, backend: str, max_limit: int, call: Observed) -> None:
+        """Apply one observation (``observe``)."""
+        params = replace(self.params, max_limit=max_limit)
+        changed = self._update(
+            backend,
+            max_limit,
+            lambda old: observe(old, call.latency_ms, call.inflight, params, call.timed_out),
+        )
+        if changed:
+            _log_change(backend, *changed)
 
 
 class MemoryAdaptive(AdaptiveLimits):
@@ -240,21 +256,11 @@ class MemoryAdaptive(AdaptiveLimits):
         with self._lock:
             return self._states.get(backend, AdaptiveState.start(max_limit))
 
-    def record(
-        self,
-        backend: str,
-        latency_ms: float,
-        inflight: float,
-        max_limit: int,
-        timed_out: bool = False,
-    ) -> None:
-        """Apply one observation."""
-        params = replace(self.params, max_limit=max_limit)
+    def _update(self, backend: str, max_limit: int, step: Step) -> tuple[AdaptiveState, ...]:
         with self._lock:
             old = self._states.get(backend, AdaptiveState.start(max_limit))
-            new = observe(old, latency_ms, inflight, params, timed_out)
-            self._states[backend] = new
-        _log_change(backend, old, new)
+            self._states[backend] = new = step(old)
+        return old, new
 
 
 FIELDS = tuple(f.name for f in fields(AdaptiveState))
@@ -290,22 +296,14 @@ class RedisAdaptive(AdaptiveLimits):
         self._cache[backend] = (now, state)
         return state
 
-    def record(
-        self,
-        backend: str,
-        latency_ms: float,
-        inflight: float,
-        max_limit: int,
-        timed_out: bool = False,
-    ) -> None:
-        """Apply one observation atomically (WATCH/MULTI, retried on a concurrent write)."""
+    def _update(self, backend: str, max_limit: int, step: Step) -> tuple[AdaptiveState, ...]:
+        """Atomically (WATCH/MULTI, retried on a concurrent write)."""
         key = self.key_of(backend)
-        params = replace(self.params, max_limit=max_limit)
         changed: list[AdaptiveState] = []
 
         def update(pipe: redis.client.Pipeline) -> None:
             old = _decode(pipe.hmget(key, FIELDS), max_limit)
-            new = observe(old, latency_ms, inflight, params, timed_out)
+            new = step(old)
             pipe.multi()
             pipe.hset(key, mapping={name: value for name, value in _encode(new).items()})
             pipe.expire(key, STATE_TTL_S)
@@ -314,7 +312,7 @@ class RedisAdaptive(AdaptiveLimits):
         self.client.transaction(update, key)
         if changed:
             self._cache[backend] = (self.clock(), changed[1])
-            _log_change(backend, changed[0], changed[1])
+        return tuple(changed)
 
 
 def _decode(values: list[bytes | str | None], max_limit: int) -> AdaptiveState:

@@ -9,7 +9,7 @@ and waits for it until the node's deadline (``deadline_s``). An answer or error 
 the node's. At the deadline the node raises the timeout error (``openai.APITimeoutError``),
 so retries, pacing's ``timed_out`` and admission see a timeout; the request itself keeps
 reading for up to ``grace_s`` more (its HTTP read timeout is the deadline plus the grace),
-and an answer that arrives is handed to ``late`` (swarm.calls.local.steps: the call's next
+and an answer that arrives is handed to ``late`` (swarm.calls.local_steps: the call's next
 answer, or billed in the ledger as unused). The timeout error raised at the deadline is a
 ``StillReading``: the local gate (swarm.calls.local.gate) keeps the call's permits until the
 request has ended, since the server is still computing it (nothing is sent to queue behind
@@ -41,6 +41,16 @@ from swarm.calls.request import Answer
 from swarm.settings import Settings
 
 log = logging.getLogger(__name__)
+
+GRACE_TIMEOUTS = 40
+"""Default overtime grace, in node timeouts (30 min at 45 s): on a one-slot server
+(llama.cpp) the first wave of a job, sent before any answer told its speed, is computed one
+after the other, and an abandoned request is reached only when those ahead of it are done,
+which for a wave of 20 can take well over ten node timeouts. A hosted gateway ends a request
+long before (its own request timeout), so the bound only matters against one that never
+answers: there it holds a thread and a connection that long (not its permits:
+swarm.calls.local.abandoned gives them back).
+"""
 
 SendRequest = Callable[[float | None], Answer]
 """The request: sends it with this HTTP read timeout (seconds; None: the client's own, the
@@ -110,8 +120,12 @@ class Overtime:
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Overtime:
-        """SWARM_ABANDONED_GRACE_S and SWARM_ABANDONED_MAX."""
-        return cls(settings.overtime_grace_s, settings.abandoned_max)
+        """SWARM_OVERTIME_GRACE_S (None: GRACE_TIMEOUTS node timeouts) and
+        SWARM_OVERTIME_MAX."""
+        grace_s = settings.overtime_grace_s
+        if grace_s is None:
+            grace_s = GRACE_TIMEOUTS * settings.node_timeout_s
+        return cls(grace_s, settings.overtime_max)
 
     @property
     def enabled(self) -> bool:

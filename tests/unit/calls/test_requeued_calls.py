@@ -12,6 +12,7 @@ import pytest
 from doubles import MockGateway, completion, new_job
 
 from swarm.calls.admission import AdmissionPolicy, MemoryAdmission, Unlimited
+from swarm.calls.admission.base import Ask
 from swarm.calls.request import CallProgress, pack_progress, unpack_progress
 from swarm.calls.runtime import Runtime
 from swarm.catalog import load_catalog
@@ -56,7 +57,7 @@ def test_an_admission_wait_before_the_request_is_not_an_attempt() -> None:
     spec = new_job(rt, n=1)
     model = rt.catalog.model(spec.model)
     rt.admission.finish(  # another call's 429 paused the model for 3 s
-        model, rt.admission.acquire(model, "other", 1).permit, _limited(3.0)
+        model, rt.admission.acquire(model, Ask("other", 1)).permit, _limited(3.0)
     )
     with pytest.raises(RetryLater) as refused:
         run_node(rt, "j1", "n0", may_requeue=True)

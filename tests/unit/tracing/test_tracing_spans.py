@@ -21,6 +21,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from swarm import tracing
 from swarm.calls import steps
 from swarm.calls.admission import AdmissionPolicy, MemoryAdmission, Outcome
+from swarm.calls.admission.base import Ask
 from swarm.calls.request import CallProgress
 from swarm.calls.runtime import Runtime
 from swarm.catalog import load_catalog
@@ -217,7 +218,7 @@ def test_an_admission_wait_is_an_event_and_a_total_on_the_attempt(
     spec = stored_job(rt)
     model = rt.catalog.model(spec.model)
     paused = Outcome(used_tokens=0, rate_limited=True, retry_after_s=0.2, exhausted=True)
-    rt.admission.finish(model, rt.admission.acquire(model, "other", 1).permit, paused)
+    rt.admission.finish(model, rt.admission.acquire(model, Ask("other", 1)).permit, paused)
     assert run_node(rt, spec.job_id, "n00").ok
     (attempt,) = by_name(exported.get_finished_spans(), "chat kimi-k2.5")
     waits = [e for e in attempt.events if e.name == "admission wait"]

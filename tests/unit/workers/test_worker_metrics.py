@@ -13,6 +13,7 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from swarm.calls.admission import AdmissionPolicy, MemoryAdmission, Outcome
+from swarm.calls.admission.base import Ask
 from swarm.calls.admission.shares import Tenant
 from swarm.calls.listeners import CallListener, Listeners
 from swarm.catalog import load_catalog
@@ -78,7 +79,7 @@ def test_admission_gauges_read_the_controller_at_each_scrape() -> None:
     admission = MemoryAdmission(AdmissionPolicy())
     m = SwarmMetrics(catalog, admission)
     gpt = catalog.model("gpt-4.1")
-    permit = admission.acquire(gpt, "j", 1).permit
+    permit = admission.acquire(gpt, Ask("j", 1)).permit
     assert permit is not None
     assert _value(m, "swarm_admission_in_flight", model="gpt-4.1") == 1
     assert _value(m, "swarm_admission_in_flight", model="kimi-k2.5") == 0
@@ -95,7 +96,7 @@ def test_tenant_share_gauges_follow_the_tenants_tokens() -> None:
     gpt = catalog.model("gpt-4.1")
     for tenant, used in ((Tenant("team-a", 3.0), 300), (Tenant("team-b"), 100)):
         now[0] += 1000  # past the request spacing
-        permit = admission.acquire(gpt, "j", 10, tenant=tenant).permit
+        permit = admission.acquire(gpt, Ask("j", 10, tenant=tenant)).permit
         assert permit is not None
         admission.finish(gpt, permit, Outcome(used_tokens=used))
     a, b = {"model": "gpt-4.1", "tenant": "team-a"}, {"model": "gpt-4.1", "tenant": "team-b"}

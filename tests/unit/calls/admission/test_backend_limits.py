@@ -7,10 +7,9 @@ import redis
 
 from swarm.calls.admission import AdmissionPolicy, MemoryAdmission, Refusal
 from swarm.calls.admission.backend import BackendAdmission
-from swarm.calls.admission.base import Outcome
-from swarm.calls.admission.shares import DEFAULT
+from swarm.calls.admission.base import Ask, Decision, Outcome
 from swarm.calls.local.adaptive import MemoryAdaptive
-from swarm.catalog import Catalog, parse_catalog
+from swarm.catalog import Catalog, ModelSpec, parse_catalog
 from swarm.errors import ConfigError
 
 
@@ -46,12 +45,12 @@ def test_two_models_of_one_backend_share_its_in_flight_limit() -> None:
     cat = catalog("[backends.one]\nmax_inflight = 1\n")
     ctl = controller(cat)
     a, b = cat.model("a"), cat.model("b")
-    first = ctl.acquire(a, "j1", 10)
+    first = ctl.acquire(a, Ask("j1", 10))
     assert first.permit is not None
-    refused = ctl.acquire(b, "j1", 10)
+    refused = ctl.acquire(b, Ask("j1", 10))
     assert refused.permit is None and refused.reason is Refusal.INFLIGHT
     ctl.finish(a, first.permit, Outcome(used_tokens=12))
-    assert ctl.acquire(b, "j1", 10).permit is not None
+    assert ctl.acquire(b, Ask("j1", 10)).permit is not None
     assert ctl.backend_counters(cat.backends["one"]).inflight == 1
 
 
@@ -61,8 +60,8 @@ def test_a_model_refusal_gives_the_backend_permit_back() -> None:
     )
     ctl = controller(cat)
     a = cat.model("a")
-    assert ctl.acquire(a, "j1", 10).permit is not None
-    refused = ctl.acquire(a, "j1", 10)
+    assert ctl.acquire(a, Ask("j1", 10)).permit is not None
+    refused = ctl.acquire(a, Ask("j1", 10))
     assert refused.permit is None and refused.reason is Refusal.INFLIGHT
     assert ctl.backend_counters(cat.backends["one"]).inflight == 1
 
@@ -70,8 +69,8 @@ def test_a_model_refusal_gives_the_backend_permit_back() -> None:
 def test_a_backend_rpm_holds_its_models_together() -> None:
     cat = catalog("[backends.one]\nrpm = 1\nmax_inflight = 9\n")
     ctl = controller(cat)
-    assert ctl.acquire(cat.model("a"), "j1", 10).permit is not None
-    refused = ctl.acquire(cat.model("b"), "j1", 10)
+    assert ctl.acquire(cat.model("a"), Ask("j1", 10)).permit is not None
+    refused = ctl.acquire(cat.model("b"), Ask("j1", 10))
     assert refused.permit is None and refused.reason is Refusal.RPM
 
 
@@ -80,8 +79,8 @@ def test_models_without_a_declared_backend_have_no_shared_limits() -> None:
     backend = cat.backends["default"]
     assert backend.implicit and not backend.has_limits and not backend.is_adaptive
     ctl = controller(cat)
-    assert ctl.acquire(cat.model("a"), "j1", 10).permit is not None
-    assert ctl.acquire(cat.model("b"), "j1", 10).permit is not None
+    assert ctl.acquire(cat.model("a"), Ask("j1", 10)).permit is not None
+    assert ctl.acquire(cat.model("b"), Ask("j1", 10)).permit is not None
 
 
 @pytest.mark.parametrize(
@@ -129,11 +128,10 @@ class Flaky(MemoryAdmission):
         super().__init__(AdmissionPolicy())
         self.down: set[str] = set()
 
-    def acquire(self, spec, job_id, tokens, lease_id=None, reserve_s=0.0, tenant=DEFAULT,
-                charge=None):  # type: ignore[no-untyped-def]  # fmt: skip
+    def acquire(self, spec: ModelSpec, ask: Ask) -> Decision:
         if spec.name == "a" and "acquire" in self.down:
             raise redis.exceptions.ConnectionError("failover under way")
-        return super().acquire(spec, job_id, tokens, lease_id, reserve_s, tenant, charge)
+        return super().acquire(spec, ask)
 
     def finish(self, spec, permit, outcome):  # type: ignore[no-untyped-def]
         if spec.name == "a" and "finish" in self.down:
@@ -147,19 +145,19 @@ def test_an_outage_after_the_backends_permit_lets_it_go() -> None:
     ctl = BackendAdmission(inner, cat, MemoryAdaptive())
     inner.down = {"acquire"}
     with pytest.raises(redis.exceptions.ConnectionError):
-        ctl.acquire(cat.model("a"), "j1", 10)
+        ctl.acquire(cat.model("a"), Ask("j1", 10))
     assert ctl.backend_counters(cat.backends["one"]).inflight == 0
-    assert ctl.acquire(cat.model("b"), "j1", 10).permit is not None
+    assert ctl.acquire(cat.model("b"), Ask("j1", 10)).permit is not None
 
 
 def test_an_outage_finishing_the_models_permit_still_releases_the_backends() -> None:
     cat = catalog("[backends.one]\nmax_inflight = 1\n")
     inner = Flaky()
     ctl = BackendAdmission(inner, cat, MemoryAdaptive())
-    permit = ctl.acquire(cat.model("a"), "j1", 10).permit
+    permit = ctl.acquire(cat.model("a"), Ask("j1", 10)).permit
     assert permit is not None
     inner.down = {"finish"}
     with pytest.raises(redis.exceptions.ConnectionError):
         ctl.finish(cat.model("a"), permit, Outcome(used_tokens=12))
     assert ctl.backend_counters(cat.backends["one"]).inflight == 0
-    assert ctl.acquire(cat.model("b"), "j1", 10).permit is not None
+    assert ctl.acquire(cat.model("b"), Ask("j1", 10)).permit is not None

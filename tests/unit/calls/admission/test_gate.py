@@ -16,6 +16,7 @@ from swarm.calls.admission import (
     Refusal,
     Verdict,
 )
+from swarm.calls.admission.base import Ask
 from swarm.calls.admission.gate import SHARE_COUNTDOWN_S, Gate, outcome_of_error, wait_or_requeue
 from swarm.calls.admission.shares import Tenant
 from swarm.calls.request import Answer
@@ -111,7 +112,7 @@ def test_smaller_jobs_are_queued_first(nodes: int, priority: int) -> None:
 def test_a_429_while_waiting_for_a_booked_slot_pauses_the_booked_call_too() -> None:
     model = load_catalog().model("kimi-k2.5").model_copy(update={"rps": 5})
     ctl = MemoryAdmission(AdmissionPolicy())
-    other = ctl.acquire(model, "job", 10).permit
+    other = ctl.acquire(model, Ask("job", 10)).permit
     assert other is not None
 
     def sleep_while_a_429_arrives(seconds: float) -> None:
@@ -196,10 +197,10 @@ def test_a_tenant_far_over_its_share_gives_its_thread_back_when_it_may_requeue()
     now = [1_000_000.0]
     ctl = MemoryAdmission(AdmissionPolicy(), lambda: now[0])
     a, b = Tenant("a"), Tenant("b")
-    held = ctl.acquire(model, "ja", 100, tenant=a).permit
+    held = ctl.acquire(model, Ask("ja", 100, tenant=a)).permit
     assert held is not None
     now[0] += 1
-    assert ctl.acquire(model, "jb", 10, tenant=b).permit is None  # b waits now
+    assert ctl.acquire(model, Ask("jb", 10, tenant=b)).permit is None  # b waits now
     ctl.finish(model, held, Outcome(used_tokens=100))
     slept: list[float] = []
     gate = Gate(ctl, model, "ja", 100, max_wait_s=2.0, max_countdown_s=60.0,
@@ -225,18 +226,18 @@ def test_a_tenant_just_over_its_share_waits_in_its_task() -> None:
     ctl = MemoryAdmission(AdmissionPolicy(), clock)
     a, b = Tenant("a"), Tenant("b")
     for tenant, job, used in ((a, "ja", 10_100), (b, "jb", 10_000)):
-        permit = ctl.acquire(model, job, 100, tenant=tenant).permit
+        permit = ctl.acquire(model, Ask(job, 100, tenant=tenant)).permit
         assert permit is not None
         ctl.finish(model, permit, Outcome(used_tokens=used))
-    held = ctl.acquire(model, "jb", 100, tenant=b).permit  # a waits while b catches up
-    assert held is not None and ctl.acquire(model, "ja", 100, tenant=a).permit is not None
-    assert ctl.acquire(model, "jb", 100, tenant=b).reason is Refusal.INFLIGHT  # b waits
+    held = ctl.acquire(model, Ask("jb", 100, tenant=b)).permit  # a waits while b catches up
+    assert held is not None and ctl.acquire(model, Ask("ja", 100, tenant=a)).permit is not None
+    assert ctl.acquire(model, Ask("jb", 100, tenant=b)).reason is Refusal.INFLIGHT  # b waits
     ctl.finish(model, held, Outcome(used_tokens=100))
     slept: list[float] = []
 
     def sleep(seconds: float) -> None:  # b catches up meanwhile
         slept.append(seconds)
-        other = ctl.acquire(model, "jb", 100, tenant=b).permit
+        other = ctl.acquire(model, Ask("jb", 100, tenant=b)).permit
         assert other is not None
         ctl.finish(model, other, Outcome(used_tokens=300))
 
@@ -256,7 +257,7 @@ def test_waiters_for_a_full_model_ask_again_spread_over_the_hint() -> None:
     permits given back meanwhile stay unused."""
     model = load_catalog().model("kimi-k2.5").model_copy(update={"max_inflight": 1})
     ctl = MemoryAdmission(AdmissionPolicy())
-    assert ctl.acquire(model, "big", 10).permit is not None  # the model is full
+    assert ctl.acquire(model, Ask("big", 10)).permit is not None  # the model is full
     hints: list[float] = []
     asked = ctl.acquire
 

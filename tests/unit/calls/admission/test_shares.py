@@ -7,6 +7,7 @@ import math
 import pytest
 
 from swarm.calls.admission import AdmissionPolicy, Decision, MemoryAdmission, Outcome, Refusal
+from swarm.calls.admission.base import Ask
 from swarm.calls.admission.shares import (
     HOLD_MS,
     Hold,
@@ -141,7 +142,7 @@ def test_a_preferred_tenants_hint_counts_its_own_waiters_in_process() -> None:
 
     def acquire(job: str, tenant: Tenant, lease: str) -> Decision:
         clock[0] += 10
-        return ctl.acquire(model, job, 100, lease_id=lease, tenant=tenant)
+        return ctl.acquire(model, Ask(job, 100, lease_id=lease, tenant=tenant))
 
     for i in range(5):  # 0.1 s calls one after another: 0.11 s between releases
         permit = acquire("ja", a, f"w{i}").permit
@@ -182,7 +183,7 @@ def test_the_busier_tenant_waits_until_the_other_got_its_weighted_tokens() -> No
 
     def acquire(job: str, tokens: int, tenant: Tenant) -> Decision:
         clock.ms += 1
-        return ctl.acquire(spec, job, tokens, tenant=tenant)
+        return ctl.acquire(spec, Ask(job, tokens, tenant=tenant))
 
     held = [acquire("ja", 1000, a).permit for _ in range(2)]
     refused = acquire("jb", 100, b)

@@ -17,8 +17,9 @@ from swarm.calls.admission import AdmissionPolicy, MemoryAdmission
 from swarm.calls.idempotency import CallGuard
 from swarm.calls.listeners import CallListener
 from swarm.calls.local.gate import HoldingGate
+from swarm.calls.local.kit import LocalKit
 from swarm.calls.local.overtime import Overtime
-from swarm.calls.local.steps import late_answer
+from swarm.calls.local_steps import kit_of, late_answer
 from swarm.calls.pipeline import run_call
 from swarm.calls.request import Answer, CallRequest
 from swarm.calls.runtime import Runtime
@@ -62,7 +63,8 @@ def _runtime(
     base, _ = make_runtime(handler)
     listener = _Listener()
     settings = base.settings.model_copy(update={"node_timeout_s": 0.2})
-    rt = replace(base, settings=settings, listener=listener, overtime=Overtime(30.0, 4),
+    local = LocalKit(overtime=Overtime(30.0, 4))
+    rt = replace(base, settings=settings, listener=listener, local=local,
                  catalog=as_local(base.catalog))  # fmt: skip
     new_job(rt, 1)
     return rt, listener
@@ -99,7 +101,7 @@ def test_a_late_answer_is_billed_and_told_but_neither_paced_nor_the_calls_answer
     usage = _ledger_calls(rt, 2)
     assert usage == Usage(prompt_tokens=20, completion_tokens=302)
     assert listener.late == [Usage(prompt_tokens=10, completion_tokens=300)]
-    assert rt.pacing.pace(MODEL, "").w < 1.5  # only the answer in time observed (weight 1)
+    assert kit_of(rt).pacing.pace(MODEL, "").w < 1.5  # only the answer in time observed (weight 1)
     stored = rt.store.answer("j1", _request(rt).key)
     assert stored is not None and stored.content == "in time"
 

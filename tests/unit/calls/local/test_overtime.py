@@ -3,6 +3,7 @@ before, the request goes on for the grace, and a late ending is handed over once
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -15,7 +16,7 @@ from swarm.calls.local.overtime import Overtime, StillReading
 from swarm.calls.request import Answer
 from swarm.calls.retry_policy import BadResponseError, classify
 from swarm.records import ErrorKind, Usage
-from swarm.settings import Settings
+from swarm.settings import Settings, load_settings
 
 WAIT_S = 10.0
 """A generous deadline for a condition (never a timing bound)."""
@@ -142,9 +143,22 @@ def test_threads_are_reused_never_more_than_the_bound() -> None:
 
 def test_settings_default_the_grace_to_forty_node_timeouts() -> None:
     assert Overtime.from_settings(Settings(node_timeout_s=10)).grace_s == 400.0
-    off = Overtime.from_settings(Settings(abandoned_grace_s=0))
+    off = Overtime.from_settings(Settings(overtime_grace_s=0))
     assert not off.enabled
-    assert Overtime.from_settings(Settings(abandoned_max=0)).enabled is False
+    assert Overtime.from_settings(Settings(overtime_max=0)).enabled is False
+
+
+def test_the_deprecated_abandoned_names_still_set_the_overtime(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setenv("SWARM_ABANDONED_GRACE_S", "12")
+    monkeypatch.setenv("SWARM_ABANDONED_MAX", "3")
+    with caplog.at_level(logging.WARNING, logger="swarm.settings"):
+        overtime = Overtime.from_settings(load_settings())
+    assert (overtime.grace_s, overtime.max_requests) == (12.0, 3)
+    assert "SWARM_ABANDONED_MAX is deprecated" in caplog.text
+    monkeypatch.setenv("SWARM_OVERTIME_MAX", "5")  # the new name wins
+    assert load_settings().overtime_max == 5
 
 
 def test_the_nodes_timeout_says_when_the_request_ends() -> None:

@@ -11,7 +11,9 @@ import httpx2
 import pytest
 from doubles import Handler, MockGateway, as_local, completion, new_job
 
+from swarm.calls.local.kit import LocalKit
 from swarm.calls.local.pacing import MIN_BUDGET, Pace, Pacing
+from swarm.calls.local_steps import kit_of
 from swarm.calls.pipeline import run_call
 from swarm.calls.request import CallRequest
 from swarm.calls.runtime import Runtime
@@ -33,7 +35,7 @@ def local_runtime(
     make_runtime: Callable[[Handler], tuple[Runtime, MockGateway]], handler: Handler
 ) -> tuple[Runtime, MockGateway]:
     rt, gw = make_runtime(handler)
-    return replace(rt, catalog=as_local(rt.catalog)), gw
+    return replace(rt, catalog=as_local(rt.catalog), local=LocalKit()), gw
 
 
 def test_reading_and_generating_are_told_apart() -> None:
@@ -112,11 +114,11 @@ def test_the_cap_changes_the_body_only(
     spec = new_job(rt, n=1)
     model = rt.catalog.model("kimi-k2.5")
     for prompt, done in CALLS:  # the model measured at 30 ms a token
-        rt.pacing.answered(
+        kit_of(rt).pacing.answered(
             model.name, model.backend, prompt, done, PREFILL * prompt + GENERATE * done, 5.0
         )
     request = CallRequest.of(spec.job_id, "n0", model, [{"role": "user", "content": "hi"}], 2048)
-    with caplog.at_level(logging.WARNING, logger="swarm.calls.local.steps"):
+    with caplog.at_level(logging.WARNING, logger="swarm.calls.local_steps"):
         result = run_call(rt, request)
     assert result.ok and result.answer is not None
     sent = gw.requests[-1]["max_tokens"]
@@ -133,10 +135,11 @@ def test_a_hosted_backends_request_is_never_capped(
     make_runtime: Callable[[Handler], tuple[Runtime, MockGateway]],
 ) -> None:
     rt, gw = make_runtime(lambda body, n: completion("ok", prompt=10, completion_tokens=5))
+    rt = replace(rt, local=LocalKit())  # a process with a local backend besides
     spec = new_job(rt, n=1)
     model = rt.catalog.model("kimi-k2.5")
     for prompt, done in CALLS:  # even a pace that would cap a local server's request
-        rt.pacing.answered(
+        kit_of(rt).pacing.answered(
             model.name, model.backend, prompt, done, PREFILL * prompt + GENERATE * done, 5.0
         )
     request = CallRequest.of(spec.job_id, "n0", model, [{"role": "user", "content": "hi"}], 2048)

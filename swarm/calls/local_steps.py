@@ -1,4 +1,5 @@
-"""The steps a local backend's calls add to the path (swarm.calls.pipeline).
+"""The steps a local backend's calls add to the path (swarm.calls.pipeline), on the state
+of the process's local kit (``Runtime.local``, swarm.calls.local.kit).
 
 pace      the completion budget fitted to the node timeout (swarm.calls.local.pacing): a
           request whose asked answer the server cannot generate in time is sent a smaller
@@ -19,14 +20,26 @@ from functools import partial
 from swarm.calls.gateway import send
 from swarm.calls.listeners import safely
 from swarm.calls.local.gate import HoldingGate
+from swarm.calls.local.kit import LocalKit
 from swarm.calls.request import Answer, CallRequest
 from swarm.calls.retries import billed_usage
 from swarm.calls.retry_policy import classify
 from swarm.calls.runtime import Runtime
 from swarm.calls.steps import Attempt, CallContext, Step
+from swarm.errors import ConfigError
 from swarm.records import ErrorKind, Usage
 
 log = logging.getLogger(__name__)
+
+
+def kit_of(rt: Runtime) -> LocalKit:
+    """The process's local kit: a call takes the local steps only when its backend is
+    local, and a Runtime whose catalog has a local backend has one (swarm.calls.local.kit)."""
+    if rt.local is None:
+        raise ConfigError(
+            "a local backend's call in a Runtime without a LocalKit (swarm.calls.local.kit)"
+        )
+    return rt.local
 
 
 def _gate(ctx: CallContext) -> HoldingGate:
@@ -39,7 +52,7 @@ def pacing(ctx: CallContext) -> Step:
     """Caps the request's completion to what the model generates within the node timeout
     (say so at WARNING, and in the answer's ``max_tokens_sent``); feeds each answer's
     latency to the model's pace, and each timeout to its loss cap."""
-    rt = ctx.rt
+    rt, pacing = ctx.rt, kit_of(ctx.rt).pacing
 
     def pace(request: CallRequest, next: Attempt) -> Answer:
         sent = paced(rt, request)
@@ -48,7 +61,7 @@ def pacing(ctx: CallContext) -> Step:
             answer = next(sent)
         except Exception as exc:
             if classify(exc) is ErrorKind.TIMEOUT:
-                rt.pacing.timed_out(request.model.name, request.model.backend, sent.max_tokens)
+                pacing.timed_out(request.model.name, request.model.backend, sent.max_tokens)
             raise
         if not answer.usage_missing:
             feed_pace(rt, request, answer.usage, time.perf_counter() - started)
@@ -66,18 +79,19 @@ def paced(rt: Runtime, request: CallRequest) -> CallRequest:
     model = request.model.name
     prompt = int(request.prompt_tokens * rt.windows.scale(model))
     deadline_s = rt.settings.node_timeout_s
-    budget = rt.pacing.budget(model, request.model.backend, prompt, request.max_tokens, deadline_s)
+    pacing = kit_of(rt).pacing
+    budget = pacing.budget(model, request.model.backend, prompt, request.max_tokens, deadline_s)
     if budget >= request.max_tokens:
         return request
     log.warning("pacing: %s is sent max_tokens %d instead of %d: %s", model, budget,
-                request.max_tokens, rt.pacing.explain(model, request.model.backend, prompt,
-                                                      deadline_s))  # fmt: skip
+                request.max_tokens, pacing.explain(model, request.model.backend, prompt,
+                                                   deadline_s))  # fmt: skip
     return replace(request, max_tokens=budget)
 
 
 def feed_pace(rt: Runtime, request: CallRequest, usage: Usage, latency_s: float) -> None:
     """One answer's usage and latency into the model's pace."""
-    rt.pacing.answered(request.model.name, request.model.backend,
+    kit_of(rt).pacing.answered(request.model.name, request.model.backend,
                        usage.prompt_tokens - usage.cached_tokens, usage.completion_tokens,
                        latency_s, rt.settings.node_timeout_s)  # fmt: skip
 
@@ -87,12 +101,12 @@ def transport(ctx: CallContext) -> Attempt:
     request unanswered at the node timeout raises the timeout as always (a StillReading,
     whose permit the gate holds), but keeps reading for the overtime grace: an answer that
     comes then is the call's next answer or billed as unused (``late_answer``)."""
-    rt = ctx.rt
+    rt, overtime = ctx.rt, kit_of(ctx.rt).overtime
     deadline_s = rt.settings.node_timeout_s
 
     def http(request: CallRequest) -> Answer:
         client = rt.client_for(request.model.backend)
-        return rt.overtime.send(partial(send, client, request), deadline_s,
+        return overtime.send(partial(send, client, request), deadline_s,
                                 partial(late_answer, ctx, request))  # fmt: skip
 
     return http
