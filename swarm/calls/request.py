@@ -12,12 +12,14 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from swarm.catalog import DEFAULT_KIND, ModelSpec
 from swarm.records import DEFAULT_TENANT, ErrorKind, ToolCall, Usage
-from swarm.store.billing import HeldAnswer
 from swarm.tokens import estimate_messages
+
+if TYPE_CHECKING:  # the session records what a call got: it imports these records
+    from swarm.calls.session import HeldCall
 
 Message = dict[str, Any]
 """A chat message: ``role`` and ``content`` (text, or None beside ``tool_calls``), and for
@@ -199,9 +201,9 @@ class CallResult:
     """Usage of each billed attempt, in order."""
     reused: bool = False
     """True when the answer is one an earlier run stored (no gateway call now)."""
-    held: HeldAnswer | None = None
-    """The billed answer not recorded yet (CallRequest.hold_answer): the caller records it
-    with the node's envelope (JobStore.finish_billed_node)."""
+    held: HeldCall | None = None
+    """The billed answer not recorded yet (CallRequest.hold_answer): the caller commits it
+    with the node's envelope (HeldCall.commit)."""
 
     @property
     def ok(self) -> bool:

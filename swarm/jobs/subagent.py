@@ -28,6 +28,7 @@ from swarm.calls.reasoning import run_raising
 from swarm.calls.request import CallProgress, CallRequest, CallResult, Message
 from swarm.calls.retry_policy import RETRYABLE
 from swarm.calls.runtime import Runtime
+from swarm.calls.session import HeldCall
 from swarm.calls.warmup import plan_warmup, warm_turn
 from swarm.catalog import DEFAULT_KIND, ModelSpec
 from swarm.jobs.agent import run_agent
@@ -41,7 +42,6 @@ from swarm.jobs.context_fit import (
 from swarm.jobs.prompts import subagent_messages
 from swarm.jobs.structured import BadOutputError, schema_instruction, validate_against
 from swarm.records import ErrorKind, JobSpec, NodeEnvelope, NodeTask, Truncation, Usage
-from swarm.store.billing import HeldAnswer
 from swarm.store.leases import Lease
 from swarm.tokens import estimate_messages, estimate_tokens
 
@@ -132,8 +132,8 @@ def _call_node(
     try:
         envelope = _envelope(rt, spec, node_id, text, tally, may_requeue, progress or {})
     except BaseException:
-        if tally.held is not None:  # the answer held for the envelope: recorded now
-            rt.store.record_held(job_id, tally.held)
+        if tally.held is not None:  # the answer held for the envelope: written alone now
+            tally.held.commit()
         raise
     if via != "live" and envelope.ok and envelope.model == task.model:
         envelope = envelope.model_copy(update={"via": via})
@@ -175,8 +175,8 @@ class _Tally:
     summaries: dict[str, str] = field(default_factory=dict)
     """Summaries of input middles by their hash: a fallback model that cuts the input the
     same way reuses the summary instead of paying for it again."""
-    held: HeldAnswer | None = None
-    """The node's answer, billed and held to be recorded with its envelope."""
+    held: HeldCall | None = None
+    """The node's answer, billed and held to be committed with its envelope."""
 
     def add(self, outcome: CallResult) -> None:
         self.usage = self.usage + outcome.usage
@@ -443,10 +443,10 @@ def _finish(
     job_id: str,
     envelope: NodeEnvelope,
     fence: Lease | None = None,
-    held: HeldAnswer | None = None,
+    held: HeldCall | None = None,
 ) -> NodeEnvelope:
     if held is not None:
-        stored = rt.store.finish_billed_node(job_id, envelope, fence, held)
+        stored = held.commit(envelope, fence)
     else:
         stored = rt.store.finish_node(job_id, envelope, fence)
     if stored:

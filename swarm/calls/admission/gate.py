@@ -150,37 +150,39 @@ class Gate:
         self.charge = charge
         self.sleep = sleep
         self.rand = rand
-        self._first: PendingAcquire | None = None
-        self.carry: Callable[[Companion], bool] | None = None
-        """Takes an answered attempt's finish to send with the store write that records
-        its answer (CallGuard.carry; False: it runs now). None: every finish runs now."""
 
-    def acquire(self) -> Permit:
-        """Block until admitted, or raise RetryLater (see module docstring)."""
-        permit = self._acquire()
+    def acquire(self, first: PendingAcquire | None = None) -> Permit:
+        """Block until admitted, or raise RetryLater (see module docstring); ``first``: an
+        ask already sent (``ask_later``), whose decision is the first one."""
+        permit = self._acquire(first)
         assert permit is not None  # the lean gate never stops waiting early
         return permit
 
-    def prefetch(self) -> PendingAcquire:
-        """The first attempt's acquire, to send with the call's claim (one round trip,
-        swarm.store.companion); the first ``acquire`` starts from its decision."""
-        self._first = self.controller.acquire_later(
+    def ask_later(self) -> PendingAcquire:
+        """An acquire to send as the companion of a store write (swarm.store.companion: the
+        call's claim); ``acquire(first=...)`` starts from its decision."""
+        return self.controller.acquire_later(
             self.spec, self.job_id, self.tokens, unique_hex(), self.reserve_s, self.tenant,
             self.charge,
         )  # fmt: skip
-        return self._first
 
-    def drop_prefetched(self) -> None:
-        """Give back the prefetched permit when no attempt used it (the answer was reused,
-        the claim was another run's, the call ended before its first attempt)."""
-        first, self._first = self._first, None
-        if first is not None and first.decision is not None and first.decision.permit:
-            log.debug("admission: %s's prefetched permit given back unused", self.spec.name)
+    def give_back(self, first: PendingAcquire) -> None:
+        """Give back the permit of an ask no attempt used (the answer was reused, the claim
+        was another run's, the call ended before its first attempt)."""
+        if first.decision is not None and first.decision.permit:
+            log.debug("admission: %s's permit asked with the claim given back unused",
+                      self.spec.name)  # fmt: skip
             self._settle_through_outage(first.decision.permit, unsent=True)
 
-    def _acquire(self) -> Permit | None:
+    def _ask(self, lease_id: str) -> Decision:
+        """One acquire of this call's permit."""
+        return self.controller.acquire(
+            self.spec, self.job_id, self.tokens, lease_id, self.reserve_s, self.tenant,
+            self.charge,
+        )  # fmt: skip
+
+    def _acquire(self, first: PendingAcquire | None = None) -> Permit | None:
         """A permit; None when ``_stop_waiting`` says the call needs none any more."""
-        first, self._first = self._first, None
         decided = first.decision if first is not None else None
         lease_id = first.lease_id if first is not None else unique_hex()
         waited_for_rate = False
@@ -189,10 +191,7 @@ class Gate:
                 if decided is not None and decided.permit is not None:
                     self._settle_through_outage(decided.permit, unsent=True)
                 return None
-            decision = decided or self.controller.acquire(
-                self.spec, self.job_id, self.tokens, lease_id, self.reserve_s, self.tenant,
-                self.charge,
-            )  # fmt: skip
+            decision = decided or self._ask(lease_id)
             decided = None
             if (permit := decision.permit) is not None:
                 if decision.start_in_s <= 0 or self._still_open(permit, decision):
@@ -267,23 +266,28 @@ class Gate:
 
     def call(self, attempt: Callable[[], Answer]) -> Answer:
         """One admitted attempt: acquire, call, then finish with its outcome."""
-        permit = self.acquire()
+        return self.admitted(attempt)
+
+    def admitted(
+        self,
+        attempt: Callable[[], Answer],
+        first: PendingAcquire | None = None,
+        ride: Callable[[Companion], bool] | None = None,
+    ) -> Answer:
+        """``call``, starting from ``first`` (an ask sent with the claim) when given; an
+        answered attempt's finish goes to ``ride`` as a companion (it rides with the store
+        write that records the answer, one round trip fewer per call), and runs now when
+        ``ride`` does not take it."""
+        permit = self.acquire(first)
         try:
             answer = attempt()
         except BaseException as exc:
             self._settle_through_outage(permit, error=exc)
             raise
-        if not self._carried(permit, answer):
+        outcome = outcome_of_answer(answer)
+        if ride is None or not ride(self.controller.finish_later(self.spec, permit, outcome)):
             self._settle_through_outage(permit, answer=answer)
         return answer
-
-    def _carried(self, permit: Permit, answer: Answer) -> bool:
-        """True when ``carry`` took the permit's finish: it rides with the store write that
-        records the answer (one round trip fewer per call), a few milliseconds later."""
-        if self.carry is None:
-            return False
-        return self.carry(self.controller.finish_later(self.spec, permit,
-                                                       outcome_of_answer(answer)))  # fmt: skip
 
     def _settle_through_outage(
         self,
