@@ -144,7 +144,7 @@ def send(
     and error types) asking for the raw HTTP response, which is parsed as JSON once
     (``parse_answer``, with the rate-limit headers): ``chat.completions.create`` would build a
     typed ``ChatCompletion`` and transform the messages, CPU on every call that the worker
-    does not need (ops/bench/overhead.py measures a call's cost).
+    does not need.
     """
     response = client.post("/chat/completions", body=request.body(), cast_to=httpx2.Response,
                            options=request_options(client, read_timeout_s))  # fmt: skip

@@ -9,17 +9,20 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from swarm.catalog import DEFAULT_KIND, ModelSpec
-from swarm.records import DEFAULT_TENANT, ErrorKind, ToolCall, Usage
+from swarm.records import DEFAULT_TENANT, ErrorKind, NodeEnvelope, ToolCall, Usage
+from swarm.store.base import JobStore
+from swarm.store.billing import HeldAnswer
+from swarm.store.leases import Lease
 from swarm.tokens import estimate_messages
 
-if TYPE_CHECKING:  # the session records what a call got: it imports these records
-    from swarm.calls.session import HeldCall
+log = logging.getLogger(__name__)
 
 Message = dict[str, Any]
 """A chat message: ``role`` and ``content`` (text, or None beside ``tool_calls``), and for
@@ -178,6 +181,28 @@ class Answer:
     """The message's ``reasoning_content`` (a thinking model's reasoning), kept apart from
     ``content``: never quoted to the aggregation, sent back only in an agent's tool-call
     messages where the provider requires it."""
+
+
+@dataclass(frozen=True)
+class HeldCall:
+    """A billed answer held under its call's claim (swarm.calls.session), not written yet:
+    ``commit`` is the one place it is written (with its node's envelope, or alone after an
+    error)."""
+
+    store: JobStore
+    job_id: str
+    answer: HeldAnswer
+
+    def commit(self, envelope: NodeEnvelope | None = None, fence: Lease | None = None) -> bool:
+        """Write the answer, its ledger line and its companion (the answered attempt's
+        permit finish): with ``envelope`` in one round trip (False when ``fence`` was lost
+        and the envelope is left to the run that took over; the billed call counts either
+        way), or alone when the node ended on an error (True)."""
+        if envelope is None:
+            log.debug("session: %s's held answer written alone", self.answer.call.answer_key)
+            self.store.record_held(self.job_id, self.answer)
+            return True
+        return self.store.finish_billed_node(self.job_id, envelope, fence, self.answer)
 
 
 @dataclass(frozen=True)

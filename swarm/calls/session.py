@@ -31,51 +31,26 @@ heartbeat (the embedded mode) the claim lasts ``visibility_timeout_s``.
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 
 from swarm.calls.admission.base import PendingAcquire
-from swarm.calls.request import Answer, CallRequest
+from swarm.calls.request import Answer, CallRequest, HeldCall
 from swarm.calls.retry_policy import BadResponseError
 from swarm.calls.runtime import Runtime
 from swarm.cost.budget import call_bound_nusd
 from swarm.cost.pricing import cost_nusd
 from swarm.errors import LeaseLostError
-from swarm.records import NodeEnvelope, Usage
-from swarm.store.base import JobStore
+from swarm.records import Usage
 from swarm.store.billing import BilledCall, HeldAnswer, StoredAnswer
 from swarm.store.companion import Companion
 from swarm.store.leases import Lease, claim_lease
 from swarm.unique import unique_hex
 
-log = logging.getLogger(__name__)
-
 CLAIM_POLL_S = 0.1
 """How often a duplicate run looks for the holder's answer."""
-
-
-@dataclass(frozen=True)
-class HeldCall:
-    """A billed answer held under its call's claim, not written yet: ``commit`` is the one
-    place it is written (with its node's envelope, or alone after an error)."""
-
-    store: JobStore
-    job_id: str
-    answer: HeldAnswer
-
-    def commit(self, envelope: NodeEnvelope | None = None, fence: Lease | None = None) -> bool:
-        """Write the answer, its ledger line and its companion (the answered attempt's
-        permit finish): with ``envelope`` in one round trip (False when ``fence`` was lost
-        and the envelope is left to the run that took over; the billed call counts either
-        way), or alone when the node ended on an error (True)."""
-        if envelope is None:
-            log.debug("session: %s's held answer written alone", self.answer.call.answer_key)
-            self.store.record_held(self.job_id, self.answer)
-            return True
-        return self.store.finish_billed_node(self.job_id, envelope, fence, self.answer)
 
 
 @dataclass
