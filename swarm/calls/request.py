@@ -10,12 +10,13 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
+from typing import Any, Protocol
 
 from swarm.catalog import DEFAULT_KIND, ModelSpec
+from swarm.errors import SwarmError
 from swarm.records import DEFAULT_TENANT, ErrorKind, NodeEnvelope, ToolCall, Usage
 from swarm.store.base import JobStore
 from swarm.store.billing import HeldAnswer
@@ -60,6 +61,28 @@ def unpack_progress(value: Mapping[str, Sequence[float]] | None) -> dict[str, Ca
     return {slot: CallProgress.unpack(p) for slot, p in (value or {}).items()}
 
 
+class Withdrawn(SwarmError):
+    """A request withdrawn before its answer (a hedged attempt's loser, or a duplicate
+    not admitted): its permit goes back as unsent."""
+
+
+class Leg(Protocol):
+    """One request of a hedged attempt (swarm.calls.hedging.race), sent down the rest of
+    the call's path: its admit step hands a duplicate's attempt to ``admit``, its http step
+    sends through ``send`` (a request that can be withdrawn)."""
+
+    duplicate: bool
+    """The hedge (admitted only if the model has room at once), not the original."""
+
+    def admit(self, attempt: Callable[[], Answer]) -> Answer:
+        """A duplicate's admission around ``attempt``."""
+        ...
+
+    def send(self, request: CallRequest) -> Answer:
+        """The request, withdrawn when the other one answers first (Withdrawn)."""
+        ...
+
+
 @dataclass(frozen=True)
 class CallRequest:
     """One call of a job: which model, what to send, and how the call may behave."""
@@ -94,6 +117,8 @@ class CallRequest:
     held under the call's claim and recorded with the envelope in one write
     (CallResult.held) instead of on arrival; not with a budget (its spend would be
     counted after its reservation goes back)."""
+    leg: Leg | None = field(default=None, compare=False)
+    """Set on the requests of a hedged attempt (swarm.calls.hedging): which one it is."""
 
     @classmethod
     def of(cls, job_id: str, slot: str, model: ModelSpec, messages: Sequence[Message],

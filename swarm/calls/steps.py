@@ -160,8 +160,8 @@ def recording(ctx: CallContext) -> Step:
 
 def hedging(ctx: CallContext) -> Step | None:
     """Races a duplicate request against a slow one (swarm.calls.hedging) when the process
-    hedges and the call may be hedged; a hedged attempt admits and sends its own requests,
-    an unhedged one goes on down the path."""
+    hedges and the call may be hedged: each request goes on down the path (admit, fence,
+    http) as a leg of the race."""
     rt, request = ctx.rt, ctx.session.request
     if rt.hedger is None or request.hedge_cap <= 0:
         return None
@@ -169,8 +169,7 @@ def hedging(ctx: CallContext) -> Step | None:
     call = hedged_call(ctx, request.hedge_cap)
 
     def hedge(request: CallRequest, next: Attempt) -> Answer:
-        ctx.session.still_held()
-        return hedger.attempt(call, partial(next, request))
+        return hedger.attempt(call, request, next)
 
     return hedge
 
@@ -179,12 +178,16 @@ def admitting(ctx: CallContext) -> Step:
     """Holds the attempt to the model's shared limits: waits, or sends the task back to the
     queue (RetryLater), then reports how the attempt went (tokens, 429s). The first attempt
     starts from the permit asked with the call's claim; an answer held for its node's
-    envelope takes its permit's finish along (CallSession.ride_with_answer)."""
+    envelope takes its permit's finish along (CallSession.ride_with_answer). A hedge
+    (swarm.calls.hedging) is sent only if the model has room at once."""
     gate, session = ctx.gate, ctx.session
 
     def admit(request: CallRequest, next: Attempt) -> Answer:
+        if (leg := request.leg) is not None and leg.duplicate:  # a hedge: room now, or none
+            return leg.admit(partial(next, request))
         first = session.first_permit()
-        return gate.admitted(partial(next, request), first, session.ride_with_answer)
+        ride = session.ride_with_answer if leg is None else None  # a race's legs: finished now
+        return gate.admitted(partial(next, request), first, ride)
 
     return admit
 
@@ -213,17 +216,20 @@ def fencing(ctx: CallContext) -> Step:
 def transport(ctx: CallContext) -> Attempt:
     """The end of the path: the HTTP request through the openai client of the model's
     backend (the process's client unless the backend has a base URL of its own), closed at
-    the node timeout by the HTTP client's read timeout."""
+    the node timeout by the HTTP client's read timeout; a hedged attempt's request goes
+    through its leg, which can withdraw it (swarm.calls.hedging.race)."""
     rt = ctx.rt
 
     def http(request: CallRequest) -> Answer:
+        if request.leg is not None:  # a hedged attempt's: a request that can be withdrawn
+            return request.leg.send(request)
         return send(rt.client_for(request.model.backend), request)
 
     return http
 
 
 def hedged_call(ctx: CallContext, cap: int) -> HedgedCall:
-    """What the hedger needs of one call: its request, admission, cap and ledger."""
+    """What the hedger needs of one call: its admission, cap and ledger."""
     rt, session = ctx.rt, ctx.session
     job_id = session.request.job_id
 
@@ -234,12 +240,10 @@ def hedged_call(ctx: CallContext, cap: int) -> HedgedCall:
     return HedgedCall(
         job_id=job_id,
         model=session.request.model.name,
-        body=session.request.body(),
         gate=ctx.gate,
         bill=bill,
         on_hedge_won=partial(rt.store.hedge_won, job_id),
         take_hedge=tracing.wrap_counted(
             "hedge", partial(rt.store.take_hedge, job_id, cap), reason="slow attempt"
         ),
-        backend=session.request.model.backend,
     )

@@ -29,7 +29,7 @@ from swarm.calls.admission.base import (
 )
 from swarm.calls.admission.feedback import exhausted_of, pause_of
 from swarm.calls.admission.shares import DEFAULT, Tenant
-from swarm.calls.request import Answer
+from swarm.calls.request import Answer, Withdrawn
 from swarm.calls.retry_policy import classify
 from swarm.catalog import ModelSpec
 from swarm.errors import LeaseLostError, RetryLater
@@ -86,8 +86,9 @@ def outcome_of_error(exc: BaseException, now: float, *, at_limit: bool = False) 
     """A failed attempt refunds its tokens; a 429 is feedback (see Outcome.rate_limited),
     and evidence of the tenant's limit when the gateway says a limit is used up or the call
     was admitted at the configured limit (``at_limit``, Permit.at_limit). An attempt fenced
-    off before its request (LeaseLostError) was never sent: it gives the permit back."""
-    if isinstance(exc, LeaseLostError):
+    off before its request (LeaseLostError), or withdrawn before its answer (Withdrawn: a
+    hedged attempt's loser), gives the permit back."""
+    if isinstance(exc, LeaseLostError | Withdrawn):
         return Outcome(used_tokens=0, sent=False)
     if classify(exc) is ErrorKind.RATE_LIMITED:
         return Outcome(
