@@ -100,39 +100,30 @@ def make_client(
     """One client per process: keep-alive connections in pools shared by a few threads each
     (swarm.calls.http_pool: ``http_pool_size`` connections at most), SDK retries off, no
     telemetry headers. ``transport`` replaces the HTTP transport (tests)."""
-    timeout = _timeout(settings)
     http = openai.DefaultHttpxClient(
-        timeout=timeout,
+        timeout=_timeout(settings),
         verify=settings.verify_tls,
         transport=transport
         or ThreadPools(partial(_pool, settings.verify_tls), SHARDS, settings.http_pool_size),
     )
-    return SwarmOpenAI(
-        base_url=base_url,
-        api_key=api_key,
-        max_retries=0,
-        timeout=timeout,
-        http_client=http,
-        default_headers=_DEFAULT_HEADERS,
-    )
+    return SwarmOpenAI(**_client_options(settings, base_url, api_key), http_client=http)
 
 
 def make_async_client(settings: Settings, base_url: str, api_key: str) -> openai.AsyncOpenAI:
     """``make_client``'s async twin, for requests that are withdrawn by cancelling them
     (a hedged attempt's, on the hedger's event loop thread): the same timeouts, headers,
     kept URLs and keep-alive limits, in one pool (one thread sends on it)."""
-    timeout = _timeout(settings)
     http = openai.DefaultAsyncHttpxClient(
-        timeout=timeout, verify=settings.verify_tls, limits=_limits(settings.http_pool_size)
-    )
-    return SwarmAsyncOpenAI(
-        base_url=base_url,
-        api_key=api_key,
-        max_retries=0,
-        timeout=timeout,
-        http_client=http,
-        default_headers=_DEFAULT_HEADERS,
-    )
+        timeout=_timeout(settings), verify=settings.verify_tls,
+        limits=_limits(settings.http_pool_size),
+    )  # fmt: skip
+    return SwarmAsyncOpenAI(**_client_options(settings, base_url, api_key), http_client=http)
+
+
+def _client_options(settings: Settings, base_url: str, api_key: str) -> dict[str, Any]:
+    """What both clients are made with: SDK retries off, the timeouts, no telemetry."""
+    return {"base_url": base_url, "api_key": api_key, "max_retries": 0,
+            "timeout": _timeout(settings), "default_headers": _DEFAULT_HEADERS}  # fmt: skip
 
 
 def _timeout(settings: Settings) -> httpx2.Timeout:
