@@ -17,7 +17,7 @@ request (ops/bench/results/hosted_speed_cpu.md).
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from functools import partial
 from typing import Any
@@ -69,11 +69,26 @@ class SwarmOpenAI(openai.OpenAI):
     base URL (parsing and quoting both) on every request, and a worker sends one path."""
 
     def _prepare_url(self, url: str) -> httpx2.URL:
-        urls: dict[str, httpx2.URL] = self.__dict__.setdefault("_swarm_urls", {})
-        prepared = urls.get(url)
-        if prepared is None:
-            prepared = urls[url] = super()._prepare_url(url)
-        return prepared
+        return _kept_url(self.__dict__, url, super()._prepare_url)
+
+
+class SwarmAsyncOpenAI(openai.AsyncOpenAI):
+    """The async openai client (a hedged attempt's requests, swarm.calls.hedging), keeping
+    each merged request URL as ``SwarmOpenAI`` does."""
+
+    def _prepare_url(self, url: str) -> httpx2.URL:
+        return _kept_url(self.__dict__, url, super()._prepare_url)
+
+
+def _kept_url(
+    attributes: dict[str, Any], url: str, prepare: Callable[[str], httpx2.URL]
+) -> httpx2.URL:
+    """``prepare(url)``, kept in the client's ``attributes`` for the next request."""
+    urls: dict[str, httpx2.URL] = attributes.setdefault("_swarm_urls", {})
+    prepared = urls.get(url)
+    if prepared is None:
+        prepared = urls[url] = prepare(url)
+    return prepared
 
 
 def make_client(
@@ -85,28 +100,46 @@ def make_client(
     """One client per process: keep-alive connections in pools shared by a few threads each
     (swarm.calls.http_pool: ``http_pool_size`` connections at most), SDK retries off, no
     telemetry headers. ``transport`` replaces the HTTP transport (tests)."""
-    timeout = httpx2.Timeout(settings.node_timeout_s, connect=settings.connect_timeout_s)
     http = openai.DefaultHttpxClient(
-        timeout=timeout,
+        timeout=_timeout(settings),
         verify=settings.verify_tls,
         transport=transport
         or ThreadPools(partial(_pool, settings.verify_tls), SHARDS, settings.http_pool_size),
     )
-    return SwarmOpenAI(
-        base_url=base_url,
-        api_key=api_key,
-        max_retries=0,
-        timeout=timeout,
-        http_client=http,
-        default_headers=_DEFAULT_HEADERS,
-    )
+    return SwarmOpenAI(**_client_options(settings, base_url, api_key), http_client=http)
+
+
+def make_async_client(settings: Settings, base_url: str, api_key: str) -> openai.AsyncOpenAI:
+    """``make_client``'s async twin, for requests that are withdrawn by cancelling them
+    (a hedged attempt's, on the hedger's event loop thread): the same timeouts, headers,
+    kept URLs and keep-alive limits, in one pool (one thread sends on it)."""
+    http = openai.DefaultAsyncHttpxClient(
+        timeout=_timeout(settings), verify=settings.verify_tls,
+        limits=_limits(settings.http_pool_size),
+    )  # fmt: skip
+    return SwarmAsyncOpenAI(**_client_options(settings, base_url, api_key), http_client=http)
+
+
+def _client_options(settings: Settings, base_url: str, api_key: str) -> dict[str, Any]:
+    """What both clients are made with: SDK retries off, the timeouts, no telemetry."""
+    return {"base_url": base_url, "api_key": api_key, "max_retries": 0,
+            "timeout": _timeout(settings), "default_headers": _DEFAULT_HEADERS}  # fmt: skip
+
+
+def _timeout(settings: Settings) -> httpx2.Timeout:
+    """A request's timeouts: reading closes at the node timeout."""
+    return httpx2.Timeout(settings.node_timeout_s, connect=settings.connect_timeout_s)
+
+
+def _limits(size: int) -> httpx2.Limits:
+    """A pool of ``size`` keep-alive connections."""
+    return httpx2.Limits(max_connections=size, max_keepalive_connections=size,
+                         keepalive_expiry=KEEPALIVE_S)  # fmt: skip
 
 
 def _pool(verify_tls: bool, size: int) -> httpx2.HTTPTransport:
     """A keep-alive pool of ``size`` connections."""
-    limits = httpx2.Limits(max_connections=size, max_keepalive_connections=size,
-                           keepalive_expiry=KEEPALIVE_S)  # fmt: skip
-    return httpx2.HTTPTransport(verify=verify_tls, limits=limits)
+    return httpx2.HTTPTransport(verify=verify_tls, limits=_limits(size))
 
 
 def backend_endpoints(
@@ -144,14 +177,26 @@ def send(
     and error types) asking for the raw HTTP response, which is parsed as JSON once
     (``parse_answer``, with the rate-limit headers): ``chat.completions.create`` would build a
     typed ``ChatCompletion`` and transform the messages, CPU on every call that the worker
-    does not need (ops/bench/overhead.py measures a call's cost).
+    does not need.
     """
     response = client.post("/chat/completions", body=request.body(), cast_to=httpx2.Response,
                            options=request_options(client, read_timeout_s))  # fmt: skip
     return parse_answer(response.content, response.headers)
 
 
-def request_options(client: openai.OpenAI, read_timeout_s: float | None = None) -> RequestOptions:
+async def send_async(client: openai.AsyncOpenAI, request: CallRequest) -> Answer:
+    """``send`` through an async client (``make_async_client``): cancelling it closes the
+    request's connection at once."""
+    options = request_options(client)
+    body = request.body()
+    response = await client.post("/chat/completions", body=body, cast_to=httpx2.Response,
+                                 options=options)  # fmt: skip
+    return parse_answer(response.content, response.headers)
+
+
+def request_options(
+    client: openai.OpenAI | openai.AsyncOpenAI, read_timeout_s: float | None = None
+) -> RequestOptions:
     """The options of one request: no telemetry headers, and the values the SDK would take
     for the client's retries, its timeout (or ``read_timeout_s`` as the read timeout), the
     auth scheme and the post parser (none), given so the SDK copies no default of its own

@@ -116,7 +116,7 @@ def late_answer(ctx: CallContext, request: CallRequest, outcome: Answer | BaseEx
                 latency_s: float) -> None:  # fmt: skip
     """A request that ended after its node's deadline. An answer while the call still runs
     is kept for its next attempt, which takes it instead of asking again. Otherwise what
-    the gateway billed goes to the ledger like a hedge loser's (``CallGuard.bill``: counted
+    the gateway billed goes to the ledger like a hedge loser's (``CallSession.bill``: counted
     once by its call id, never stored as the call's answer, so a run that lost its claim
     still counts it) and to the listener (metrics). Not to the model's pace: its latency is
     mostly time queued behind other requests at a server that kept computing what its
@@ -139,7 +139,7 @@ def bill_late(ctx: CallContext, model: str, usage: Usage, latency_s: float) -> N
         return
     log.debug("overtime: %s answered %.1f s after it was sent, billed %s", model, latency_s,
               usage)  # fmt: skip
-    ctx.guard.bill(usage)
+    ctx.session.bill(usage)
     safely(ctx.rt.listener.late_answer, model, usage, latency_s)
 
 
@@ -147,4 +147,4 @@ def close(ctx: CallContext) -> None:
     """The call has ended: a late answer kept and never taken is billed as unused."""
     if (unused := _gate(ctx).late.close()) is not None:
         answer, latency_s = unused
-        bill_late(ctx, ctx.guard.request.model.name, answer.usage, latency_s)
+        bill_late(ctx, ctx.session.request.model.name, answer.usage, latency_s)

@@ -1,20 +1,21 @@
-"""One gateway call, end to end: the guard around it, the retries, and the attempt path.
+"""One gateway call, end to end: its session, the retries, and the attempt path.
 
 Every call a job makes goes through ``run_call`` with a slot name unique within the job,
 so each is billed once, held to the job's budget and to the model's limits. The path is
 chosen by the model's backend (``[backends.NAME] kind``). A hosted backend's call:
 
-    guard   claim the slot; reuse a stored answer, or reserve the budget (idempotency);
-            an unbudgeted call asks admission for its first permit in the same round trip
+    session claim the slot; reuse a stored answer, or reserve the budget (session); an
+            unbudgeted call asks admission for its first permit in the same round trip
     retry   attempts until an answer, a final error, or no attempts left (retries)
     health  the backend's holds: an empty balance or refused key fails the call unsent, a
             daily limit or a gateway outage pauses it unspent (backend_health)
     trace   a span per attempt, when tracing is on (swarm.tracing)
     listen  tell the listener of each attempt (metrics); never changes the outcome
     record  ledger line and stored answer as a billed response arrives (a plain node's own
-            answer: held, and written with its envelope in one script)
+            answer: held, and committed with its envelope in one script, HeldCall.commit)
     hedge   a duplicate request for a slow attempt, when hedging is on (hedging)
-    admit   the model's shared limits for this attempt (admission)
+    admit   the model's shared limits for this attempt (admission); the first attempt
+            starts from the permit asked with the claim, a held answer takes its finish
     fence   still the claim's holder, if a heartbeat's time went by since it was last known
     http    the request through the openai SDK, closed at the node timeout (gateway)
 
@@ -44,15 +45,16 @@ from swarm.calls import steps
 from swarm.calls.admission.gate import Gate
 from swarm.calls.admission.shares import Tenant
 from swarm.calls.gateway import NO_KEY
-from swarm.calls.idempotency import CallGuard
 from swarm.calls.local.gate import HoldingGate
 from swarm.calls.request import Answer, CallRequest, CallResult
 from swarm.calls.retries import call_with_retries
 from swarm.calls.runtime import Runtime
+from swarm.calls.session import CallSession
 from swarm.calls.steps import Attempt, CallContext, StepFactory
 from swarm.errors import RetryLater
 from swarm.records import ErrorKind, Usage
 from swarm.settings import KEY_VARIABLE
+from swarm.store.billing import StoredAnswer
 
 
 @dataclass(frozen=True)
@@ -64,19 +66,19 @@ class Path:
     transport: Callable[[CallContext], Attempt]
     gate: Callable[[Runtime, CallRequest], Gate]
     close: Callable[[CallContext], None] = lambda ctx: None
-    prefetch: bool = False
-    """The first attempt's permit is asked in the claim's round trip (an unbudgeted call:
+    ask_with_claim: bool = False
+    """The first attempt's permit is asked as the claim's companion (an unbudgeted call:
     a budgeted one reserves its budget between the two)."""
-    carry: bool = False
-    """The answered attempt's permit is finished in the round trip that stores the node's
-    envelope with its answer (CallGuard.carry: a held answer only)."""
 
 
-_COMMON: tuple[tuple[str, StepFactory], ...] = (
+_OUTER: tuple[tuple[str, StepFactory], ...] = (
     ("health", steps.guarding),
     ("trace", steps.tracing_attempts),
     ("listen", steps.listening),
     ("record", steps.recording),
+)
+_HOSTED: tuple[tuple[str, StepFactory], ...] = (
+    *_OUTER,
     ("hedge", steps.hedging),
     ("admit", steps.admitting),
     ("fence", steps.fencing),
@@ -112,12 +114,14 @@ def holding_gate_for(rt: Runtime, request: CallRequest) -> Gate:
 
 
 _LOCAL: tuple[tuple[str, StepFactory], ...] = (
-    *(step for step in _COMMON if step[0] != "hedge"),  # a few slots: no duplicates
+    *_OUTER,  # a few slots: no hedges
+    ("admit", steps.admitting_alone),
+    ("fence", steps.fencing),
     ("pace", local.pacing),
 )
 
 PATHS: dict[BackendKind, Path] = {
-    "hosted": Path(_COMMON, steps.transport, gate_for, prefetch=True, carry=True),
+    "hosted": Path(_HOSTED, steps.transport, gate_for, ask_with_claim=True),
     "local": Path(_LOCAL, local.transport, holding_gate_for, local.close),
 }
 """The attempt path of each backend kind; the retry loop runs around its steps."""
@@ -125,7 +129,7 @@ PATHS: dict[BackendKind, Path] = {
 
 def describe(kind: BackendKind = "hosted") -> list[str]:
     """The call path of ``kind`` as names, outermost first."""
-    return ["guard", "retry", *(name for name, _ in PATHS[kind].steps), "http"]
+    return ["session", "retry", *(name for name, _ in PATHS[kind].steps), "http"]
 
 
 def build_attempt(ctx: CallContext, path: Path) -> Attempt:
@@ -173,36 +177,37 @@ def key_variable(rt: Runtime, request: CallRequest) -> str:
 
 def run_call(rt: Runtime, request: CallRequest) -> CallResult:
     """Call the request's model (with retries) for its slot, or reuse what an earlier run
-    got; a refused budget reservation means no call."""
+    got; a refused budget reservation means no call. A held answer comes back in
+    ``CallResult.held`` for the caller to commit with its node's envelope."""
     path = path_of(rt, request)
     gate = path.gate(rt, request)
-    first = gate.prefetch() if path.prefetch and not request.budgeted else None
-    try:
-        with CallGuard(rt, request, first=first, drop_first=gate.drop_prefetched) as guard:
-            if path.carry:
-                gate.carry = guard.carry
-            return _guarded_call(rt, request, path, CallContext(rt, guard, gate))
-    finally:
-        gate.drop_prefetched()  # a permit no attempt used (an answer reused, an error)
+    first = gate.ask_later() if path.ask_with_claim and not request.budgeted else None
+    with CallSession(rt, request, first, gate.give_back) as session:
+        if (stored := session.reused) is not None:
+            tracing.reused(request.slot)
+            return _reused(stored)
+        if session.refused:
+            return CallResult(None, Usage(), 0, 0, ErrorKind.BUDGET_EXCEEDED, "budget reached")
+        result = _attempts(rt, request, path, CallContext(rt, session, gate))
+        return replace(result, held=session.held)
 
 
-def _guarded_call(rt: Runtime, request: CallRequest, path: Path, ctx: CallContext) -> CallResult:
-    """The call under its guard: a stored answer, a refused budget, or the attempts."""
-    guard = ctx.guard
-    if (stored := guard.reused) is not None:
-        tracing.reused(request.slot)
-        answer = Answer(
-            stored.content,
-            stored.usage,
-            stored.finish_reason,
-            stored.usage_missing,
-            stored.tool_calls,
-            max_tokens_sent=stored.max_tokens_sent,
-            reasoning=stored.reasoning,
-        )
-        return CallResult(answer, stored.usage, stored.attempts, stored.latency_ms, reused=True)
-    if guard.refused:
-        return CallResult(None, Usage(), 0, 0, ErrorKind.BUDGET_EXCEEDED, "budget reached")
+def _reused(stored: StoredAnswer) -> CallResult:
+    """The result of an answer an earlier run stored."""
+    answer = Answer(
+        stored.content,
+        stored.usage,
+        stored.finish_reason,
+        stored.usage_missing,
+        stored.tool_calls,
+        max_tokens_sent=stored.max_tokens_sent,
+        reasoning=stored.reasoning,
+    )
+    return CallResult(answer, stored.usage, stored.attempts, stored.latency_ms, reused=True)
+
+
+def _attempts(rt: Runtime, request: CallRequest, path: Path, ctx: CallContext) -> CallResult:
+    """The attempts of the call (retried until an answer, a final error or none left)."""
     attempt = build_attempt(ctx, path)
     try:
         result = call_with_retries(
@@ -212,8 +217,6 @@ def _guarded_call(rt: Runtime, request: CallRequest, path: Path, ctx: CallContex
             progress=request.progress,
             on_retry=partial(rt.store.count_retry, request.job_id, request.model.name),
         )
-        if guard.held is not None:
-            result = replace(result, held=guard.held)
         api_key = rt.client_for(request.model.backend).api_key
         return keyless_auth(result, api_key, key_variable(rt, request))
     except RetryLater as later:

@@ -9,15 +9,21 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+import logging
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
+from typing import Any, Protocol
 
 from swarm.catalog import DEFAULT_KIND, ModelSpec
-from swarm.records import DEFAULT_TENANT, ErrorKind, ToolCall, Usage
+from swarm.errors import SwarmError
+from swarm.records import DEFAULT_TENANT, ErrorKind, NodeEnvelope, ToolCall, Usage
+from swarm.store.base import JobStore
 from swarm.store.billing import HeldAnswer
+from swarm.store.leases import Lease
 from swarm.tokens import estimate_messages
+
+log = logging.getLogger(__name__)
 
 Message = dict[str, Any]
 """A chat message: ``role`` and ``content`` (text, or None beside ``tool_calls``), and for
@@ -55,6 +61,28 @@ def unpack_progress(value: Mapping[str, Sequence[float]] | None) -> dict[str, Ca
     return {slot: CallProgress.unpack(p) for slot, p in (value or {}).items()}
 
 
+class Withdrawn(SwarmError):
+    """A request withdrawn before its answer (a hedged attempt's loser, or a duplicate
+    not admitted): its permit goes back as unsent."""
+
+
+class Leg(Protocol):
+    """One request of a hedged attempt (swarm.calls.hedging.race), sent down the rest of
+    the call's path: its admit step hands a duplicate's attempt to ``admit``, its http step
+    sends through ``send`` (a request that can be withdrawn)."""
+
+    duplicate: bool
+    """The hedge (admitted only if the model has room at once), not the original."""
+
+    def admit(self, attempt: Callable[[], Answer]) -> Answer:
+        """A duplicate's admission around ``attempt``."""
+        ...
+
+    def send(self, request: CallRequest) -> Answer:
+        """The request, withdrawn when the other one answers first (Withdrawn)."""
+        ...
+
+
 @dataclass(frozen=True)
 class CallRequest:
     """One call of a job: which model, what to send, and how the call may behave."""
@@ -89,6 +117,8 @@ class CallRequest:
     held under the call's claim and recorded with the envelope in one write
     (CallResult.held) instead of on arrival; not with a budget (its spend would be
     counted after its reservation goes back)."""
+    leg: Leg | None = field(default=None, compare=False)
+    """Set on the requests of a hedged attempt (swarm.calls.hedging): which one it is."""
 
     @classmethod
     def of(cls, job_id: str, slot: str, model: ModelSpec, messages: Sequence[Message],
@@ -179,6 +209,28 @@ class Answer:
 
 
 @dataclass(frozen=True)
+class HeldCall:
+    """A billed answer held under its call's claim (swarm.calls.session), not written yet:
+    ``commit`` is the one place it is written (with its node's envelope, or alone after an
+    error)."""
+
+    store: JobStore
+    job_id: str
+    answer: HeldAnswer
+
+    def commit(self, envelope: NodeEnvelope | None = None, fence: Lease | None = None) -> bool:
+        """Write the answer, its ledger line and its companion (the answered attempt's
+        permit finish): with ``envelope`` in one round trip (False when ``fence`` was lost
+        and the envelope is left to the run that took over; the billed call counts either
+        way), or alone when the node ended on an error (True)."""
+        if envelope is None:
+            log.debug("session: %s's held answer written alone", self.answer.call.answer_key)
+            self.store.record_held(self.job_id, self.answer)
+            return True
+        return self.store.finish_billed_node(self.job_id, envelope, fence, self.answer)
+
+
+@dataclass(frozen=True)
 class CallResult:
     """What a call produced after its retries: an answer (fresh or reused), or the last
     error."""
@@ -199,9 +251,9 @@ class CallResult:
     """Usage of each billed attempt, in order."""
     reused: bool = False
     """True when the answer is one an earlier run stored (no gateway call now)."""
-    held: HeldAnswer | None = None
-    """The billed answer not recorded yet (CallRequest.hold_answer): the caller records it
-    with the node's envelope (JobStore.finish_billed_node)."""
+    held: HeldCall | None = None
+    """The billed answer not recorded yet (CallRequest.hold_answer): the caller commits it
+    with the node's envelope (HeldCall.commit)."""
 
     @property
     def ok(self) -> bool:

@@ -20,12 +20,12 @@ from swarm.calls.admission.gate import Gate
 from swarm.calls.backend_health import wait_for
 from swarm.calls.gateway import send
 from swarm.calls.hedging.race import HedgedCall
-from swarm.calls.idempotency import CallGuard
 from swarm.calls.listeners import safely
 from swarm.calls.request import Answer, CallRequest
 from swarm.calls.retries import NOT_ATTEMPTS, billed_usage
 from swarm.calls.retry_policy import classify
 from swarm.calls.runtime import Runtime
+from swarm.calls.session import CallSession
 from swarm.errors import RetryLater
 from swarm.records import ErrorKind, Usage
 
@@ -39,17 +39,17 @@ Step = Callable[[CallRequest, Attempt], Answer]
 
 @dataclass(frozen=True)
 class CallContext:
-    """What the steps of one call share: the process runtime, the call's guard (claim,
+    """What the steps of one call share: the process runtime, the call's session (claim,
     budget, ledger) and its admission gate."""
 
     rt: Runtime
-    guard: CallGuard
+    session: CallSession
     gate: Gate
 
     def tell(self, kind: ErrorKind | None, usage: Usage, latency_s: float) -> None:
         """Tell the runtime's listener of an attempt; a listener that raises is logged and
         changes nothing (the answer is billed and recorded already)."""
-        model = self.guard.request.model.name
+        model = self.session.request.model.name
         safely(self.rt.listener.attempt_finished, model, kind, usage, latency_s)
 
 
@@ -90,7 +90,7 @@ def tracing_attempts(ctx: CallContext) -> Step | None:
     hedges and request; no step at all while tracing is off."""
     if not tracing.enabled():
         return None
-    request = ctx.guard.request
+    request = ctx.session.request
     base_url = str(ctx.rt.client_for(request.model.backend).base_url)
     spans = tracing.attempts(ctx.rt.catalog, request.model, request.progress.attempts,
                              base_url)  # fmt: skip
@@ -134,7 +134,7 @@ def listening(ctx: CallContext) -> Step:
 
 def recording(ctx: CallContext) -> Step:
     """Records each billed response in the ledger (and its answer under the call's key) the
-    moment it arrives, before anything else can fail (a held answer, CallGuard.held: with
+    moment it arrives, before anything else can fail (a held answer, CallSession.held: with
     its node's envelope); counts each 429 for the job's report whether or not admission is
     on."""
 
@@ -143,7 +143,7 @@ def recording(ctx: CallContext) -> Step:
 
     def record(request: CallRequest, next: Attempt) -> Answer:
         try:
-            return ctx.guard.recorded(partial(next, request))()
+            return ctx.session.recorded(partial(next, request))()
         except RetryLater as later:
             if later.attempted:  # a 429 whose Retry-After sends the task back to the queue
                 count_429(request)
@@ -160,23 +160,40 @@ def recording(ctx: CallContext) -> Step:
 
 def hedging(ctx: CallContext) -> Step | None:
     """Races a duplicate request against a slow one (swarm.calls.hedging) when the process
-    hedges and the call may be hedged; a hedged attempt admits and sends its own requests,
-    an unhedged one goes on down the path."""
-    rt, request = ctx.rt, ctx.guard.request
+    hedges and the call may be hedged: each request goes on down the path (admit, fence,
+    http) as a leg of the race."""
+    rt, request = ctx.rt, ctx.session.request
     if rt.hedger is None or request.hedge_cap <= 0:
         return None
     hedger = rt.hedger
     call = hedged_call(ctx, request.hedge_cap)
 
     def hedge(request: CallRequest, next: Attempt) -> Answer:
-        return hedger.attempt(call, partial(next, request))
+        return hedger.attempt(call, request, next)
 
     return hedge
 
 
 def admitting(ctx: CallContext) -> Step:
     """Holds the attempt to the model's shared limits: waits, or sends the task back to the
-    queue (RetryLater), then reports how the attempt went (tokens, 429s)."""
+    queue (RetryLater), then reports how the attempt went (tokens, 429s). The first attempt
+    starts from the permit asked with the call's claim; an answer held for its node's
+    envelope takes its permit's finish along (CallSession.ride_with_answer). A hedge
+    (swarm.calls.hedging) is sent only if the model has room at once."""
+    gate, session = ctx.gate, ctx.session
+
+    def admit(request: CallRequest, next: Attempt) -> Answer:
+        if (leg := request.leg) is not None and leg.duplicate:  # a hedge: room now, or none
+            return leg.admit(partial(next, request))
+        first = session.first_permit()
+        ride = session.ride_with_answer if leg is None else None  # a race's legs: finished now
+        return gate.admitted(partial(next, request), first, ride)
+
+    return admit
+
+
+def admitting_alone(ctx: CallContext) -> Step:
+    """``admitting`` by the gate alone (a local backend's: swarm.calls.local.gate)."""
 
     def admit(request: CallRequest, next: Attempt) -> Answer:
         return ctx.gate.call(partial(next, request))
@@ -186,11 +203,11 @@ def admitting(ctx: CallContext) -> Step:
 
 def fencing(ctx: CallContext) -> Step:
     """Right before the request: LeaseLostError when the process was frozen or cut off long
-    enough for its claim to lapse and be taken (CallGuard.still_held): never two calls for
+    enough for its claim to lapse and be taken (CallSession.still_held): never two calls for
     one slot at once, whatever the process was doing when it stopped."""
 
     def fence(request: CallRequest, next: Attempt) -> Answer:
-        ctx.guard.still_held()
+        ctx.session.still_held()
         return next(request)
 
     return fence
@@ -199,33 +216,34 @@ def fencing(ctx: CallContext) -> Step:
 def transport(ctx: CallContext) -> Attempt:
     """The end of the path: the HTTP request through the openai client of the model's
     backend (the process's client unless the backend has a base URL of its own), closed at
-    the node timeout by the HTTP client's read timeout."""
+    the node timeout by the HTTP client's read timeout; a hedged attempt's request goes
+    through its leg, which can withdraw it (swarm.calls.hedging.race)."""
     rt = ctx.rt
 
     def http(request: CallRequest) -> Answer:
+        if request.leg is not None:  # a hedged attempt's: a request that can be withdrawn
+            return request.leg.send(request)
         return send(rt.client_for(request.model.backend), request)
 
     return http
 
 
 def hedged_call(ctx: CallContext, cap: int) -> HedgedCall:
-    """What the hedger needs of one call: its request, admission, cap and ledger."""
-    rt, guard = ctx.rt, ctx.guard
-    job_id = guard.request.job_id
+    """What the hedger needs of one call: its admission, cap and ledger."""
+    rt, session = ctx.rt, ctx.session
+    job_id = session.request.job_id
 
     def bill(usage: Usage) -> None:
-        guard.bill(usage)
+        session.bill(usage)
         ctx.tell(None, usage, 0.0)  # metrics count a billed loser like any billed attempt
 
     return HedgedCall(
         job_id=job_id,
-        model=guard.request.model.name,
-        body=guard.request.body(),
+        model=session.request.model.name,
         gate=ctx.gate,
         bill=bill,
         on_hedge_won=partial(rt.store.hedge_won, job_id),
         take_hedge=tracing.wrap_counted(
             "hedge", partial(rt.store.take_hedge, job_id, cap), reason="slow attempt"
         ),
-        backend=guard.request.model.backend,
     )

@@ -34,7 +34,7 @@ from swarm.store.agents import ToolOutcome, Transcript
 from swarm.store.base import JobStore
 from swarm.tools.registry import Tool
 from swarm.tools.runner import ToolLimits, canonical
-from swarm.tools.runner import run_call as run_tool
+from swarm.tools.runner import run_tool_call as run_tool
 from swarm.tools.toolsets import ToolContext, load_toolset
 
 log = logging.getLogger(__name__)

@@ -127,7 +127,7 @@ def cap(text: str, max_chars: int) -> str:
     return text[:max_chars] + CUT_MARKER.format(kept=max_chars, total=len(text))
 
 
-def run_call(call: ToolCall, tools: Mapping[str, Tool], limits: ToolLimits) -> ToolOutcome:
+def run_tool_call(call: ToolCall, tools: Mapping[str, Tool], limits: ToolLimits) -> ToolOutcome:
     """Check and run one call (in an ``execute_tool <name>`` span when tracing)."""
     with tracing.tool(call.name, call.id) as span:
         checked = check(call, tools)

@@ -163,7 +163,7 @@ def test_admission_on_another_database_is_asked_there(
     assert inflight(rt) == 0
 
 
-# -- the answered attempt's finish rides with the node's envelope (CallGuard.carry) --
+# -- the answered attempt's finish rides with the node's envelope (CallSession.ride_with_answer) --
 
 
 def held_request(rt: Runtime, slot: str = "n1") -> CallRequest:
@@ -183,14 +183,14 @@ def test_a_held_answer_carries_its_permits_finish_into_the_envelopes_round_trip(
 ) -> None:
     warm_up = run_call(rt, held_request(rt, "warm-up"))  # connections made, scripts loaded
     assert warm_up.held is not None
-    rt.store.finish_billed_node("j1", envelope("warm-up"), None, warm_up.held)
+    warm_up.held.commit(envelope("warm-up"))
     trips.on = True
     result = run_call(rt, held_request(rt))
     trips.on, calling, trips.count = False, trips.count, 0
-    assert result.held is not None and result.held.also is not None
+    assert result.held is not None and result.held.answer.also is not None
     assert inflight(rt) == 1  # the permit waits for the envelope's write
     trips.on = True
-    assert rt.store.finish_billed_node("j1", envelope("n1"), None, result.held)
+    assert result.held.commit(envelope("n1"))
     trips.on = False
     # the call: claim + first acquire; the node's end: envelope, answer and permit together
     assert (calling, trips.count) == (1, 1)
@@ -202,7 +202,7 @@ def test_a_held_answer_carries_its_permits_finish_into_the_envelopes_round_trip(
 def test_a_held_answer_written_alone_still_finishes_its_permit(rt: Runtime) -> None:
     result = run_call(rt, held_request(rt))
     assert result.held is not None and inflight(rt) == 1
-    rt.store.record_held("j1", result.held)  # an error before the envelope
+    result.held.commit()  # an error before the envelope
     assert inflight(rt) == 0 and rt.store.ledger("j1")["kimi-k2.5"].calls == 1
 
 
@@ -210,7 +210,7 @@ def test_a_carried_finish_on_a_flushed_script_runs_again_alone(rt: Runtime, redi
     result = run_call(rt, held_request(rt))
     assert result.held is not None
     redis.Redis.from_url(redis_url).script_flush()  # NOSCRIPT for both scripts in the pipeline
-    assert rt.store.finish_billed_node("j1", envelope("n1"), None, result.held)
+    assert result.held.commit(envelope("n1"))
     assert inflight(rt) == 0 and rt.store.envelope("j1", "n1") == envelope("n1")
 
 
@@ -220,11 +220,11 @@ def test_a_finish_on_another_database_runs_there_alone(
     rt = runtime(redis_url, procs.with_db(redis_url, 5), gateway)
     warm_up = run_call(rt, held_request(rt, "warm-up"))  # connections made, scripts loaded
     assert warm_up.held is not None
-    rt.store.finish_billed_node("j1", envelope("warm-up"), None, warm_up.held)
+    warm_up.held.commit(envelope("warm-up"))
     result = run_call(rt, held_request(rt))
     assert result.held is not None and inflight(rt) == 1
     trips.on = True
-    assert rt.store.finish_billed_node("j1", envelope("n1"), None, result.held)
+    assert result.held.commit(envelope("n1"))
     trips.on = False
     assert trips.count == 2 and inflight(rt) == 0
     assert redis.Redis.from_url(redis_url).keys("*llm*") == []

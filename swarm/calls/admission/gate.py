@@ -30,7 +30,7 @@ from swarm.calls.admission.base import (
 )
 from swarm.calls.admission.feedback import exhausted_of, pause_of
 from swarm.calls.admission.shares import DEFAULT, Tenant
-from swarm.calls.request import Answer
+from swarm.calls.request import Answer, Withdrawn
 from swarm.calls.retry_policy import classify
 from swarm.catalog import ModelSpec
 from swarm.errors import LeaseLostError, RetryLater
@@ -87,8 +87,9 @@ def outcome_of_error(exc: BaseException, now: float, *, at_limit: bool = False) 
     """A failed attempt refunds its tokens; a 429 is feedback (see Outcome.rate_limited),
     and evidence of the tenant's limit when the gateway says a limit is used up or the call
     was admitted at the configured limit (``at_limit``, Permit.at_limit). An attempt fenced
-    off before its request (LeaseLostError) was never sent: it gives the permit back."""
-    if isinstance(exc, LeaseLostError):
+    off before its request (LeaseLostError), or withdrawn before its answer (Withdrawn: a
+    hedged attempt's loser), gives the permit back."""
+    if isinstance(exc, LeaseLostError | Withdrawn):
         return Outcome(used_tokens=0, sent=False)
     if classify(exc) is ErrorKind.RATE_LIMITED:
         return Outcome(
@@ -151,35 +152,37 @@ class Gate:
         self.charge = charge
         self.sleep = sleep
         self.rand = rand
-        self._first: PendingAcquire | None = None
-        self.carry: Callable[[Companion], bool] | None = None
-        """Takes an answered attempt's finish to send with the store write that records
-        its answer (CallGuard.carry; False: it runs now). None: every finish runs now."""
 
-    def acquire(self) -> Permit:
-        """Block until admitted, or raise RetryLater (see module docstring)."""
-        permit = self._acquire()
+    def acquire(self, first: PendingAcquire | None = None) -> Permit:
+        """Block until admitted, or raise RetryLater (see module docstring); ``first``: an
+        ask already sent (``ask_later``), whose decision is the first one."""
+        permit = self._acquire(first)
         assert permit is not None  # the lean gate never stops waiting early
         return permit
 
-    def prefetch(self) -> PendingAcquire:
-        """The first attempt's acquire, to send with the call's claim (one round trip,
-        swarm.store.companion); the first ``acquire`` starts from its decision."""
-        ask = Ask(self.job_id, self.tokens, unique_hex(), self.reserve_s, self.tenant, self.charge)
-        self._first = self.controller.acquire_later(self.spec, ask)
-        return self._first
+    def ask_of(self, lease_id: str) -> Ask:
+        """This call's acquire under ``lease_id``."""
+        return Ask(self.job_id, self.tokens, lease_id, self.reserve_s, self.tenant, self.charge)
 
-    def drop_prefetched(self) -> None:
-        """Give back the prefetched permit when no attempt used it (the answer was reused,
-        the claim was another run's, the call ended before its first attempt)."""
-        first, self._first = self._first, None
-        if first is not None and first.decision is not None and first.decision.permit:
-            log.debug("admission: %s's prefetched permit given back unused", self.spec.name)
+    def ask_later(self) -> PendingAcquire:
+        """An acquire to send as the companion of a store write (swarm.store.companion: the
+        call's claim); ``acquire(first=...)`` starts from its decision."""
+        return self.controller.acquire_later(self.spec, self.ask_of(unique_hex()))
+
+    def give_back(self, first: PendingAcquire) -> None:
+        """Give back the permit of an ask no attempt used (the answer was reused, the claim
+        was another run's, the call ended before its first attempt)."""
+        if first.decision is not None and first.decision.permit:
+            log.debug("admission: %s's permit asked with the claim given back unused",
+                      self.spec.name)  # fmt: skip
             self._settle_through_outage(first.decision.permit, unsent=True)
 
-    def _acquire(self) -> Permit | None:
+    def _ask(self, lease_id: str) -> Decision:
+        """One acquire of this call's permit."""
+        return self.controller.acquire(self.spec, self.ask_of(lease_id))
+
+    def _acquire(self, first: PendingAcquire | None = None) -> Permit | None:
         """A permit; None when ``_stop_waiting`` says the call needs none any more."""
-        first, self._first = self._first, None
         decided = first.decision if first is not None else None
         lease_id = first.lease_id if first is not None else unique_hex()
         waited_for_rate = False
@@ -188,8 +191,7 @@ class Gate:
                 if decided is not None and decided.permit is not None:
                     self._settle_through_outage(decided.permit, unsent=True)
                 return None
-            ask = Ask(self.job_id, self.tokens, lease_id, self.reserve_s, self.tenant, self.charge)
-            decision = decided or self.controller.acquire(self.spec, ask)
+            decision = decided or self._ask(lease_id)
             decided = None
             if (permit := decision.permit) is not None:
                 if decision.start_in_s <= 0 or self._still_open(permit, decision):
@@ -263,23 +265,28 @@ class Gate:
 
     def call(self, attempt: Callable[[], Answer]) -> Answer:
         """One admitted attempt: acquire, call, then finish with its outcome."""
-        permit = self.acquire()
+        return self.admitted(attempt)
+
+    def admitted(
+        self,
+        attempt: Callable[[], Answer],
+        first: PendingAcquire | None = None,
+        ride: Callable[[Companion], bool] | None = None,
+    ) -> Answer:
+        """``call``, starting from ``first`` (an ask sent with the claim) when given; an
+        answered attempt's finish goes to ``ride`` as a companion (it rides with the store
+        write that records the answer, one round trip fewer per call), and runs now when
+        ``ride`` does not take it."""
+        permit = self.acquire(first)
         try:
             answer = attempt()
         except BaseException as exc:
             self._settle_through_outage(permit, error=exc)
             raise
-        if not self._carried(permit, answer):
+        outcome = outcome_of_answer(answer)
+        if ride is None or not ride(self.controller.finish_later(self.spec, permit, outcome)):
             self._settle_through_outage(permit, answer=answer)
         return answer
-
-    def _carried(self, permit: Permit, answer: Answer) -> bool:
-        """True when ``carry`` took the permit's finish: it rides with the store write that
-        records the answer (one round trip fewer per call), a few milliseconds later."""
-        if self.carry is None:
-            return False
-        return self.carry(self.controller.finish_later(self.spec, permit,
-                                                       outcome_of_answer(answer)))  # fmt: skip
 
     def _settle_through_outage(
         self,

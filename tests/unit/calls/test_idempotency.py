@@ -226,3 +226,26 @@ def test_a_run_that_lost_its_claim_while_frozen_does_not_call(fast_settings: Set
     with pytest.raises(LeaseLostError):
         run_node(rt, spec.job_id, "n0")
     assert gw.requests == []  # the run that took over calls; this one never does
+
+
+class CountingRenewals(MemoryJobStore):
+    """Counts the claim checks in Redis (renew_leases) a call makes."""
+
+    renewals = 0
+
+    def renew_leases(self, leases: Any, ttl_s: float) -> Any:
+        self.renewals += 1
+        return super().renew_leases(leases, ttl_s)
+
+
+def test_the_claim_is_checked_once_per_attempt(fast_settings: Settings) -> None:
+    # A heartbeat that never beat: every attempt checks its claim in the store, once (the
+    # fence step, right before the request).
+    answers = iter([httpx2.Response(503, json={"error": {}}), completion("ok")])
+    gw = MockGateway(lambda body, n: next(answers))
+    keeper = FrozenKeeper(CountingRenewals(), lease_s=30)
+    rt = Runtime(fast_settings, load_catalog(), keeper.store, gw.client(), leases=keeper)
+    spec = new_job(rt, 1)
+    assert run_node(rt, spec.job_id, "n0").attempts == 2
+    assert isinstance(keeper.store, CountingRenewals) and keeper.store.renewals == 2
+    keeper.stop()

@@ -27,10 +27,11 @@ Events = list[str]
 
 def test_the_call_path_is_declared_in_one_order_per_backend_kind() -> None:
     assert pipeline.describe("hosted") == [
-        "guard", "retry", "health", "trace", "listen", "record", "hedge", "admit", "fence", "http",
+        "session", "retry", "health", "trace", "listen", "record", "hedge", "admit", "fence",
+        "http",
     ]  # fmt: skip
     assert pipeline.describe("local") == [
-        "guard", "retry", "health", "trace", "listen", "record", "admit", "fence", "pace", "http",
+        "session", "retry", "health", "trace", "listen", "record", "admit", "fence", "pace", "http",
     ]  # fmt: skip
     assert pipeline.PATHS["hosted"].transport is steps.transport
     assert pipeline.PATHS["local"].gate is pipeline.holding_gate_for

@@ -4,7 +4,7 @@ import agent_tools
 import pytest
 
 from swarm.records import ToolCall
-from swarm.tools.runner import ToolLimits, canonical, run_call
+from swarm.tools.runner import ToolLimits, canonical, run_tool_call
 from swarm.tools.toolsets import ToolsetError, load_toolset
 
 TOOLS = load_toolset("agent_tools")
@@ -49,18 +49,18 @@ def test_toolsets_by_module_and_attribute() -> None:
     ],
 )
 def test_calls_checked_against_the_schema(name: str, arguments: str, expected: str) -> None:
-    outcome = run_call(call(name, arguments), TOOLS, LIMITS)
+    outcome = run_tool_call(call(name, arguments), TOOLS, LIMITS)
     assert outcome.content.startswith(expected)
     assert outcome.invalid == outcome.error == expected.startswith("error")
 
 
 def test_raising_slow_and_huge_tools_end_as_stated() -> None:
-    raised = run_call(call("explode", '{"why": "x"}'), TOOLS, LIMITS)
+    raised = run_tool_call(call("explode", '{"why": "x"}'), TOOLS, LIMITS)
     assert raised.error and not raised.invalid
     assert raised.content == "error: explode raised RuntimeError: boom: x"
-    slow = run_call(call("slow", '{"seconds": 30}'), TOOLS, LIMITS)
+    slow = run_tool_call(call("slow", '{"seconds": 30}'), TOOLS, LIMITS)
     assert slow.error and slow.content == "error: slow timed out after 0.2 s"
-    huge = run_call(call("flood", '{"megabytes": 10}'), TOOLS, LIMITS)
+    huge = run_tool_call(call("flood", '{"megabytes": 10}'), TOOLS, LIMITS)
     assert not huge.error and len(huge.content) < 1100
     assert huge.content.endswith(
         f"[... output cut: 1000 of {10 * 1024 * 1024} characters shown ...]"

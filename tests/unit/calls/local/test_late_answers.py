@@ -14,7 +14,6 @@ import httpx2
 from doubles import MockGateway, as_local, completion, new_job
 
 from swarm.calls.admission import AdmissionPolicy, MemoryAdmission
-from swarm.calls.idempotency import CallGuard
 from swarm.calls.listeners import CallListener
 from swarm.calls.local.gate import HoldingGate
 from swarm.calls.local.kit import LocalKit
@@ -23,6 +22,7 @@ from swarm.calls.local_steps import kit_of, late_answer
 from swarm.calls.pipeline import run_call
 from swarm.calls.request import Answer, CallRequest
 from swarm.calls.runtime import Runtime
+from swarm.calls.session import CallSession
 from swarm.calls.steps import CallContext
 from swarm.records import ErrorKind, Usage
 
@@ -151,7 +151,7 @@ def test_a_late_answer_after_the_call_ended_is_billed_as_unused(
     rt, listener = _runtime(make_runtime, _first_held(release, completion("late", prompt=10)))
     gate = HoldingGate(rt.admission, rt.catalog.model(MODEL), "j1", 10, max_wait_s=1.0,
                        max_countdown_s=1.0, may_requeue=False)  # fmt: skip
-    call = CallContext(rt, CallGuard(rt, _request(rt)), gate)
+    call = CallContext(rt, CallSession(rt, _request(rt)), gate)
     assert gate.late.close() is None  # the call ended
     late_answer(call, _request(rt), Answer("late", Usage(prompt_tokens=10), "stop"), 1.5)
     assert listener.late == [Usage(prompt_tokens=10)]

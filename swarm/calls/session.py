@@ -1,24 +1,26 @@
-"""No call billed twice, and no call past the budget: the guard around every gateway call.
+"""One owner per call: the session that claims a call's slot, records its attempts and
+commits its answer, so no call is billed twice and none goes past the budget.
 
 Each call of a job (a sub-agent node, the aggregation) has an idempotency key: job, slot
-(node id), model and a hash of the exact request (messages and max_tokens). A CallGuard:
+(node id), model and a hash of the exact request (messages and max_tokens). A CallSession:
 
 1. claims the slot, so one run calls at a time; a duplicate run (a redelivered or repeated
-   task message) waits for the holder, and reuses its answer once stored (the first claim
-   can carry another module's command in its round trip: the first attempt's acquire,
-   swarm.store.companion);
+   task message) waits for the holder, and reuses its answer once stored. The claim's
+   round trip carries the first attempt's permit ask as its companion
+   (swarm.store.companion), when the call asks one there;
 2. reuses the answer stored under the key when an earlier run got one (a crash after the
    gateway answered, a retried task): the gateway is not called again;
 3. reserves the call's cost bound against the job's budget (swarm.cost.budget); a refusal means
    the call is not made;
-4. wraps the call so each billed response is recorded the moment it arrives, before
-   anything else can fail: the ledger line, the spent budget and the answer are written by
-   one atomic store call, counted once by the response's call id. A plain node's own
-   answer under a claim lease (CallRequest.hold_answer, no budget) is held instead
-   (``held``) and written with the node's envelope in one script; an error on the way out
-   of the guard writes it at once;
-5. on exit, releases the reservation and the claim (a claim held as a lease ends with the
-   stored answer, in the same round trip).
+4. records each billed response the moment it arrives (``recorded``), before anything else
+   can fail: the ledger line, the spent budget and the answer are written by one atomic
+   store call, counted once by the response's call id. A plain node's own answer under a
+   claim lease (CallRequest.hold_answer, no budget) is held instead (``held``, a
+   ``HeldCall``) with the answered attempt's permit finish as its companion: its
+   ``commit(envelope)`` writes the answer, the ledger line, the envelope and the finish
+   in one round trip; an error on the way out of the session commits it alone;
+5. on exit, gives back a first permit no attempt used, releases the reservation and the
+   claim (a claim held as a lease ends with the stored answer, in the same round trip).
 
 In a worker the claim is a lease (swarm.store.leases) of ``lease_s``, renewed by the
 process's heartbeat while the call runs: a run that was killed or frozen holding it blocks
@@ -34,7 +36,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from swarm.calls.request import Answer, CallRequest
+from swarm.calls.admission.base import PendingAcquire
+from swarm.calls.request import Answer, CallRequest, HeldCall
 from swarm.calls.retry_policy import BadResponseError
 from swarm.calls.runtime import Runtime
 from swarm.cost.budget import call_bound_nusd
@@ -51,22 +54,25 @@ CLAIM_POLL_S = 0.1
 
 
 @dataclass
-class CallGuard:
-    """Use as ``with CallGuard(...) as guard:``; then ``guard.reused`` / ``guard.refused``
-    say whether to skip the call, and ``guard.recorded(call)`` is the call to make."""
+class CallSession:
+    """Use as ``with CallSession(...) as session:``; then ``session.reused`` /
+    ``session.refused`` say whether to skip the call, and ``session.recorded(call)`` is the
+    call to make."""
 
     rt: Runtime
     request: CallRequest
+    first: PendingAcquire | None = None
+    """The first attempt's permit ask, sent as the claim's companion."""
+    give_back: Callable[[PendingAcquire], None] = lambda first: None
+    """Gives ``first``'s permit back unused (Gate.give_back)."""
     owner: str = field(default_factory=unique_hex)
     """Who holds the claim (one id per run)."""
-    first: Companion | None = None
-    """Another module's command sent with the first claim (the first permit's acquire)."""
-    drop_first: Callable[[], None] = lambda: None
-    """Undoes ``first`` when that claim found the slot held by another run (it waits)."""
     reused: StoredAnswer | None = field(default=None, init=False)
     """The answer an earlier run stored; set on enter."""
     refused: bool = field(default=False, init=False)
     """True when the budget refused the reservation; set on enter."""
+    held: HeldCall | None = field(default=None, init=False)
+    """The billed answer held for the caller to commit (CallRequest.hold_answer)."""
     _lease: Lease | None = field(default=None, init=False)
     _reserved: bool = field(default=False, init=False)
     _attempts: int = field(default=0, init=False)
@@ -75,10 +81,8 @@ class CallGuard:
     _started: float = field(default_factory=time.perf_counter, init=False)
     _held_at: float = field(default=0.0, init=False)
     """When the claim's lease was last known held (time.monotonic)."""
-    held: HeldAnswer | None = field(default=None, init=False)
-    """The billed answer held for the caller to record (CallRequest.hold_answer)."""
-    _carried: Companion | None = field(default=None, init=False)
-    """A command to send with the next answer held (``carry``)."""
+    _companion: Companion | None = field(default=None, init=False)
+    """The answered attempt's permit finish, to write with the held answer."""
 
     @property
     def key(self) -> str:
@@ -96,22 +100,22 @@ class CallGuard:
         request = self.request
         return call_bound_nusd(request.model, request.prompt_tokens, request.max_tokens)
 
-    def __enter__(self) -> CallGuard:
-        store = self.rt.store
+    def __enter__(self) -> CallSession:
         self.reused = self._claim()
         if self.reused is None and self.request.budgeted:
-            res_id = self._reservation_id
-            self._reserved = store.reserve(
-                self.job_id, res_id, self.bound_nusd, closing=self.request.closing
+            self._reserved = self.rt.store.reserve(
+                self.job_id, self._reservation_id, self.bound_nusd, closing=self.request.closing
             )
             self.refused = not self._reserved
         return self
 
     def __exit__(self, *exc_info: object) -> None:
         if exc_info[0] is not None and self.held is not None:  # never lose a billed answer
-            self.rt.store.record_held(self.job_id, self.held)
+            self.held.commit()
             self.held = None
-        self._run_carried()
+        self._run_companion()
+        if (first := self.first_permit()) is not None:  # no attempt used it
+            self.give_back(first)
         if self._lease is not None and self.rt.leases is not None:
             self.rt.leases.drop(self._lease)
         if self._reserved:
@@ -127,14 +131,15 @@ class CallGuard:
         """Take the claim (or wait for its holder's answer); the answer stored, if any."""
         keeper = self.rt.leases
         ttl_s = keeper.lease_s if keeper else self.rt.settings.visibility_timeout_s
-        also, self.first = self.first, None
+        companion = self.first
         while True:
             claimed, stored = self.rt.store.claim_or_answer(
-                self.job_id, self.request.slot, self.owner, ttl_s, self.key, also=also
+                self.job_id, self.request.slot, self.owner, ttl_s, self.key, also=companion
             )
-            if also is not None and not (claimed or stored is not None):
-                self.drop_first()  # no permit held while waiting for another run
-            also = None
+            if companion is not None and not (claimed or stored is not None):
+                self.give_back(companion)  # no permit held while waiting for another run
+                self.first = None
+            companion = None
             if claimed and keeper is not None:
                 self._lease = claim_lease(self.job_id, self.request.slot, self.owner)
                 self._held_at = time.monotonic()
@@ -143,11 +148,15 @@ class CallGuard:
                 return stored
             time.sleep(CLAIM_POLL_S)
 
+    def first_permit(self) -> PendingAcquire | None:
+        """The permit ask sent with the claim, once: the first attempt starts from it."""
+        first, self.first = self.first, None
+        return first
+
     def recorded(self, call: Callable[[], Answer]) -> Callable[[], Answer]:
         """``call``, recording each billed response as soon as it arrives."""
 
         def attempt() -> Answer:
-            self.still_held()
             self._attempts += 1
             try:
                 answer = call()
@@ -161,10 +170,10 @@ class CallGuard:
         return attempt
 
     def still_held(self) -> None:
-        """Before a call: LeaseLostError when the claim may have lapsed and was taken since.
-        Checked in Redis only when the claim was last known held more than a heartbeat ago
-        (a process frozen or cut off between claiming and calling): never two calls for
-        one slot at once, one round trip only after such a gap or a long backoff."""
+        """Before a request: LeaseLostError when the claim may have lapsed and was taken
+        since. Checked in Redis only when the claim was last known held more than a
+        heartbeat ago (a process frozen or cut off between claiming and calling): never two
+        calls for one slot at once, one round trip only after such a gap or a long wait."""
         keeper, lease = self.rt.leases, self._lease
         if keeper is None or lease is None or time.monotonic() - self._held_at < keeper.beat_s:
             return
@@ -172,19 +181,19 @@ class CallGuard:
             raise LeaseLostError(f"claim on {self.request.slot} lost; another run has it")
         self._held_at = time.monotonic()
 
-    def carry(self, command: Companion) -> bool:
-        """Take ``command`` (an answered attempt's admission finish) to send with the
-        answer's write when that answer is going to be held (``held``): with the node's
-        envelope, in one round trip. False when it is not: the caller runs it now."""
-        if self._lease is None or not self._holds_answer() or self._carried is not None:
+    def ride_with_answer(self, companion: Companion) -> bool:
+        """Take ``companion`` (an answered attempt's permit finish) to write with that
+        answer when the answer is going to be held: with the node's envelope, in one round
+        trip. False when it is not: the caller runs it now."""
+        if self._lease is None or not self._holds_answer() or self._companion is not None:
             return False
-        self._carried = command
+        self._companion = companion
         return True
 
-    def _run_carried(self) -> None:
-        carried, self._carried = self._carried, None
-        if carried is not None:
-            carried.run()
+    def _run_companion(self) -> None:
+        companion, self._companion = self._companion, None
+        if companion is not None:
+            companion.run()
 
     def bill(self, usage: Usage) -> None:
         """Record a billed response whose answer is not used (a hedge that lost the race
@@ -194,19 +203,7 @@ class CallGuard:
         self._record(usage, None)
 
     def _record(self, usage: Usage, answer: Answer | None) -> None:
-        stored = None
-        if answer is not None:
-            stored = StoredAnswer(
-                content=answer.content,
-                usage=usage,
-                finish_reason=answer.finish_reason,
-                usage_missing=answer.usage_missing,
-                attempts=self._attempts,
-                latency_ms=int((time.perf_counter() - self._started) * 1000),
-                tool_calls=answer.tool_calls,
-                max_tokens_sent=answer.max_tokens_sent,
-                reasoning=answer.reasoning,
-            )
+        stored = None if answer is None else self._stored(usage, answer)
         billed = BilledCall(
             call_id=unique_hex(),
             model=self.request.model.name,
@@ -216,13 +213,27 @@ class CallGuard:
             answer=stored,
         )
         if stored is not None and self._lease is not None and self._holds_answer():
-            carried, self._carried = self._carried, None  # recorded with the envelope
-            self.held = HeldAnswer(billed, self._lease, also=carried)
+            companion, self._companion = self._companion, None  # written with the envelope
+            held = HeldAnswer(billed, self._lease, also=companion)
+            self.held = HeldCall(self.rt.store, self.job_id, held)
             self._answered = True
             return
-        self._run_carried()
+        self._run_companion()
         self.rt.store.record_call(self.job_id, billed, fence=self._lease)
         self._answered = self._answered or (stored is not None and self._lease is not None)
+
+    def _stored(self, usage: Usage, answer: Answer) -> StoredAnswer:
+        return StoredAnswer(
+            content=answer.content,
+            usage=usage,
+            finish_reason=answer.finish_reason,
+            usage_missing=answer.usage_missing,
+            attempts=self._attempts,
+            latency_ms=int((time.perf_counter() - self._started) * 1000),
+            tool_calls=answer.tool_calls,
+            max_tokens_sent=answer.max_tokens_sent,
+            reasoning=answer.reasoning,
+        )
 
     def _holds_answer(self) -> bool:
         """True when an answer is held for the caller (CallRequest.hold_answer), not written
