@@ -11,13 +11,9 @@ from __future__ import annotations
 import logging
 import re
 import threading
-import time
-from collections.abc import Callable
 from dataclasses import dataclass
 
-import redis
-
-from swarm.store.shared_hash import SharedHash
+from swarm.calls.shared_learning import SharedLearning
 
 log = logging.getLogger(__name__)
 
@@ -108,32 +104,20 @@ class LearnedWindows:
             return min(catalog_window, self._windows.get(model, catalog_window))
 
 
-class SharedWindows(LearnedWindows):
+class SharedWindows(SharedLearning, LearnedWindows):
     """LearnedWindows shared by every worker of a deployment through Redis: one hash per
     gateway (``window:<model>``, ``scale:<model>``), read at most once a second per
     process. What one worker learns from an overflow or a prompt's reported tokens, the
     others use on their next fits. Redis unreachable: the process's own values serve."""
 
-    def __init__(
-        self,
-        client: redis.Redis,
-        key: str,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        super().__init__()
-        self.shared = SharedHash(client, key, "learned windows", clock)
+    WHAT = "learned windows"
 
-    def _refresh(self) -> None:
-        found = self.shared.read_due()
-        if found is None:
-            return
-        with self._lock:
-            for field, value in found.items():
-                kind, _, model = field.partition(":")
-                if kind == "window":
-                    self._windows[model] = int(float(value))
-                elif kind == "scale":
-                    self._scales[model] = float(value)
+    def _apply(self, field: str, value: str) -> None:
+        kind, _, model = field.partition(":")
+        if kind == "window":
+            self._windows[model] = int(float(value))
+        elif kind == "scale":
+            self._scales[model] = float(value)
 
     def _store(self, field: str, value: float) -> None:
         self.shared.put(field, repr(value))

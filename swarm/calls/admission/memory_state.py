@@ -172,12 +172,18 @@ class ModelState:
 
     def hold_all(self, spec: ModelSpec, outcome: Outcome, now: float) -> bool:
         """An answer said a limit is used up: every caller waits for its reset."""
-        pause_s = outcome.retry_after_s or self.policy.default_pause_s
+        pause_s = self._pause_all(outcome, now)
         log.debug("admission: %s has a limit used up, every caller waits %.2f s", spec.name,
                   pause_s)  # fmt: skip
+        return True
+
+    def _pause_all(self, outcome: Outcome, now: float) -> float:
+        """Every caller of the model waits for the reset ``outcome`` names (else the
+        default pause) from ``now``; a pause that ends later stays. The pause in seconds."""
+        pause_s = outcome.retry_after_s or self.policy.default_pause_s
         self.pauses += 1
         self.pause_until = max(self.pause_until, now + pause_s * 1000)
-        return True
+        return pause_s
 
     def rate_limited_by(self, spec: ModelSpec, job_id: str, outcome: Outcome, now: float) -> bool:
         """A 429: counted; True (every caller pauses, the rate is cut when 429s are dense)
@@ -190,10 +196,8 @@ class ModelState:
         if not tenant_limited(outcome.exhausted, *recent):
             log.debug("admission: isolated 429 on %s, only its call backs off", spec.name)
             return False
-        self.pauses += 1
-        pause_s = outcome.retry_after_s or policy.default_pause_s
+        pause_s = self._pause_all(outcome, now)
         log.debug("admission: %s at its limit, every caller pauses %.2f s", spec.name, pause_s)
-        self.pause_until = max(self.pause_until, now + pause_s * 1000)
         if dense and now - self.decreased_at >= policy.decrease_cooldown_s * 1000:
             self.factor = aimd_decrease(self.factor, policy.decrease, policy.min_factor)
             self.factor_at = self.decreased_at = now

@@ -87,8 +87,7 @@ class RedisAdmission(AdmissionController):
     def acquire(self, spec: ModelSpec, ask: Ask) -> Decision:
         """One round trip: admitted with a lease (now or for a booked slot), or refused
         with the exact wait."""
-        args = self.args.acquire(spec, ask)
-        return self._decision(args, spec, ask.tenant, self._scripts.run(args))
+        return self._run_acquire(self.args.acquire(spec, ask), spec, ask.tenant)
 
     def acquire_later(self, spec: ModelSpec, ask: Ask) -> PendingAcquire:
         """``acquire`` as a command in the store's pipeline, when the store's Redis is this
@@ -119,9 +118,7 @@ class RedisAdmission(AdmissionController):
 
     def finish(self, spec: ModelSpec, permit: Permit, outcome: Outcome) -> Verdict:
         """Release, reconcile or refund, and apply 429 feedback, in one round trip."""
-        args = self.args.finish(spec, permit, outcome)
-        self._let_go(args)
-        return self._verdict(spec, outcome, self._scripts.run(args))
+        return self._run_finish(self.args.finish(spec, permit, outcome), spec, outcome)
 
     def finish_later(self, spec: ModelSpec, permit: Permit, outcome: Outcome) -> PendingFinish:
         """``finish`` as a command in the store's pipeline, when the store's Redis is this

@@ -1,9 +1,9 @@
 """Completion budgets that fit the node timeout, from a local server's measured speed.
 
 A call asks for up to ``max_tokens`` of completion, and the HTTP client gives it
-``node_timeout_s``. A local server on a laptop's CPU generates fifteen tokens a second, so
-a 2048-token answer (a small model repeating itself runs to max_tokens) takes over two
-minutes: the call times out, its retries time out the same way, and the server keeps
+``node_timeout_s``. A local server on a laptop's CPU can generate so slowly that an answer
+of ``max_tokens`` (a small model repeating itself runs to max_tokens) does not end within
+that timeout: the call times out, its retries time out the same way, and the server keeps
 computing each abandoned answer while the next requests queue behind it. Only local
 backends are paced (swarm.calls.local); a hosted gateway's requests go as asked.
 
@@ -37,13 +37,9 @@ import json
 import logging
 import math
 import threading
-import time
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields, replace
 
-import redis
-
-from swarm.store.shared_hash import SharedHash
+from swarm.calls.shared_learning import SharedLearning
 
 log = logging.getLogger(__name__)
 
@@ -238,25 +234,16 @@ def _backend_key(backend: str) -> str:
     return f"backend:{backend}"
 
 
-class SharedPacing(Pacing):
+class SharedPacing(SharedLearning, Pacing):
     """Pacing shared by every worker of a deployment through Redis: one hash per gateway,
     a pace per model and per backend, read at most once a second per process. A worker
     started after others learned a server's speed caps its first calls already. Redis
     unreachable: the process's own paces serve."""
 
-    def __init__(
-        self, client: redis.Redis, key: str, clock: Callable[[], float] = time.monotonic
-    ) -> None:
-        super().__init__()
-        self.shared = SharedHash(client, key, "pacing", clock)
+    WHAT = "pacing"
 
-    def _refresh(self) -> None:
-        found = self.shared.read_due()
-        if found is None:
-            return
-        with self._lock:
-            for name, value in found.items():
-                self._paces[name] = _pace_of(value)
+    def _apply(self, field: str, value: str) -> None:
+        self._paces[field] = _pace_of(value)
 
     def _get(self, key: str) -> Pace:
         self._refresh()

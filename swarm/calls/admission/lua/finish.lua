@@ -157,6 +157,16 @@ local limited_1 = rate_limited and 1 or 0
 local model_counts = recent(state, 'recent_at', {'recent_req', 'recent_429'}, {1, limited_1})
 local recent_req, recent_429 = model_counts[1], model_counts[2]
 
+-- Every caller of the model waits pause_ms from now (a pause that ends later stays).
+local function pause_all()
+  redis.call('HINCRBY', state, 'pauses', 1)
+  local pause_until = tonumber(redis.call('HGET', state, 'pause_until') or '0')
+  if now + pause_ms > pause_until then
+    redis.call('HSET', state, 'pause_until', string.format('%.3f', now + pause_ms))
+  end
+  return 1
+end
+
 local paused = 0
 if rate_limited then
   redis.call('HINCRBY', state, 'rate_limited', 1)
@@ -164,12 +174,7 @@ if rate_limited then
   redis.call('EXPIRE', job_429, counts_ttl)
   local dense = recent_429 >= dense_min and recent_429 >= dense_share * recent_req
   if exhausted or dense then
-    paused = 1
-    redis.call('HINCRBY', state, 'pauses', 1)
-    local pause_until = tonumber(redis.call('HGET', state, 'pause_until') or '0')
-    if now + pause_ms > pause_until then
-      redis.call('HSET', state, 'pause_until', string.format('%.3f', now + pause_ms))
-    end
+    paused = pause_all()
     local last = tonumber(redis.call('HGET', state, 'decreased_at') or '0')
     if dense and now - last >= cooldown_ms then
       factor = math.max(min_factor, factor * decrease)
@@ -178,11 +183,6 @@ if rate_limited then
     end
   end
 elseif exhausted and sent then
-  paused = 1
-  redis.call('HINCRBY', state, 'pauses', 1)
-  local pause_until = tonumber(redis.call('HGET', state, 'pause_until') or '0')
-  if now + pause_ms > pause_until then
-    redis.call('HSET', state, 'pause_until', string.format('%.3f', now + pause_ms))
-  end
+  paused = pause_all()
 end
 return {released, paused}
