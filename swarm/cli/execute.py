@@ -100,7 +100,7 @@ def run_embedded(
 def _run_embedded(
     settings: Settings, catalog: Catalog, submit: Submit, simulate: bool, timeout_s: float | None
 ) -> dict[str, Any]:
-    from swarm.cli.embedded import embedded_swarm, simulated_gateway
+    from swarm.embedded import embedded_swarm, simulated_gateway
 
     with ExitStack() as stack:
         if simulate:
