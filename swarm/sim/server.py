@@ -36,6 +36,7 @@ from swarm.sim.content import (
     parse_chat_request,
     prompt_tokens,
 )
+from swarm.sim.errors import error_response
 from swarm.sim.faults import Fault, FaultInjector, LatencyModel, Plan, parse_markers, plan_request
 from swarm.sim.limits import SECOND_S, Admitted, ModelLimiter, PeakCounter, format_seconds
 from swarm.sim.profiles import PROFILES
@@ -50,32 +51,6 @@ SEEN_MAX = 100_000
 HANG_POLL_S = 0.05
 """How often a hung request checks whether its client went away."""
 BAD_JSON_BODY = "<html><body><h1>502 Bad Gateway</h1>upstream sent garbage</body></html>"
-ERROR_TYPES = {
-    400: "invalid_request_error",
-    401: "authentication_error",
-    403: "permission_error",
-    404: "not_found_error",
-    409: "conflict_error",
-    422: "invalid_request_error",
-    429: "rate_limit_error",
-}
-
-
-def error_type(status: int) -> str:
-    """OpenAI error ``type`` for an HTTP status."""
-    return ERROR_TYPES.get(status, "server_error" if status >= 500 else "invalid_request_error")
-
-
-def error_response(
-    status: int,
-    message: str,
-    code: str | None,
-    param: str | None = None,
-    headers: dict[str, str] | None = None,
-) -> web.Response:
-    """An OpenAI-style error answer: ``{"error": {message, type, param, code}}``."""
-    error = {"message": message, "type": error_type(status), "param": param, "code": code}
-    return web.json_response({"error": error}, status=status, headers=headers)
 
 
 class Simulator:
@@ -126,19 +101,6 @@ class Simulator:
         given = request.headers.get("Authorization", "")
         return hmac.compare_digest(given.encode(), f"Bearer {self.config.api_key}".encode())
 
-    def count_status(self, model: str | None, status: int) -> None:
-        """Count a non-200 answer under rate_limited, errors or client_errors."""
-        targets = [self.stats.total]
-        if model is not None:
-            targets.append(self.stats.model(model))
-        for stats in targets:
-            if status == 429:
-                stats.rate_limited += 1
-            elif status >= 500:
-                stats.errors += 1
-            elif status >= 400:
-                stats.client_errors += 1
-
     def fail(
         self,
         model: str | None,
@@ -149,7 +111,7 @@ class Simulator:
         headers: dict[str, str] | None = None,
     ) -> web.Response:
         """Count and build an error answer."""
-        self.count_status(model, status)
+        self.stats.count_status(model, status)
         return error_response(status, message, code, param=param, headers=headers)
 
     async def handle_chat(self, request: web.Request) -> web.StreamResponse:
@@ -170,11 +132,11 @@ class Simulator:
         if refused is not None:
             return self._refuse(chat.model, refused)
         if (denied := self.account.refusal(chat.last_user_content)) is not None:
-            self.count_status(chat.model, denied[0])
+            self.stats.count_status(chat.model, denied[0])
             return web.json_response(denied[1], status=denied[0])
         chat = replace(chat, thinking=thinking_on(self.profile.rules_for(chat.model), body))
         asked = "none" if chat.max_tokens is None else str(chat.max_tokens)
-        for stats in (self.stats.total, self.stats.model(chat.model)):
+        for stats in self.stats.of(chat.model):
             stats.max_tokens_seen[asked] += 1
         markers = parse_markers(chat.last_user_content)
         rate = float(self.arrivals.count(now)) if self.config.knee_rps is not None else 0.0
@@ -198,7 +160,7 @@ class Simulator:
         if not isinstance(decision, Admitted):
             retry, message = decision.retry_after_s, decision.message
             return self._too_many(chat.model, limiter, retry, message, now)
-        self._enter(chat.model, now)
+        self.stats.enter(chat.model, now)
         if self.config.prompt_cache:
             self._arrivals[id(chat)] = self.prompt_cache.arrive(chat)
         slot = (chat.model, chat.roles, chat.contents)
@@ -210,7 +172,7 @@ class Simulator:
             # computed to the end even when the client goes away (shielded from the cancel)
             return await asyncio.shield(asyncio.ensure_future(serving))
         except asyncio.CancelledError:  # the client went away (aiohttp cancels the handler)
-            for stats in (self.stats.total, self.stats.model(chat.model)):
+            for stats in self.stats.of(chat.model):
                 stats.cancelled += 1
             raise
 
@@ -229,7 +191,7 @@ class Simulator:
         finally:
             self._arrivals.pop(id(chat), None)
             limiter.release(ticket)
-            self._leave(chat.model)
+            self.stats.leave(chat.model)
             self.stats.slots.leave(slot)
 
     def _too_many(
@@ -238,18 +200,6 @@ class Simulator:
         headers = limiter.headers(now)
         headers["Retry-After"] = format_seconds(retry_s)
         return self.fail(model, 429, message, "rate_limit_exceeded", headers=headers)
-
-    def _enter(self, model: str, now: float) -> None:
-        for stats in (self.stats.total, self.stats.model(model)):
-            stats.inflight += 1
-            stats.max_inflight_seen = max(stats.max_inflight_seen, stats.inflight)
-        model_stats = self.stats.model(model)
-        model_stats.admitted_60s.add(now)
-        model_stats.admitted_1s.add(now)
-
-    def _leave(self, model: str) -> None:
-        self.stats.total.inflight -= 1
-        self.stats.model(model).inflight -= 1
 
     async def _serve_admitted(
         self, request: web.Request, chat: ChatRequest, plan: Plan, limiter: ModelLimiter
@@ -278,7 +228,7 @@ class Simulator:
 
     def _refuse(self, model: str, refused: Refusal) -> web.Response:
         """The profile's 400 for a request that breaks one of its rules."""
-        self.count_status(model, 400)
+        self.stats.count_status(model, 400)
         return web.json_response(refused.body(self.profile), status=400)
 
     def _fault_answer(
@@ -342,12 +292,18 @@ class Simulator:
         except ConnectionError:
             if usage is not None and self.config.finish_abandoned:  # computed, so billed
                 self._count_usage(chat.model, counted, cut)
-                for stats in (self.stats.total, self.stats.model(chat.model)):
+                for stats in self.stats.of(chat.model):
                     stats.abandoned += 1
             return response
         if usage is not None:
             self._count_usage(chat.model, counted, cut)
         return response
+
+    def _count_usage(self, model: str, counted: tuple[int, int, int, int], cut: bool) -> None:
+        """An answer the client was sent (or, with ``finish_abandoned``, computed): the
+        account's balance and the token counters."""
+        self.account.answered()
+        self.stats.count_usage(model, counted, cut)
 
     def cached_tokens(self, chat: ChatRequest) -> int:
         """The answered request's cached prompt tokens (the hook the usage is built from)."""
@@ -355,17 +311,6 @@ class Simulator:
         if arrival is not None:
             return self.prompt_cache.answered(arrival)
         return self.cache.lookup_and_store(chat)
-
-    def _count_usage(self, model: str, counted: tuple[int, int, int, int], cut: bool) -> None:
-        self.account.answered()
-        prompt, completion, cached, reasoning = counted
-        for stats in (self.stats.total, self.stats.model(model)):
-            stats.completed += 1
-            stats.prompt_tokens += prompt
-            stats.completion_tokens += completion
-            stats.cached_tokens += cached
-            stats.reasoning_tokens += reasoning
-            stats.truncated += int(cut)
 
     async def handle_models(self, request: web.Request) -> web.Response:
         """GET /v1/models: the known model names in OpenAI list format (404 with
