@@ -48,12 +48,12 @@ def close_app(app: Celery) -> None:
     Kombu keeps one producer and connection pool per broker URL for the whole process:
     their connections are closed but the pools stay usable (another client of the same
     broker opens new connections when it next sends)."""
-    backend = app._backend  # the backend made so far, if any (reading .backend makes one)
-    if backend is not None:
-        consumer = getattr(backend, "result_consumer", None)
+    result_backend = app._backend  # made so far, if any (reading .backend makes one)
+    if result_backend is not None:
+        consumer = getattr(result_backend, "result_consumer", None)
         if consumer is not None:
             consumer.stop()
-        client = vars(backend).get("client")  # made on first use (a cached property)
+        client = vars(result_backend).get("client")  # made on first use (a cached property)
         if client is not None:  # its pool is Celery's: Redis.close() would leave it open
             client.connection_pool.disconnect()
     for pool in (app.amqp._producer_pool, app._pool):
