@@ -381,7 +381,5 @@ class SwarmClient(AbstractContextManager["SwarmClient"]):
         or empty: unknown) gives the input sizes the task summaries show. The header is made
         and published a message at a time (swarm.jobs.streamed_chord); the nodes read so far
         are recorded every SWARM_SUBMIT_CHUNK_NODES for ``swarm status``."""
-        send_job(
-            self.app, self.settings, self.catalog, self.store, spec, input_chars,
-            only=only, suffix=suffix, watch=watch,
-        )  # fmt: skip
+        parts = (self.app, self.settings, self.catalog, self.store)
+        send_job(parts, spec, input_chars, only, suffix, watch)

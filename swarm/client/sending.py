@@ -28,18 +28,16 @@ from swarm.store.batches import batch_store
 
 
 def send_job(
-    app: Celery,
-    settings: Settings,
-    catalog: Catalog,
-    store: JobStore,
+    parts: tuple[Celery, Settings, Catalog, JobStore],
     spec: JobSpec,
-    input_chars: Iterable[int | None] = (),
-    *,
-    only: Sequence[str] | None = None,
-    suffix: str = "",
-    watch: bool = True,
+    input_chars: Iterable[int | None],
+    only: Sequence[str] | None,
+    suffix: str,
+    watch: bool,
 ) -> None:
-    """Send the job's chord (SwarmClient.fan_out says what each argument does)."""
+    """Send the job's chord through the client's ``parts`` (its app, settings, catalog and
+    job store); SwarmClient.fan_out says what the other arguments do."""
+    app, settings, catalog, store = parts
     wanted = None if only is None else set(only)
     nodes: Iterable[NodeSize] = (
         (node_id, size)
