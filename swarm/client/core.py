@@ -8,7 +8,6 @@ Redis pool and a Celery app until ``close()`` (or the end of a ``with`` block).
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Iterable, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -17,13 +16,12 @@ from typing import Any
 from celery import Celery
 
 from swarm import tracing
-from swarm.calls import preflight as gateway_preflight
-from swarm.calls.gateway import make_client
 from swarm.catalog import AGGREGATE_KIND, DEFAULT_KIND, Catalog, ModelSpec, load_catalog
 from swarm.client import idle
+from swarm.client.checks import GatewayChecks
 from swarm.client.handle import SwarmHandle
 from swarm.client.sending import send_job
-from swarm.client.setup import broker_errors, close_app, gateway_key, with_overrides
+from swarm.client.setup import broker_errors, close_app, with_overrides
 from swarm.client.specs import JobOptions, Submitted, items_of, plan_spec, submit_bound, submit_spec
 from swarm.cost.budget import check_budget, preflight
 from swarm.errors import BrokerUnavailableError, InputError, JobNotFinishedError
@@ -33,8 +31,7 @@ from swarm.jobs.planner import PLAN_KIND
 from swarm.jobs.queueing import PLAN_TASK, make_celery
 from swarm.records import DEFAULT_TENANT, InputItem, JobSpec, NodeTask, check_tenant
 from swarm.settings import Settings
-from swarm.store import JobStore, RedisJobStore, gateways
-from swarm.store.backend_holds import RedisBackendHolds
+from swarm.store import JobStore, RedisJobStore
 from swarm.tools.toolsets import load_toolset
 
 log = logging.getLogger(__name__)
@@ -93,15 +90,10 @@ class SwarmClient(AbstractContextManager["SwarmClient"]):
         self.app = app or make_celery(self.settings, self.catalog)
         self._owns = (store is None, app is None)
         tracing.setup("swarm")  # on only when OTEL_* configures an exporter
-        self._check_gateway = check_gateway
-        self.check_requests = check_requests
-        """Before a job is queued, send one small request per model of the job shaped as
-        its nodes' (swarm.calls.preflight.check_requests): a field the provider refuses
-        stops the job with the provider's message and the catalog line to change. The CLI
-        turns it on; each check is a call the gateway bills."""
+        self.checks = GatewayChecks(
+            self.settings, self.catalog, self.store, check_gateway, check_requests
+        )
         self._closed = False
-        self._requests_checked: set[tuple[str, str]] = set()
-        self._check_bills: list[gateway_preflight.Bill] = []
 
     @classmethod
     def from_settings(cls, settings: Settings, *, check_gateway: bool = True) -> SwarmClient:
@@ -125,64 +117,41 @@ class SwarmClient(AbstractContextManager["SwarmClient"]):
         if owns_store and redis_client is not None:
             redis_client.close()
 
+    @property
+    def check_requests(self) -> bool:
+        """Before a job is queued, send one small request per model of the job shaped as
+        its nodes' (swarm.calls.preflight.check_requests): a field the provider refuses
+        stops the job with the provider's message and the catalog line to change. The CLI
+        turns it on; each check is a call the gateway bills."""
+        return self.checks.shapes
+
+    @check_requests.setter
+    def check_requests(self, on: bool) -> None:
+        self.checks.shapes = on
+
     def check_gateway(self) -> None:
         """List the gateway's models once (the CLI's check), unless this client was made
         with ``check_gateway=False`` or has no base URL; warn (log) when the running workers
         all call another gateway."""
-        base_url = self.settings.base_url
-        if not self._check_gateway or base_url is None:
-            return
-        key = gateway_key(self.settings)
-        openai_client = make_client(self.settings, base_url, key)
-        try:
-            gateway_preflight.check_gateway(
-                openai_client, base_url, keyless=key == gateway_preflight.NO_KEY
-            )
-        finally:
-            openai_client.close()
-        self._check_gateway = False  # once per client
-        log.debug("swarm: gateway %s answered its model list", base_url)
-        if (differs := self.gateway_mismatch(base_url)) is not None:
-            log.warning("swarm: %s", differs)
+        self.checks.models()
 
     def release_backends(self) -> None:
         """Clear the holds on the catalog's backends (swarm.calls.backend_health): an empty
         balance or a refused key the person resuming a job has fixed; a hold still due comes
         back at the first refusal."""
-        redis_client = getattr(self.store, "redis", None)
-        if redis_client is None:
-            return
-        backends = sorted({spec.backend for spec in self.catalog.models.values()})
-        RedisBackendHolds(redis_client).release(backends)
-        log.debug("swarm: holds on backends %s cleared", ", ".join(backends))
+        self.checks.release_backends()
 
     def check_job_requests(
         self, calls: Sequence[tuple[ModelSpec, str]], *, json_mode: bool = False
     ) -> None:
         """Check (model, kind) pairs of a job in its nodes' request shape, at most once each
         per client (see ``check_requests``); nothing without a base URL."""
-        calls = [c for c in calls if (c[0].name, c[1]) not in self._requests_checked]
-        if not self.check_requests or self.settings.base_url is None or not calls:
-            return
-        key = gateway_key(self.settings)
-        self._check_bills += gateway_preflight.check_job_requests(
-            self.settings, self.catalog, calls, key, os.environ, json_mode=json_mode
-        )
-        self._requests_checked.update((model.name, kind) for model, kind in calls)
-
-    def _bill_checks(self, job_id: str) -> None:
-        """Count the checks' billed answers in the job's ledger (they were made for it)."""
-        for call in gateway_preflight.billed_calls(self._check_bills):
-            self.store.record_call(job_id, call)
-        self._check_bills = []
+        self.checks.requests(calls, json_mode)
 
     def gateway_mismatch(self, base_url: str) -> str | None:
         """One line when the running workers all call another gateway than ``base_url``
         (they publish theirs in the job store's Redis), else None."""
-        redis_client = getattr(self.store, "redis", None)
-        if redis_client is None:
-            return None
-        return gateways.mismatch(base_url, gateways.worker_gateways(redis_client))
+        return self.checks.mismatch(base_url)
 
     def _handle(self, job_id: str) -> SwarmHandle:
         """The handle of ``job_id``, its report read in pages of SWARM_REPORT_PAGE_NODES;
@@ -273,7 +242,7 @@ class SwarmClient(AbstractContextManager["SwarmClient"]):
             self.store.create_job(
                 spec, (item.text for item in items), chunk=self.settings.submit_chunk_nodes
             )
-            self._bill_checks(spec.job_id)
+            self.checks.bill(spec.job_id)
             self.fan_out(spec, (len(item.text) for item in items))
         return self._handle(spec.job_id)
 
@@ -320,7 +289,7 @@ class SwarmClient(AbstractContextManager["SwarmClient"]):
     def _plan(self, spec: JobSpec, planner: ModelSpec, items: Sequence[InputItem]) -> None:
         """Store a planned job and send its planner task."""
         self.store.create_job(spec, [item.text for item in items])
-        self._bill_checks(spec.job_id)
+        self.checks.bill(spec.job_id)
         self.app.signature(
             PLAN_TASK,
             args=(spec.job_id,),
