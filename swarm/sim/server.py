@@ -38,6 +38,7 @@ from swarm.sim.content import (
 )
 from swarm.sim.errors import error_response
 from swarm.sim.faults import Fault, FaultInjector, LatencyModel, Plan, parse_markers, plan_request
+from swarm.sim.info import Info, mount_info
 from swarm.sim.limits import SECOND_S, Admitted, ModelLimiter, PeakCounter, format_seconds
 from swarm.sim.profiles import PROFILES
 from swarm.sim.prompt_cache import Arrival, PromptCache
@@ -312,48 +313,9 @@ class Simulator:
             return self.prompt_cache.answered(arrival)
         return self.cache.lookup_and_store(chat)
 
-    async def handle_models(self, request: web.Request) -> web.Response:
-        """GET /v1/models: the known model names in OpenAI list format (404 with
-        ``no_models``)."""
-        if self.config.no_models:
-            return _no_models()
-        if not self.authorized(request):
-            return error_response(401, "Incorrect API key provided", "invalid_api_key")
-        data = [_model_entry(name) for name in self.config.models]
-        return web.json_response({"object": "list", "data": data})
-
-    async def handle_model(self, request: web.Request) -> web.Response:
-        """GET /v1/models/{model}: any name is a model (404 with ``no_models``)."""
-        if self.config.no_models:
-            return _no_models()
-        if not self.authorized(request):
-            return error_response(401, "Incorrect API key provided", "invalid_api_key")
-        return web.json_response(_model_entry(request.match_info["model"]))
-
-    async def handle_stats(self, request: web.Request) -> web.Response:
-        """GET /stats."""
-        return web.json_response({**self.stats.snapshot(), "account": self.account.snapshot()})
-
-    async def handle_reset(self, request: web.Request) -> web.Response:
-        """POST /stats/reset: zero the counters (limits and prompt caches are kept)."""
-        self.stats.reset()
-        return web.json_response(self.stats.snapshot())
-
-    async def handle_health(self, request: web.Request) -> web.Response:
-        """GET /health."""
-        return web.json_response({"status": "ok"})
-
 
 SIM_KEY = web.AppKey("swarm_sim", Simulator)
 """Where ``build_app`` keeps the Simulator instance in the application."""
-
-
-def _no_models() -> web.Response:
-    return error_response(404, "Not found: only /v1/chat/completions is served", "not_found")
-
-
-def _model_entry(name: str) -> dict[str, Any]:
-    return {"id": name, "object": "model", "created": 0, "owned_by": "swarm-sim"}
 
 
 async def _read_json(request: web.Request) -> object:
@@ -375,11 +337,7 @@ def build_app(config: SimConfig | None = None) -> web.Application:
     app = web.Application(client_max_size=64 * 1024 * 1024)
     app[SIM_KEY] = sim
     app.router.add_post("/v1/chat/completions", sim.handle_chat)
-    app.router.add_get("/v1/models", sim.handle_models)
-    app.router.add_get("/v1/models/{model}", sim.handle_model)
-    app.router.add_get("/stats", sim.handle_stats)
-    app.router.add_post("/stats/reset", sim.handle_reset)
-    app.router.add_get("/health", sim.handle_health)
+    mount_info(app, Info(sim.config, sim.stats, sim.account, sim.authorized))
     mount_account(app, sim.account)
     mount_batch(app, sim.config.batch, sim.stats.batch, seed=sim.config.seed,
                 authorized=sim.authorized)  # fmt: skip
