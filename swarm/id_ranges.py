@@ -2,10 +2,11 @@
 
 A job of 100,000 inputs has 100,000 node ids (``n00000`` ... ``n99999``) and as many input
 refs (``stdin:1`` ... ``stdin:100000``). Held as tuples of strings they cost the producer,
-and every worker that parses the spec, about 15 MB, and the spec's JSON 2.3 MB. Both
-follow a pattern: the ids are a prefix and a zero-padded position, the refs of streamed
-lines a prefix and a line number that mostly grows by one. ``NodeIds`` and ``RefRuns`` are
-the read-only sequences made of those patterns: an item is made when it is read.
+and every worker that parses the spec, a string object per node, and the spec's JSON two
+quoted strings per node (ops/bench/results/scale.md, "Node ids and refs"). Both follow a
+pattern: the ids are a prefix and a zero-padded position, the refs of streamed lines a
+prefix and a line number that mostly grows by one. ``NodeIds`` and ``RefRuns`` are the
+read-only sequences made of those patterns: an item is made when it is read.
 
 In a JobSpec's JSON, ``NodeIds`` is ``{"prefix": "n", "width": 5, "count": 100000}`` and
 ``RefRuns`` ``{"runs": [["stdin", 1, 100000]]}``; a plain list of strings (any ids, any

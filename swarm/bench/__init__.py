@@ -9,4 +9,8 @@
     overhead  a plain Celery chord (plain_chord) vs swarm, scenarios in overhead_runs
 
 Everything runs on 127.0.0.1 and stops by itself.
+
+This package is the benchmark support that ships with swarm (the `swarm bench` command and
+what ops/bench's scripts import); ops/bench/ holds the maintained benchmark scripts of the
+repository and ops/bench/results/ their current tables (docs/benchmarks.md lists both).
 """

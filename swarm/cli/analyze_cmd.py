@@ -9,7 +9,7 @@ import click
 
 from swarm.cli.context_option import context_option
 from swarm.cli.decorators import MAX_TOKENS, check_timeout, job_options, one_line_errors
-from swarm.cli.duration import DEADLINE_HELP, Duration
+from swarm.cli.duration import DEADLINE
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -51,7 +51,7 @@ def _print_markdown(report: dict[str, Any], console: Console) -> None:
 @click.option(
     "--agent", is_flag=True, help="Sub-agents may search and read every document (docs tools)."
 )
-@click.option("--deadline", "deadline_s", type=Duration(), default=None, help=DEADLINE_HELP)
+@DEADLINE
 @job_options
 @MAX_TOKENS
 @context_option
@@ -77,7 +77,7 @@ def analyze_command(
     cost while the job runs (it is not refused up front)."""
     from swarm.cli.context_option import read_context
     from swarm.cli.estimate_line import announce_plan
-    from swarm.cli.execute import execute
+    from swarm.cli.execute import Waiting, execute
     from swarm.cost.budget import check_budget
     from swarm.records import check_tenant
     from swarm.settings import load_settings
@@ -103,13 +103,5 @@ def analyze_command(
             context=context,
         )
 
-    execute(
-        load_settings(),
-        submit,
-        simulate=simulate,
-        no_wait=no_wait,
-        strict=strict,
-        timeout_s=timeout_s,
-        as_json=as_json,
-        render=_print_markdown,
-    )
+    waiting = Waiting(simulate, no_wait, strict, timeout_s, as_json)
+    execute(load_settings(), submit, waiting=waiting, render=_print_markdown)

@@ -47,3 +47,7 @@ DEADLINE_HELP = (
     "`batch = true` in the catalog go through the gateway's Batch API at its price while "
     "the deadline allows."
 )
+DEADLINE = click.option(
+    "--deadline", "deadline_s", type=Duration(), default=None, help=DEADLINE_HELP
+)
+"""The ``--deadline`` option of the job commands (parameter ``deadline_s``)."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
+from dataclasses import dataclass
 from typing import Any
 
 import click
@@ -25,6 +26,22 @@ from swarm.records import InputItem
 from swarm.settings import Settings
 
 Submit = Callable[[SwarmClient], SwarmHandle]
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """How a job command runs and waits: the options every job command shares."""
+
+    simulate: bool = False
+    """Embedded mode with the built-in simulator."""
+    no_wait: bool = False
+    """Print the job id and return."""
+    strict: bool = False
+    """Refuse when the workers call another gateway."""
+    timeout_s: float | None = None
+    """Stop waiting after this long (the job keeps running)."""
+    as_json: bool = False
+    """Print the report as JSON."""
 
 
 def submitter(
@@ -100,7 +117,7 @@ def run_embedded(
 def _run_embedded(
     settings: Settings, catalog: Catalog, submit: Submit, simulate: bool, timeout_s: float | None
 ) -> dict[str, Any]:
-    from swarm.cli.embedded import embedded_swarm, simulated_gateway
+    from swarm.embedded import embedded_swarm, simulated_gateway
 
     with ExitStack() as stack:
         if simulate:
@@ -124,14 +141,12 @@ def execute(
     settings: Settings,
     submit: Submit,
     *,
-    simulate: bool = False,
-    no_wait: bool = False,
-    timeout_s: float | None = None,
-    as_json: bool = False,
+    waiting: Waiting = Waiting(),
     render: Render = print_report,
-    strict: bool = False,
 ) -> None:
     """Submit (embedded, or through the broker), wait, print; exit as the contract says."""
+    simulate, no_wait, strict = waiting.simulate, waiting.no_wait, waiting.strict
+    timeout_s, as_json = waiting.timeout_s, waiting.as_json
     if settings.embedded:
         if no_wait:
             raise ConfigError(

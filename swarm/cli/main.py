@@ -29,7 +29,7 @@ from swarm.cli.decorators import (
     one_line_errors,
     resume_options,
 )
-from swarm.cli.duration import DEADLINE_HELP, Duration
+from swarm.cli.duration import DEADLINE
 from swarm.cli.gateway_cmd import gateway_group
 from swarm.cli.jobs_cmd import cancel_command, jobs_command
 from swarm.cli.probe_cmd import probe_command
@@ -70,7 +70,7 @@ def main() -> None:
     default=None,
     help="Make each sub-agent an agent with this toolset: repo, docs, or pkg.module[:attr].",
 )
-@click.option("--deadline", "deadline_s", type=Duration(), default=None, help=DEADLINE_HELP)
+@DEADLINE
 @context_option
 @one_line_errors
 def run(
@@ -97,7 +97,7 @@ def run(
     """One sub-agent per INPUT file (- reads one input per line from stdin), then aggregate."""
     from swarm.catalog import load_catalog
     from swarm.cli.context_option import read_context
-    from swarm.cli.execute import execute, submitter
+    from swarm.cli.execute import Waiting, execute, submitter
     from swarm.cli.inputs import read_inputs, read_schema
     from swarm.cost.budget import check_budget
     from swarm.jobs.context_fit import check_max_tokens, node_models
@@ -131,15 +131,7 @@ def run(
         tenant=tenant,
         context=read_context(context_files),
     )
-    execute(
-        settings,
-        submit,
-        simulate=simulate,
-        no_wait=no_wait,
-        strict=strict,
-        timeout_s=timeout_s,
-        as_json=as_json,
-    )
+    execute(settings, submit, waiting=Waiting(simulate, no_wait, strict, timeout_s, as_json))
 
 
 @main.command(short_help="A whole swarm here: no Redis, no key, simulated gateway.")

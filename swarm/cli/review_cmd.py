@@ -8,7 +8,7 @@ import click
 
 from swarm.cli.context_option import context_option
 from swarm.cli.decorators import check_timeout, job_options, limit_options, one_line_errors
-from swarm.cli.duration import DEADLINE_HELP, Duration
+from swarm.cli.duration import DEADLINE
 from swarm.errors import InputError
 
 
@@ -22,7 +22,7 @@ from swarm.errors import InputError
     is_flag=True,
     help="Reviewers may read, grep and list the repository at each commit (repo tools).",
 )
-@click.option("--deadline", "deadline_s", type=Duration(), default=None, help=DEADLINE_HELP)
+@DEADLINE
 @job_options
 @limit_options
 @context_option
@@ -48,7 +48,7 @@ def review_command(
     """Review commits of a git repository (default: the last 10): one reviewer per commit,
     then a summary."""
     from swarm.cli.context_option import conventions, read_context
-    from swarm.cli.execute import execute, submitter
+    from swarm.cli.execute import Waiting, execute, submitter
     from swarm.cli.render import print_review
     from swarm.cost.budget import check_budget
     from swarm.jobs.review import REVIEW_AGGREGATE, REVIEW_INSTRUCTION, REVIEW_KIND, REVIEW_SCHEMA
@@ -80,13 +80,5 @@ def review_command(
         # the repository's conventions and the given files: every reviewer's shared prefix
         context=read_context([*conventions(repo), *context_files]),
     )
-    execute(
-        load_settings(),
-        submit,
-        simulate=simulate,
-        no_wait=no_wait,
-        strict=strict,
-        timeout_s=timeout_s,
-        as_json=as_json,
-        render=print_review,
-    )
+    waiting = Waiting(simulate, no_wait, strict, timeout_s, as_json)
+    execute(load_settings(), submit, waiting=waiting, render=print_review)

@@ -15,9 +15,11 @@ so any process can ``attach(job_id)``.
 from __future__ import annotations
 
 from swarm.client.aio import AsyncSwarmClient, AsyncSwarmHandle
-from swarm.client.core import PLAN_KIND, SwarmClient, agent_bound
+from swarm.client.core import SwarmClient
 from swarm.client.default import attach, close_default, default_client, submit
 from swarm.client.handle import JobProgress, Phase, SwarmHandle
+from swarm.client.specs import agent_bound
+from swarm.jobs.planner import PLAN_KIND
 
 __all__ = [
     "PLAN_KIND",

@@ -7,59 +7,32 @@ Redis pool and a Celery app until ``close()`` (or the end of a ``with`` block).
 
 from __future__ import annotations
 
-import itertools
 import logging
-import os
-import time
-import uuid
 from collections.abc import Iterable, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
-import kombu.exceptions
-import redis
 from celery import Celery
-from celery.canvas import Signature
 
 from swarm import tracing
-from swarm.batch.fanout import poll_signatures
-from swarm.batch.plan import check_deadline, plan_batches
-from swarm.batch.policy import batches_within
-from swarm.calls import preflight as gateway_preflight
-from swarm.calls.gateway import make_client
-from swarm.calls.warmup import warmup_floor
 from swarm.catalog import AGGREGATE_KIND, DEFAULT_KIND, Catalog, ModelSpec, load_catalog
 from swarm.client import idle
+from swarm.client.checks import GatewayChecks
 from swarm.client.handle import SwarmHandle
-from swarm.client.sent import SentNodes
-from swarm.cost.batch import at_batch_price
+from swarm.client.sending import send_job
+from swarm.client.setup import broker_errors, close_app, with_overrides
+from swarm.client.specs import JobOptions, Submitted, items_of, plan_spec, submit_bound, submit_spec
 from swarm.cost.budget import check_budget, preflight
-from swarm.errors import (
-    BrokerUnavailableError,
-    InputError,
-    JobNotFinishedError,
-)
-from swarm.id_ranges import NodeIds, RefCollector
+from swarm.errors import BrokerUnavailableError, InputError, JobNotFinishedError
 from swarm.jobs.context_fit import check_max_tokens, node_models
 from swarm.jobs.defaults import DEFAULT_AGGREGATE, DEFAULT_INSTRUCTION, DEFAULT_PLANNED_AGGREGATE
-from swarm.jobs.estimate import estimate_job
-from swarm.jobs.fanout import NodeSize, header_signatures, nodes_per_task
-from swarm.jobs.queueing import AGGREGATE_TASK, PLAN_TASK, make_celery
-from swarm.jobs.streamed_chord import send_chord
-from swarm.jobs.taskrepr import NO_KWARGS, aggregate_argsrepr
-from swarm.jobs.watchdog import send_watch
+from swarm.jobs.planner import PLAN_KIND
+from swarm.jobs.queueing import PLAN_TASK, make_celery
 from swarm.records import DEFAULT_TENANT, InputItem, JobSpec, NodeTask, check_tenant
-from swarm.settings import Settings, load_settings
-from swarm.sources.spool import StreamedInputs
-from swarm.store import JobStore, RedisJobStore, gateways
-from swarm.store.answer_lengths import typical_answers
-from swarm.store.backend_holds import RedisBackendHolds
-from swarm.store.batches import batch_store
-from swarm.tokens import estimate_tokens
+from swarm.settings import Settings
+from swarm.store import JobStore, RedisJobStore
 from swarm.tools.toolsets import load_toolset
-
-PLAN_KIND = "plan"
 
 log = logging.getLogger(__name__)
 
@@ -117,15 +90,10 @@ class SwarmClient(AbstractContextManager["SwarmClient"]):
         self.app = app or make_celery(self.settings, self.catalog)
         self._owns = (store is None, app is None)
         tracing.setup("swarm")  # on only when OTEL_* configures an exporter
-        self._check_gateway = check_gateway
-        self.check_requests = check_requests
-        """Before a job is queued, send one small request per model of the job shaped as
-        its nodes' (swarm.calls.preflight.check_requests): a field the provider refuses
-        stops the job with the provider's message and the catalog line to change. The CLI
-        turns it on; each check is a call the gateway bills."""
+        self.checks = GatewayChecks(
+            self.settings, self.catalog, self.store, check_gateway, check_requests
+        )
         self._closed = False
-        self._requests_checked: set[tuple[str, str]] = set()
-        self._check_bills: list[gateway_preflight.Bill] = []
 
     @classmethod
     def from_settings(cls, settings: Settings, *, check_gateway: bool = True) -> SwarmClient:
@@ -149,64 +117,41 @@ class SwarmClient(AbstractContextManager["SwarmClient"]):
         if owns_store and redis_client is not None:
             redis_client.close()
 
+    @property
+    def check_requests(self) -> bool:
+        """Before a job is queued, send one small request per model of the job shaped as
+        its nodes' (swarm.calls.preflight.check_requests): a field the provider refuses
+        stops the job with the provider's message and the catalog line to change. The CLI
+        turns it on; each check is a call the gateway bills."""
+        return self.checks.shapes
+
+    @check_requests.setter
+    def check_requests(self, on: bool) -> None:
+        self.checks.shapes = on
+
     def check_gateway(self) -> None:
         """List the gateway's models once (the CLI's check), unless this client was made
         with ``check_gateway=False`` or has no base URL; warn (log) when the running workers
         all call another gateway."""
-        base_url = self.settings.base_url
-        if not self._check_gateway or base_url is None:
-            return
-        key = gateway_key(self.settings)
-        openai_client = make_client(self.settings, base_url, key)
-        try:
-            gateway_preflight.check_gateway(
-                openai_client, base_url, keyless=key == gateway_preflight.NO_KEY
-            )
-        finally:
-            openai_client.close()
-        self._check_gateway = False  # once per client
-        log.debug("swarm: gateway %s answered its model list", base_url)
-        if (differs := self.gateway_mismatch(base_url)) is not None:
-            log.warning("swarm: %s", differs)
+        self.checks.models()
 
     def release_backends(self) -> None:
         """Clear the holds on the catalog's backends (swarm.calls.backend_health): an empty
         balance or a refused key the person resuming a job has fixed; a hold still due comes
         back at the first refusal."""
-        redis_client = getattr(self.store, "redis", None)
-        if redis_client is None:
-            return
-        backends = sorted({spec.backend for spec in self.catalog.models.values()})
-        RedisBackendHolds(redis_client).release(backends)
-        log.debug("swarm: holds on backends %s cleared", ", ".join(backends))
+        self.checks.release_backends()
 
     def check_job_requests(
         self, calls: Sequence[tuple[ModelSpec, str]], *, json_mode: bool = False
     ) -> None:
         """Check (model, kind) pairs of a job in its nodes' request shape, at most once each
         per client (see ``check_requests``); nothing without a base URL."""
-        calls = [c for c in calls if (c[0].name, c[1]) not in self._requests_checked]
-        if not self.check_requests or self.settings.base_url is None or not calls:
-            return
-        key = gateway_key(self.settings)
-        self._check_bills += gateway_preflight.check_job_requests(
-            self.settings, self.catalog, calls, key, os.environ, json_mode=json_mode
-        )
-        self._requests_checked.update((model.name, kind) for model, kind in calls)
-
-    def _bill_checks(self, job_id: str) -> None:
-        """Count the checks' billed answers in the job's ledger (they were made for it)."""
-        for call in gateway_preflight.billed_calls(self._check_bills):
-            self.store.record_call(job_id, call)
-        self._check_bills = []
+        self.checks.requests(calls, json_mode)
 
     def gateway_mismatch(self, base_url: str) -> str | None:
         """One line when the running workers all call another gateway than ``base_url``
         (they publish theirs in the job store's Redis), else None."""
-        redis_client = getattr(self.store, "redis", None)
-        if redis_client is None:
-            return None
-        return gateways.mismatch(base_url, gateways.worker_gateways(redis_client))
+        return self.checks.mismatch(base_url)
 
     def _handle(self, job_id: str) -> SwarmHandle:
         """The handle of ``job_id``, its report read in pages of SWARM_REPORT_PAGE_NODES;
@@ -267,7 +212,7 @@ class SwarmClient(AbstractContextManager["SwarmClient"]):
         ``pkg.module[:attr]``, which workers import too; swarm.jobs.agent); ``tool_root`` is
         the repository the ``repo`` toolset reads.
         """
-        items = _items(inputs)
+        items = items_of(inputs)
         if not instruction.strip():
             raise InputError("the instruction is empty")
         check_budget(budget_usd)
@@ -277,22 +222,11 @@ class SwarmClient(AbstractContextManager["SwarmClient"]):
         self.check_gateway()
         if tools is not None:
             load_toolset(tools)
+        options = JobOptions(budget_usd, job_id, tools, deadline_s, tenant, max_tokens, context)
+        job = Submitted(items, instruction, aggregate_instruction, spec_model, aggregate,
+                        None if model else kind)  # fmt: skip
         if budget_usd is not None:
-            bound = estimate_job(
-                items,
-                instruction,
-                aggregate_instruction,
-                spec_model,
-                aggregate,
-                max_tokens,
-                **agent_bound(self.settings, spec_model, max_tokens, tools),
-                context=context,
-                warmup_min_tokens=warmup_floor(self.settings),
-                **typical_answers(self.store, spec_model, None if model else kind, aggregate),
-            )
-            if tools is None and spec_model.batch and batches_within(deadline_s):
-                bound = at_batch_price(bound, spec_model)  # its nodes go into batch files
-            preflight(bound, budget_usd, force)
+            preflight(submit_bound(self.settings, self.store, job, options), budget_usd, force)
         if tasks is not None and len(tasks) != len(items):
             raise InputError(f"{len(tasks)} tasks for {len(items)} inputs")
         for task in tasks or ():
@@ -300,38 +234,16 @@ class SwarmClient(AbstractContextManager["SwarmClient"]):
                 self.catalog.model(name)
         self.check_job_requests([(spec_model, kind), (aggregate, AGGREGATE_KIND)],
                                 json_mode=output_schema is not None)  # fmt: skip
-        node_ids = NodeIds.for_count(len(items))
-        spec = JobSpec(
-            job_id=job_id or uuid.uuid4().hex,
-            instruction=instruction.strip(),
-            aggregate_instruction=aggregate_instruction.strip() or DEFAULT_AGGREGATE,
-            model=spec_model.name,
-            aggregate_model=aggregate.name,
-            node_ids=node_ids,
-            input_refs=collect_refs(items),
-            submitted_at=time.time(),
-            max_tokens=max_tokens,
-            min_success_ratio=self.settings.min_success_ratio,
-            budget_usd=budget_usd,
-            kind=None if model else kind,
-            fallback_models=() if model else self.catalog.routing[kind][1:],
-            output_schema=output_schema,
-            tasks=dict(zip(node_ids, tasks, strict=True)) if tasks else {},
-            tools=tools,
-            tool_root=tool_root,
-            deadline_at=None if deadline_s is None else time.time() + check_deadline(deadline_s),
-            tenant=tenant,
-            context=context or None,
-        )
-        try:
-            with tracing.submitting(spec) as spec:  # the job's root span (when tracing)
-                self.store.create_job(
-                    spec, (item.text for item in items), chunk=self.settings.submit_chunk_nodes
-                )
-                self._bill_checks(spec.job_id)
-                self.fan_out(spec, (len(item.text) for item in items))
-        except (redis.RedisError, kombu.exceptions.OperationalError) as exc:
-            raise BrokerUnavailableError(f"cannot reach the broker: {exc}") from None
+        spec = submit_spec(
+            self.settings, job, options, output_schema=output_schema, tasks=tasks,
+            fallback_models=() if model else self.catalog.routing[kind][1:], tool_root=tool_root,
+        )  # fmt: skip
+        with broker_errors(), tracing.submitting(spec) as spec:  # the job's root span
+            self.store.create_job(
+                spec, (item.text for item in items), chunk=self.settings.submit_chunk_nodes
+            )
+            self.checks.bill(spec.job_id)
+            self.fan_out(spec, (len(item.text) for item in items))
         return self._handle(spec.job_id)
 
     def plan(
@@ -356,7 +268,7 @@ class SwarmClient(AbstractContextManager["SwarmClient"]):
         ``deadline_s`` as for ``submit``: the planned sub-tasks on models that batch go
         through the Batch API (the planner's call is live). ``tenant`` as for ``submit``.
         """
-        items = _items(documents)
+        items = items_of(documents)
         if not query.strip():
             raise InputError("the query is empty")
         check_budget(budget_usd)
@@ -367,35 +279,17 @@ class SwarmClient(AbstractContextManager["SwarmClient"]):
         self.check_gateway()
         kinds = [PLAN_KIND, AGGREGATE_KIND, *self.catalog.routing]  # a plan routes by kind
         self.check_job_requests([(self.catalog.route(k), k) for k in dict.fromkeys(kinds)])
-        width = max(4, len(str(len(items) - 1)))
-        spec = JobSpec(
-            job_id=job_id or uuid.uuid4().hex,
-            instruction=query.strip(),
-            aggregate_instruction=f"{aggregate_instruction}\n\nQuestion: {query.strip()}",
-            model=planner.name,
-            aggregate_model=self.catalog.route(AGGREGATE_KIND).name,
-            node_ids=tuple(f"d{i:0{width}d}" for i in range(len(items))),
-            input_refs=tuple(item.ref for item in items),
-            submitted_at=time.time(),
-            min_success_ratio=self.settings.min_success_ratio,
-            budget_usd=budget_usd,
-            tools=tools,
-            deadline_at=None if deadline_s is None else time.time() + check_deadline(deadline_s),
-            tenant=tenant,
-            max_tokens=max_tokens,
-            context=context or None,
-        )
-        try:
-            with tracing.submitting(spec) as spec:  # the job's root span (when tracing)
-                self._plan(spec, planner, items)
-        except (redis.RedisError, kombu.exceptions.OperationalError) as exc:
-            raise BrokerUnavailableError(f"cannot reach the broker: {exc}") from None
+        options = JobOptions(budget_usd, job_id, tools, deadline_s, tenant, max_tokens, context)
+        models = (planner, self.catalog.route(AGGREGATE_KIND))
+        spec = plan_spec(self.settings, items, query, aggregate_instruction, models, options)
+        with broker_errors(), tracing.submitting(spec) as spec:  # the job's root span
+            self._plan(spec, planner, items)
         return self._handle(spec.job_id)
 
     def _plan(self, spec: JobSpec, planner: ModelSpec, items: Sequence[InputItem]) -> None:
         """Store a planned job and send its planner task."""
         self.store.create_job(spec, [item.text for item in items])
-        self._bill_checks(spec.job_id)
+        self.checks.bill(spec.job_id)
         self.app.signature(
             PLAN_TASK,
             args=(spec.job_id,),
@@ -433,11 +327,9 @@ class SwarmClient(AbstractContextManager["SwarmClient"]):
             spec = spec.model_copy(update={"budget_usd": budget_usd})
         done = {env.node_id for env in self.store.envelopes(job_id) if env.ok}
         todo = [node_id for node_id in spec.node_ids if node_id not in done]
-        try:
+        with broker_errors():
             number = self.store.reopen(spec)
             self.fan_out(spec, only=todo, suffix=f"-r{number}")
-        except (redis.RedisError, kombu.exceptions.OperationalError) as exc:
-            raise BrokerUnavailableError(f"cannot reach the broker: {exc}") from None
         return self._handle(job_id)
 
     def fan_out(
@@ -458,110 +350,5 @@ class SwarmClient(AbstractContextManager["SwarmClient"]):
         or empty: unknown) gives the input sizes the task summaries show. The header is made
         and published a message at a time (swarm.jobs.streamed_chord); the nodes read so far
         are recorded every SWARM_SUBMIT_CHUNK_NODES for ``swarm status``."""
-        wanted = None if only is None else set(only)
-        nodes: Iterable[NodeSize] = (
-            (node_id, size)
-            for node_id, size in itertools.zip_longest(spec.node_ids, input_chars)
-            if node_id is not None and (wanted is None or node_id in wanted)
-        )
-        aggregate_queue = self.catalog.model(spec.aggregate_model).queue
-        per_task = nodes_per_task(self.settings.nodes_per_task, len(spec.node_ids))
-        polls: list[Signature] = []
-        if spec.deadline_at is not None and only is None:  # resends and resumes run live
-            sizes = dict(nodes)  # batch planning weighs every node at once
-            planned = plan_batches(spec, self.catalog, list(sizes), sizes, time.time())
-            batch_store(self.store).plan(spec.job_id, planned.files)
-            nodes = [(node_id, sizes[node_id]) for node_id in planned.live]
-            polls = poll_signatures(self.app, self.catalog, spec, planned.files, suffix)
-        counted = SentNodes(self.store, spec.job_id, self.settings.submit_chunk_nodes)
-        counted.start()
-        header = itertools.chain(
-            header_signatures(
-                self.app, self.catalog, spec, counted.reading(nodes), per_task=per_task,
-                suffix=suffix,
-            ),
-            polls,
-        )  # fmt: skip
-        body = self.app.signature(
-            AGGREGATE_TASK,
-            args=(spec.job_id,),
-            queue=aggregate_queue,
-            task_id=f"{spec.job_id}-aggregate{suffix}",
-            argsrepr=aggregate_argsrepr(spec),
-            kwargsrepr=NO_KWARGS,
-        )
-        with tracing.job_step(spec, "fan_out", resend=bool(suffix)):
-            send_chord(self.app, header, body, uuid.uuid4().hex, on_sent=counted.sent)
-        counted.done()
-        if watch:
-            send_watch(self.app, self.settings, spec, aggregate_queue, suffix, self.store)
-
-
-def agent_bound(
-    settings: Settings, model: ModelSpec, max_tokens: int | None, tools: str | None
-) -> dict[str, int]:
-    """How estimate_job bounds an agent node: max steps, each prompt longer than the last by
-    the model's turn and an even share of the node's tool calls at their full output cap."""
-    if tools is None:
-        return {}
-    turn = max_tokens or model.max_tokens
-    calls_per_step = -(-settings.agent_max_tool_calls // settings.agent_max_steps)
-    outputs = estimate_tokens("x" * settings.tool_max_output_chars) * calls_per_step
-    return {"steps": settings.agent_max_steps, "step_growth_tokens": turn + outputs}
-
-
-def _items(inputs: Sequence[InputItem | str]) -> Sequence[InputItem]:
-    """The inputs as InputItems; StreamedInputs (swarm.sources.spool) as they are, read
-    again on each pass instead of held in memory."""
-    if not inputs:
-        raise InputError("no inputs: a swarm needs at least one")
-    if isinstance(inputs, StreamedInputs):
-        return inputs
-    return [
-        item if isinstance(item, InputItem) else InputItem(ref=f"input:{i}", text=item)
-        for i, item in enumerate(inputs)
-    ]
-
-
-def collect_refs(items: Iterable[InputItem]) -> Sequence[str]:
-    """The items' refs, as runs of numbered refs when they are (swarm.id_ranges)."""
-    refs = RefCollector()
-    for item in items:
-        refs.add(item.ref)
-    return refs.result()
-
-
-def with_overrides(settings: Settings | None, overrides: dict[str, Any]) -> Settings:
-    """``settings`` (default: the environment) with ``overrides`` validated over them."""
-    if settings is None:
-        return load_settings(**overrides)
-    if not overrides:
-        return settings
-    return load_settings(**{**dict(settings), **overrides})
-
-
-def gateway_key(settings: Settings) -> str:
-    """The key the gateway check sends: the configured one (MissingKeyError for an empty
-    or placeholder one), or NO_KEY when none is set at all (a local server may need none)."""
-    return settings.gateway_key() or gateway_preflight.NO_KEY
-
-
-def close_app(app: Celery) -> None:
-    """Close the broker connections and the result backend (its Redis pool and the result
-    consumer's subscription) of ``app``; Celery's own ``close()`` only forgets its pool.
-
-    Kombu keeps one producer and connection pool per broker URL for the whole process:
-    their connections are closed but the pools stay usable (another client of the same
-    broker opens new connections when it next sends)."""
-    backend = app._backend  # the backend made so far, if any (reading .backend makes one)
-    if backend is not None:
-        consumer = getattr(backend, "result_consumer", None)
-        if consumer is not None:
-            consumer.stop()
-        client = vars(backend).get("client")  # made on first use (a cached property)
-        if client is not None:  # its pool is Celery's: Redis.close() would leave it open
-            client.connection_pool.disconnect()
-    for pool in (app.amqp._producer_pool, app._pool):
-        if pool is not None:  # closes every connection, then refills with unopened ones
-            pool.resize(pool.limit, reset=True)
-    app.close()
+        parts = (self.app, self.settings, self.catalog, self.store)
+        send_job(parts, spec, input_chars, only, suffix, watch)

@@ -12,7 +12,7 @@ from swarm.catalog import Catalog, ModelSpec
 from swarm.cost.batch import batch_cost_usd, split_ledger_name
 from swarm.cost.cache import cache_saved_usd
 from swarm.cost.pricing import cost_usd
-from swarm.jobs.tally import NodeCounts, complete_page, tally
+from swarm.jobs.tally import NodeCounts, tally
 from swarm.records import Frozen, JobSpec, NodeEnvelope, Usage
 from swarm.store.base import HedgeCounts, LedgerLine
 
@@ -217,12 +217,6 @@ def enough_succeeded(total: int, succeeded: int, min_ratio: float) -> bool:
     return succeeded > 0 and succeeded / total >= min_ratio
 
 
-def complete_nodes(spec: JobSpec, stored: Sequence[NodeEnvelope]) -> list[NodeEnvelope]:
-    """One envelope per node in input order; a node with none stored becomes an error."""
-    by_id = {env.node_id: env for env in stored}
-    return complete_page(spec, zip(spec.node_ids, spec.input_refs, strict=True), by_id)
-
-
 def model_lines(
     catalog: Catalog, ledger: dict[str, LedgerLine], rate_limited: Mapping[str, int] | None = None
 ) -> dict[str, ModelLine]:
@@ -281,15 +275,6 @@ def with_batch_line(live: ModelLine | None, spec: ModelSpec, batch: LedgerLine) 
             ),
         }
     )
-
-
-def with_tool_validity(
-    lines: dict[str, ModelLine], nodes: Sequence[NodeEnvelope]
-) -> dict[str, ModelLine]:
-    """Each model's line with its nodes' tool calls and the share that were valid (the
-    seeds' "tool-call accuracy")."""
-    counts = tally(nodes).counts()
-    return with_tool_counts(lines, counts.tool_calls, counts.tool_calls_invalid)
 
 
 def with_tool_counts(

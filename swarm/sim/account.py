@@ -28,6 +28,8 @@ from typing import Any, Literal
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field
 
+from swarm.sim.errors import error_body
+
 ErrorFormat = Literal["moonshot", "openai", "deepseek"]
 MARKER = re.compile(r"\[\[sim:provider_error=([a-z_]+)\]\]")
 KINDS = ("balance", "tpd", "overloaded", "content_filter")
@@ -86,7 +88,7 @@ class AccountConfig(BaseModel):
 def body_of(refusal: Refusal) -> dict[str, Any]:
     """The JSON body of a refusal."""
     _status, kind, code, message = refusal
-    return {"error": {"message": message, "type": kind, "param": None, "code": code}}
+    return error_body(message, kind, code)
 
 
 class Account:

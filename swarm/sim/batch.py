@@ -38,6 +38,7 @@ from swarm.sim.content import (
     parse_chat_request,
     prompt_tokens,
 )
+from swarm.sim.errors import error_response
 from swarm.sim.usage import usage_body
 
 TERMINAL = frozenset({"completed", "failed", "expired", "cancelled"})
@@ -297,8 +298,7 @@ def _times(batch: SimBatch, status: str, started: int) -> dict[str, int | None]:
 
 
 def _error(status: int, message: str, code: str, param: str | None = None) -> web.Response:
-    error = {"message": message, "type": "invalid_request_error", "param": param, "code": code}
-    return web.json_response({"error": error}, status=status)
+    return error_response(status, message, code, param, kind="invalid_request_error")
 
 
 Handler = Callable[[web.Request], Awaitable[web.Response]]

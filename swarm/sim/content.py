@@ -269,6 +269,22 @@ def prompt_tokens(request: ChatRequest) -> int:
     return sum(request.message_tokens)
 
 
+def prefixes(request: ChatRequest, min_tokens: int) -> list[tuple[bytes, int]]:
+    """The request's cacheable prefixes, shortest first: (a key of the model and the leading
+    messages, their estimated tokens) for each run of whole leading messages of at least
+    ``min_tokens``."""
+    chain = hashlib.sha256(request.model.encode())
+    total = 0
+    out: list[tuple[bytes, int]] = []
+    messages = zip(request.roles, request.contents, request.message_tokens, strict=True)
+    for role, content, tokens in messages:
+        chain.update(b"\0" + role.encode() + b"\0" + content.encode())
+        total += tokens
+        if total >= min_tokens:
+            out.append((chain.copy().digest(), total))
+    return out
+
+
 class PrefixCache:
     """Message prefixes already seen, per model, for ``cached_tokens``.
 
@@ -282,22 +298,10 @@ class PrefixCache:
         self.max_entries = max_entries
         self._seen: OrderedDict[bytes, None] = OrderedDict()
 
-    def _prefixes(self, request: ChatRequest) -> list[tuple[bytes, int]]:
-        chain = hashlib.sha256(request.model.encode())
-        total = 0
-        out: list[tuple[bytes, int]] = []
-        messages = zip(request.roles, request.contents, request.message_tokens, strict=True)
-        for role, content, tokens in messages:
-            chain.update(b"\0" + role.encode() + b"\0" + content.encode())
-            total += tokens
-            if total >= self.min_tokens:
-                out.append((chain.copy().digest(), total))
-        return out
-
     def lookup_and_store(self, request: ChatRequest) -> int:
         """Tokens of the longest prefix seen before; then remember all of its prefixes."""
         cached = 0
-        for key, tokens in self._prefixes(request):
+        for key, tokens in prefixes(request, self.min_tokens):
             if key in self._seen:
                 cached = tokens
                 self._seen.move_to_end(key)

@@ -15,13 +15,12 @@ cached as soon as any earlier request was answered, whatever its arrival.
 
 from __future__ import annotations
 
-import hashlib
 import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from swarm.sim.content import ChatRequest
+from swarm.sim.content import ChatRequest, prefixes
 
 
 @dataclass(frozen=True)
@@ -51,7 +50,7 @@ class PromptCache:
 
     def arrive(self, request: ChatRequest) -> Arrival:
         """Note a request's arrival (call it when the request is admitted)."""
-        return Arrival(self._clock(), tuple(self._prefixes(request)))
+        return Arrival(self._clock(), tuple(prefixes(request, self.min_tokens)))
 
     def answered(self, arrival: Arrival) -> int:
         """The request's cached tokens, once answered; its prefixes are cached from now on
@@ -75,15 +74,3 @@ class PromptCache:
     def clear(self) -> None:
         """Forget every prefix."""
         self._entries.clear()
-
-    def _prefixes(self, request: ChatRequest) -> list[tuple[bytes, int]]:
-        chain = hashlib.sha256(request.model.encode())
-        total = 0
-        out: list[tuple[bytes, int]] = []
-        messages = zip(request.roles, request.contents, request.message_tokens, strict=True)
-        for role, content, tokens in messages:
-            chain.update(b"\0" + role.encode() + b"\0" + content.encode())
-            total += tokens
-            if total >= self.min_tokens:
-                out.append((chain.copy().digest(), total))
-        return out

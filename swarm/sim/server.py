@@ -36,7 +36,9 @@ from swarm.sim.content import (
     parse_chat_request,
     prompt_tokens,
 )
+from swarm.sim.errors import error_response
 from swarm.sim.faults import Fault, FaultInjector, LatencyModel, Plan, parse_markers, plan_request
+from swarm.sim.info import Info, mount_info
 from swarm.sim.limits import SECOND_S, Admitted, ModelLimiter, PeakCounter, format_seconds
 from swarm.sim.profiles import PROFILES
 from swarm.sim.prompt_cache import Arrival, PromptCache
@@ -50,32 +52,6 @@ SEEN_MAX = 100_000
 HANG_POLL_S = 0.05
 """How often a hung request checks whether its client went away."""
 BAD_JSON_BODY = "<html><body><h1>502 Bad Gateway</h1>upstream sent garbage</body></html>"
-ERROR_TYPES = {
-    400: "invalid_request_error",
-    401: "authentication_error",
-    403: "permission_error",
-    404: "not_found_error",
-    409: "conflict_error",
-    422: "invalid_request_error",
-    429: "rate_limit_error",
-}
-
-
-def error_type(status: int) -> str:
-    """OpenAI error ``type`` for an HTTP status."""
-    return ERROR_TYPES.get(status, "server_error" if status >= 500 else "invalid_request_error")
-
-
-def error_response(
-    status: int,
-    message: str,
-    code: str | None,
-    param: str | None = None,
-    headers: dict[str, str] | None = None,
-) -> web.Response:
-    """An OpenAI-style error answer: ``{"error": {message, type, param, code}}``."""
-    error = {"message": message, "type": error_type(status), "param": param, "code": code}
-    return web.json_response({"error": error}, status=status, headers=headers)
 
 
 class Simulator:
@@ -126,19 +102,6 @@ class Simulator:
         given = request.headers.get("Authorization", "")
         return hmac.compare_digest(given.encode(), f"Bearer {self.config.api_key}".encode())
 
-    def count_status(self, model: str | None, status: int) -> None:
-        """Count a non-200 answer under rate_limited, errors or client_errors."""
-        targets = [self.stats.total]
-        if model is not None:
-            targets.append(self.stats.model(model))
-        for stats in targets:
-            if status == 429:
-                stats.rate_limited += 1
-            elif status >= 500:
-                stats.errors += 1
-            elif status >= 400:
-                stats.client_errors += 1
-
     def fail(
         self,
         model: str | None,
@@ -149,7 +112,7 @@ class Simulator:
         headers: dict[str, str] | None = None,
     ) -> web.Response:
         """Count and build an error answer."""
-        self.count_status(model, status)
+        self.stats.count_status(model, status)
         return error_response(status, message, code, param=param, headers=headers)
 
     async def handle_chat(self, request: web.Request) -> web.StreamResponse:
@@ -170,11 +133,11 @@ class Simulator:
         if refused is not None:
             return self._refuse(chat.model, refused)
         if (denied := self.account.refusal(chat.last_user_content)) is not None:
-            self.count_status(chat.model, denied[0])
+            self.stats.count_status(chat.model, denied[0])
             return web.json_response(denied[1], status=denied[0])
         chat = replace(chat, thinking=thinking_on(self.profile.rules_for(chat.model), body))
         asked = "none" if chat.max_tokens is None else str(chat.max_tokens)
-        for stats in (self.stats.total, self.stats.model(chat.model)):
+        for stats in self.stats.of(chat.model):
             stats.max_tokens_seen[asked] += 1
         markers = parse_markers(chat.last_user_content)
         rate = float(self.arrivals.count(now)) if self.config.knee_rps is not None else 0.0
@@ -198,7 +161,7 @@ class Simulator:
         if not isinstance(decision, Admitted):
             retry, message = decision.retry_after_s, decision.message
             return self._too_many(chat.model, limiter, retry, message, now)
-        self._enter(chat.model, now)
+        self.stats.enter(chat.model, now)
         if self.config.prompt_cache:
             self._arrivals[id(chat)] = self.prompt_cache.arrive(chat)
         slot = (chat.model, chat.roles, chat.contents)
@@ -210,7 +173,7 @@ class Simulator:
             # computed to the end even when the client goes away (shielded from the cancel)
             return await asyncio.shield(asyncio.ensure_future(serving))
         except asyncio.CancelledError:  # the client went away (aiohttp cancels the handler)
-            for stats in (self.stats.total, self.stats.model(chat.model)):
+            for stats in self.stats.of(chat.model):
                 stats.cancelled += 1
             raise
 
@@ -229,7 +192,7 @@ class Simulator:
         finally:
             self._arrivals.pop(id(chat), None)
             limiter.release(ticket)
-            self._leave(chat.model)
+            self.stats.leave(chat.model)
             self.stats.slots.leave(slot)
 
     def _too_many(
@@ -238,18 +201,6 @@ class Simulator:
         headers = limiter.headers(now)
         headers["Retry-After"] = format_seconds(retry_s)
         return self.fail(model, 429, message, "rate_limit_exceeded", headers=headers)
-
-    def _enter(self, model: str, now: float) -> None:
-        for stats in (self.stats.total, self.stats.model(model)):
-            stats.inflight += 1
-            stats.max_inflight_seen = max(stats.max_inflight_seen, stats.inflight)
-        model_stats = self.stats.model(model)
-        model_stats.admitted_60s.add(now)
-        model_stats.admitted_1s.add(now)
-
-    def _leave(self, model: str) -> None:
-        self.stats.total.inflight -= 1
-        self.stats.model(model).inflight -= 1
 
     async def _serve_admitted(
         self, request: web.Request, chat: ChatRequest, plan: Plan, limiter: ModelLimiter
@@ -278,7 +229,7 @@ class Simulator:
 
     def _refuse(self, model: str, refused: Refusal) -> web.Response:
         """The profile's 400 for a request that breaks one of its rules."""
-        self.count_status(model, 400)
+        self.stats.count_status(model, 400)
         return web.json_response(refused.body(self.profile), status=400)
 
     def _fault_answer(
@@ -342,12 +293,18 @@ class Simulator:
         except ConnectionError:
             if usage is not None and self.config.finish_abandoned:  # computed, so billed
                 self._count_usage(chat.model, counted, cut)
-                for stats in (self.stats.total, self.stats.model(chat.model)):
+                for stats in self.stats.of(chat.model):
                     stats.abandoned += 1
             return response
         if usage is not None:
             self._count_usage(chat.model, counted, cut)
         return response
+
+    def _count_usage(self, model: str, counted: tuple[int, int, int, int], cut: bool) -> None:
+        """An answer the client was sent (or, with ``finish_abandoned``, computed): the
+        account's balance and the token counters."""
+        self.account.answered()
+        self.stats.count_usage(model, counted, cut)
 
     def cached_tokens(self, chat: ChatRequest) -> int:
         """The answered request's cached prompt tokens (the hook the usage is built from)."""
@@ -356,59 +313,9 @@ class Simulator:
             return self.prompt_cache.answered(arrival)
         return self.cache.lookup_and_store(chat)
 
-    def _count_usage(self, model: str, counted: tuple[int, int, int, int], cut: bool) -> None:
-        self.account.answered()
-        prompt, completion, cached, reasoning = counted
-        for stats in (self.stats.total, self.stats.model(model)):
-            stats.completed += 1
-            stats.prompt_tokens += prompt
-            stats.completion_tokens += completion
-            stats.cached_tokens += cached
-            stats.reasoning_tokens += reasoning
-            stats.truncated += int(cut)
-
-    async def handle_models(self, request: web.Request) -> web.Response:
-        """GET /v1/models: the known model names in OpenAI list format (404 with
-        ``no_models``)."""
-        if self.config.no_models:
-            return _no_models()
-        if not self.authorized(request):
-            return error_response(401, "Incorrect API key provided", "invalid_api_key")
-        data = [_model_entry(name) for name in self.config.models]
-        return web.json_response({"object": "list", "data": data})
-
-    async def handle_model(self, request: web.Request) -> web.Response:
-        """GET /v1/models/{model}: any name is a model (404 with ``no_models``)."""
-        if self.config.no_models:
-            return _no_models()
-        if not self.authorized(request):
-            return error_response(401, "Incorrect API key provided", "invalid_api_key")
-        return web.json_response(_model_entry(request.match_info["model"]))
-
-    async def handle_stats(self, request: web.Request) -> web.Response:
-        """GET /stats."""
-        return web.json_response({**self.stats.snapshot(), "account": self.account.snapshot()})
-
-    async def handle_reset(self, request: web.Request) -> web.Response:
-        """POST /stats/reset: zero the counters (limits and prompt caches are kept)."""
-        self.stats.reset()
-        return web.json_response(self.stats.snapshot())
-
-    async def handle_health(self, request: web.Request) -> web.Response:
-        """GET /health."""
-        return web.json_response({"status": "ok"})
-
 
 SIM_KEY = web.AppKey("swarm_sim", Simulator)
 """Where ``build_app`` keeps the Simulator instance in the application."""
-
-
-def _no_models() -> web.Response:
-    return error_response(404, "Not found: only /v1/chat/completions is served", "not_found")
-
-
-def _model_entry(name: str) -> dict[str, Any]:
-    return {"id": name, "object": "model", "created": 0, "owned_by": "swarm-sim"}
 
 
 async def _read_json(request: web.Request) -> object:
@@ -430,11 +337,7 @@ def build_app(config: SimConfig | None = None) -> web.Application:
     app = web.Application(client_max_size=64 * 1024 * 1024)
     app[SIM_KEY] = sim
     app.router.add_post("/v1/chat/completions", sim.handle_chat)
-    app.router.add_get("/v1/models", sim.handle_models)
-    app.router.add_get("/v1/models/{model}", sim.handle_model)
-    app.router.add_get("/stats", sim.handle_stats)
-    app.router.add_post("/stats/reset", sim.handle_reset)
-    app.router.add_get("/health", sim.handle_health)
+    mount_info(app, Info(sim.config, sim.stats, sim.account, sim.authorized))
     mount_account(app, sim.account)
     mount_batch(app, sim.config.batch, sim.stats.batch, seed=sim.config.seed,
                 authorized=sim.authorized)  # fmt: skip

@@ -97,6 +97,47 @@ class Stats:
             stats = self.models[name] = ModelStats()
         return stats
 
+    def of(self, name: str) -> tuple[ModelStats, ModelStats]:
+        """The counters a request of model ``name`` adds to: the total and the model's."""
+        return self.total, self.model(name)
+
+    def count_status(self, model: str | None, status: int) -> None:
+        """Count a non-200 answer under rate_limited, errors or client_errors (the total's
+        only when the request named no model)."""
+        for stats in (self.total,) if model is None else self.of(model):
+            if status == 429:
+                stats.rate_limited += 1
+            elif status >= 500:
+                stats.errors += 1
+            elif status >= 400:
+                stats.client_errors += 1
+
+    def enter(self, model: str, now: float) -> None:
+        """An admitted request of ``model`` starts being served."""
+        for stats in self.of(model):
+            stats.inflight += 1
+            stats.max_inflight_seen = max(stats.max_inflight_seen, stats.inflight)
+        model_stats = self.model(model)
+        model_stats.admitted_60s.add(now)
+        model_stats.admitted_1s.add(now)
+
+    def leave(self, model: str) -> None:
+        """A served request of ``model`` ends (answered, failed or gone)."""
+        for stats in self.of(model):
+            stats.inflight -= 1
+
+    def count_usage(self, model: str, counted: tuple[int, int, int, int], cut: bool) -> None:
+        """A completed answer's (prompt, completion, cached, reasoning) tokens; ``cut``
+        when it stopped at the request's max_tokens."""
+        prompt, completion, cached, reasoning = counted
+        for stats in self.of(model):
+            stats.completed += 1
+            stats.prompt_tokens += prompt
+            stats.completion_tokens += completion
+            stats.cached_tokens += cached
+            stats.reasoning_tokens += reasoning
+            stats.truncated += int(cut)
+
     def reset(self) -> None:
         """Zero every counter; requests still in flight stay counted as in flight."""
         self.faults = _fresh_faults()

@@ -7,13 +7,14 @@
             report = client.submit(["first", "second"], "Summarise").wait(timeout=60)
         assert report.status == "succeeded" and report.total == 2
 
-``embedded()`` is what `swarm demo` runs, as ``celery.contrib.testing.worker.start_worker``
-and dramatiq's ``StubBroker`` are for those libraries: Celery's in-memory broker and result
-backend, a real worker on threads of this process running swarm's own tasks and chord, an
-in-memory job store and admission control, and the built-in simulator as the gateway
-(``simulator=`` configures it, e.g. error rates and 429s; ``base_url=`` calls a gateway of
-your own instead). No Redis, no network beyond the loopback, no key. One at a time per
-process (the in-memory broker and the worker's runtime are the process's).
+``embedded()`` runs swarm's embedded mode (swarm/embedded.py, what `swarm demo` runs), as
+``celery.contrib.testing.worker.start_worker`` and dramatiq's ``StubBroker`` are for those
+libraries: Celery's in-memory broker and result backend, a real worker on threads of this
+process running swarm's own tasks and chord, an in-memory job store and admission control,
+and the built-in simulator as the gateway (``simulator=`` configures it, e.g. error rates
+and 429s; ``base_url=`` calls a gateway of your own instead). No Redis, no network beyond
+the loopback, no key. One at a time per process (the in-memory broker and the worker's
+runtime are the process's).
 """
 
 from __future__ import annotations
@@ -24,9 +25,9 @@ from typing import Any
 
 from swarm.catalog import Catalog, load_catalog
 from swarm.client import SwarmClient
+from swarm.embedded import SIMULATED_KEY, embedded_swarm, simulated_gateway
 from swarm.settings import Settings, load_settings
 from swarm.sim import SimConfig
-from swarm.testing.embedded import SIMULATED_KEY, embedded_swarm, simulated_gateway
 
 __all__ = ["SimConfig", "embedded", "simulated_gateway"]
 

@@ -76,16 +76,9 @@ class Tracing:
         """A span of the job (fan-out, aggregation, a reduce level) under its trace. An
         exception ending it is named by its type only (``_ended_by``): its text may quote
         what the job sent."""
-        with self.tracer.start_as_current_span(
-            name, context=self.job_parent(spec),
-            attributes={**_job_attributes(spec), **attributes},
-            record_exception=False, set_status_on_exception=False,
-        ) as span:  # fmt: skip
-            try:
-                yield span
-            except Exception as exc:
-                _ended_by(span, exc)
-                raise
+        attributes = {**_job_attributes(spec), **attributes}
+        with self._span(name, context=self.job_parent(spec), attributes=attributes) as span:
+            yield span
 
     # -- nodes --------------------------------------------------------------------------
     @contextmanager
@@ -107,16 +100,11 @@ class Tracing:
         if isinstance(batch, tuple):
             attributes["swarm.batch.id"] = batch[0]
             start_time_ns = start_time_ns or batch[1]
-        with self.tracer.start_as_current_span(
+        with self._span(
             f"invoke_agent {conv.AGENT_NAME}", context=self.job_parent(spec),
-            attributes=attributes, start_time=start_time_ns, record_exception=False,
-            set_status_on_exception=False,
+            attributes=attributes, start_time=start_time_ns,
         ) as span:  # fmt: skip
-            try:
-                yield span
-            except Exception as exc:
-                _ended_by(span, exc)
-                raise
+            yield span
 
     # -- gateway attempts ---------------------------------------------------------------
     def attempts(
@@ -134,10 +122,18 @@ class Tracing:
         attributes = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name,
                       "gen_ai.tool.call.id": call_id, "openinference.span.kind": "TOOL",
                       "tool.name": name}  # fmt: skip
+        with self._span(
+            f"execute_tool {name}", attributes=attributes, kind=SpanKind.INTERNAL
+        ) as span:
+            yield span
+
+    @contextmanager
+    def _span(self, name: str, **options: Any) -> Iterator[Span]:
+        """A span under the current context; an exception ending it is named by its type
+        only (``_ended_by``): its text may quote what the job sent."""
         with self.tracer.start_as_current_span(
-            f"execute_tool {name}", attributes=attributes, kind=SpanKind.INTERNAL,
-            record_exception=False, set_status_on_exception=False,
-        ) as span:  # fmt: skip
+            name, record_exception=False, set_status_on_exception=False, **options
+        ) as span:
             try:
                 yield span
             except Exception as exc:

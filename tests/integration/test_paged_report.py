@@ -8,7 +8,7 @@ from stack import Stack, Worker, stack_fixture
 
 from swarm.catalog import load_catalog
 from swarm.cost.pricing import cost_usd
-from swarm.jobs.report import complete_nodes
+from swarm.jobs.tally import complete_page
 from swarm.records import InputItem
 
 pytestmark = pytest.mark.integration
@@ -44,7 +44,8 @@ def test_a_report_aggregated_in_pages_matches_the_ledger_and_the_envelopes(stack
     model = load_catalog().model("kimi-k2.5")
     assert report["cost_usd"] == pytest.approx(cost_usd(model, line.usage), abs=1e-6)
     spec = client.store.spec(handle.id)
-    stored = complete_nodes(spec, client.store.envelopes(handle.id))
+    by_id = {env.node_id: env for env in client.store.envelopes(handle.id)}
+    stored = complete_page(spec, zip(spec.node_ids, spec.input_refs, strict=True), by_id)
     assert report["nodes"] == [env.model_dump(mode="json") for env in stored]
     failed = client.store.report_nodes(handle.id, failed=True)
     assert [node["input_ref"] for node in failed] == [f"f{i}.py" for i in sorted(bad)]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from swarm import SwarmClient
-from swarm.client.core import with_overrides
+from swarm.client.setup import with_overrides
 from swarm.errors import BrokerUnavailableError, ConfigError
 from swarm.settings import Settings
 

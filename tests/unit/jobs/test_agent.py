@@ -10,13 +10,22 @@ from doubles import MockGateway, completion, job_spec, tool_call_answer
 
 from swarm.calls.runtime import Runtime
 from swarm.catalog import load_catalog
-from swarm.jobs.report import model_lines, with_tool_validity
+from swarm.jobs.report import ModelLine, model_lines, with_tool_counts
 from swarm.jobs.subagent import call_node, run_node
-from swarm.records import ErrorKind, JobSpec
+from swarm.jobs.tally import tally
+from swarm.records import ErrorKind, JobSpec, NodeEnvelope
 from swarm.settings import Settings
 from swarm.store import MemoryJobStore
 
 MakeRuntime = Callable[..., tuple[Runtime, MockGateway]]
+
+
+def with_tool_validity(
+    lines: dict[str, ModelLine], nodes: list[NodeEnvelope]
+) -> dict[str, ModelLine]:
+    """Each model's line with its nodes' tool calls and the share that were valid."""
+    counts = tally(nodes).counts()
+    return with_tool_counts(lines, counts.tool_calls, counts.tool_calls_invalid)
 
 
 def agent_job(rt: Runtime, tools: str = "agent_tools", n: int = 1) -> JobSpec:

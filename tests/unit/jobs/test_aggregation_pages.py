@@ -16,10 +16,10 @@ from swarm.calls.runtime import Runtime
 from swarm.jobs.aggregation import run_aggregation
 from swarm.jobs.reduce import pack
 from swarm.jobs.reduce_calls import _results_budget, fitting_window
-from swarm.jobs.report import build_report, complete_nodes
+from swarm.jobs.report import build_report
 from swarm.jobs.subagent import run_node
-from swarm.jobs.tally import node_pages, result_tokens
-from swarm.records import NodeEnvelope
+from swarm.jobs.tally import complete_page, node_pages, result_tokens
+from swarm.records import JobSpec, NodeEnvelope
 from swarm.store import MemoryJobStore
 
 MakeRuntime = Callable[..., tuple[Runtime, MockGateway]]
@@ -38,6 +38,12 @@ class PagedOnly(MemoryJobStore):
     def envelopes_of(self, job_id: str, node_ids: Sequence[str]) -> dict[str, NodeEnvelope]:
         self.reads.append(len(node_ids))
         return super().envelopes_of(job_id, node_ids)
+
+
+def complete_nodes(spec: JobSpec, stored: Sequence[NodeEnvelope]) -> list[NodeEnvelope]:
+    """One envelope per node in input order; a node with none stored becomes an error."""
+    by_id = {env.node_id: env for env in stored}
+    return complete_page(spec, zip(spec.node_ids, spec.input_refs, strict=True), by_id)
 
 
 def _paged(rt: Runtime, page: int) -> tuple[Runtime, PagedOnly]:

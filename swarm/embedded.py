@@ -1,10 +1,10 @@
 """The embedded mode: broker, worker and (optionally) gateway inside this one process.
 
-Celery's in-memory broker and cache backend plus an in-process threads worker run the very
-same tasks and chord as a deployment; the job store is in memory. `swarm demo`, `swarm run
---simulate` and swarm.testing use it. This is the only module outside workers/ that imports
-workers/. One embedded swarm at a time per process: the in-memory broker and the worker's
-runtime are the process's.
+Celery's in-memory broker and cache result backend plus an in-process threads worker run the
+very same tasks and chord as a deployment; the job store is in memory. `swarm demo`, `swarm
+run --simulate` (swarm/cli/execute.py) and ``swarm.testing.embedded()`` (a user's own tests)
+use it. This is the only module outside workers/ that imports workers/. One embedded swarm at
+a time per process: the in-memory broker and the worker's runtime are the process's.
 """
 
 from __future__ import annotations
