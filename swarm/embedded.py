@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from celery import Celery
+from celery._state import _set_task_join_will_block
 from celery.contrib.testing.worker import TestWorkController, setup_app_for_worker
 from celery.worker import state as worker_state
 from kombu.exceptions import OperationalError
@@ -75,6 +76,9 @@ def in_process_worker(app: Celery, concurrency: int, join_s: float | None) -> It
         yield
     finally:
         worker_state.should_terminate = 0
+        # The threads pool marks the process as a task's (Celery then refuses any
+        # AsyncResult.get() in it); the process is the caller's again once its worker stops.
+        _set_task_join_will_block(False)
         if join_s is not None:
             thread.join(join_s)
             worker_state.should_terminate = None

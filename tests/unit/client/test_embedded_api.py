@@ -7,6 +7,7 @@ import asyncio
 import time
 from pathlib import Path
 
+import celery.exceptions
 import pytest
 from click.testing import CliRunner
 
@@ -100,3 +101,14 @@ def test_an_embedded_swarm_starts_after_a_cli_run_in_the_same_process(tmp_path: 
     with swarm.testing.embedded(latency_ms=10) as client:
         report = client.submit(["a"], "Summarise").wait(timeout=30)
     assert report.status == "succeeded"
+
+
+def test_results_can_be_waited_for_in_the_process_after_an_embedded_run() -> None:
+    """A worker's threads pool marks the process as a task's, where Celery refuses
+    ``AsyncResult.get()``; once the embedded swarm stops, the process may wait for results
+    again (a program, or a test, that runs an embedded job and then uses Celery itself)."""
+    with swarm.testing.embedded(latency_ms=10) as client:
+        assert client.submit(["a"], "Summarise").wait(timeout=30).status == "succeeded"
+        app = client.app
+    with pytest.raises(celery.exceptions.TimeoutError):
+        app.AsyncResult("never-sent").get(timeout=0.1)
