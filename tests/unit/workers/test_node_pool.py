@@ -1,0 +1,96 @@
+"""The node threads shared between jobs: a job over its share gives threads to another's."""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import Future
+
+import pytest
+
+from swarm.calls import thread_share
+from workers.node_pool import NodePool, gives_way
+
+
+@pytest.mark.parametrize(
+    ("job", "running", "queued", "promised", "gives"),
+    [
+        ("a", {"a": 8}, {"b": 2}, 0, True),  # a holds every thread, b's nodes wait
+        ("a", {"a": 8}, {"b": 2}, 2, False),  # two threads already promised to b's two
+        ("a", {"a": 8}, {"a": 5}, 0, False),  # only a's own nodes wait
+        ("a", {"a": 4, "b": 4}, {"b": 1}, 0, False),  # a within its share (8 / 2)
+        ("a", {"a": 5, "b": 3}, {"b": 1}, 0, True),
+        ("a", {"a": 3, "b": 3, "c": 2}, {"c": 1}, 0, True),  # share 8 / 3
+        ("a", {"a": 2, "b": 3, "c": 3}, {"c": 1}, 0, False),
+        (None, {None: 8}, {"b": 2}, 0, False),  # a node of no known job keeps its thread
+        ("a", {"a": 7, None: 1}, {None: 1}, 0, True),
+    ],
+)
+def test_a_job_over_its_share_gives_way_to_another_jobs_waiting_nodes(
+    job: str | None,
+    running: dict[str | None, int],
+    queued: dict[str | None, int],
+    promised: int,
+    gives: bool,
+) -> None:
+    assert gives_way(job, running, queued, promised, threads=8) is gives
+
+
+def waiting_nodes(pool: NodePool, job: str, count: int) -> tuple[list[Future[str]], threading.Event]:
+    """``count`` nodes of ``job`` that wait (as for admission) until they give their thread
+    away or ``stop`` is set; returns once all run."""
+    started, stop = threading.Semaphore(0), threading.Event()
+
+    def node() -> str:
+        started.release()
+        while not stop.wait(0.001):
+            if thread_share.gives_way():
+                return "gave"
+        return "kept"
+
+    with pool.for_job(job):
+        futures = [pool.submit(node) for _ in range(count)]
+    for _ in range(count):
+        assert started.acquire(timeout=30)
+    return futures, stop
+
+
+@pytest.fixture
+def pool() -> NodePool:
+    pool = NodePool(4)
+    thread_share.install(pool.gives_way)
+    yield pool
+    thread_share.install(None)
+    pool.shutdown(wait=True)
+
+
+def test_a_full_pool_gives_exactly_the_threads_another_jobs_nodes_wait_for(pool: NodePool) -> None:
+    big, stop = waiting_nodes(pool, "big", 4)
+    together = threading.Barrier(2, timeout=30)  # the small job's two nodes run at once
+
+    def small_node() -> str:
+        together.wait()
+        return "small ran"
+
+    with pool.for_job("small"):
+        small = [pool.submit(small_node) for _ in range(2)]
+    assert [f.result(timeout=30) for f in small] == ["small ran", "small ran"]
+    stop.set()
+    assert sorted(f.result(timeout=30) for f in big) == ["gave", "gave", "kept", "kept"]
+    assert pool.counts() == ({}, {}, 0)
+
+
+def test_nodes_of_one_job_never_give_way_to_each_other(pool: NodePool) -> None:
+    first, stop = waiting_nodes(pool, "job", 4)
+    with pool.for_job("job"):
+        queued = pool.submit(lambda: "ran")
+    running, waiting, promised = pool.counts()
+    assert (running, waiting, promised) == ({"job": 4}, {"job": 1}, 0)
+    assert not pool.gives_way()  # not a node thread: never
+    stop.set()
+    assert queued.result(timeout=30) == "ran"
+    assert [f.result(timeout=30) for f in first] == ["kept"] * 4
+
+
+def test_without_a_pool_nothing_gives_way() -> None:
+    thread_share.install(None)
+    assert thread_share.gives_way() is False
