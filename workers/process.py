@@ -10,11 +10,11 @@ import threading
 
 import redis
 
+from swarm.calls import thread_share
 from swarm.calls.admission import AdmissionController, AdmissionPolicy, Unlimited
 from swarm.calls.admission.backend import BackendAdmission
 from swarm.calls.admission.limits import key_prefix
 from swarm.calls.admission.redis import RedisAdmission
-from swarm.calls import thread_share
 from swarm.calls.backend_health import BackendHealth, HealthPolicy
 from swarm.calls.context_window import SharedWindows
 from swarm.calls.gateway import backend_clients, backend_endpoints, make_client
@@ -99,7 +99,8 @@ def node_pool() -> NodePool:
         if _node_pool is None:
             settings = _runtime.settings if _runtime else None
             threads = _task_threads or (settings.worker_concurrency if settings else 32)
-            _node_pool = NodePool(node_threads(settings.node_threads if settings else None, threads))
+            configured = settings.node_threads if settings else None
+            _node_pool = NodePool(node_threads(configured, threads))
             thread_share.install(_node_pool.gives_way)
         return _node_pool
 

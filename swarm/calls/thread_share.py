@@ -21,13 +21,18 @@ COUNTDOWN_S = 1.0
 """Countdown of a call sent back to the queue to give its thread away: it asks again soon
 (its job's share of the threads may be free by then), behind the waiting job's messages."""
 
-_check: Callable[[], bool] = lambda: False
+
+def _never() -> bool:
+    return False
+
+
+_check: Callable[[], bool] = _never
 
 
 def install(check: Callable[[], bool] | None) -> None:
     """Answer ``gives_way`` with ``check`` (called in the waiting call's thread; None: never)."""
     global _check
-    _check = check or (lambda: False)
+    _check = check or _never
 
 
 def gives_way() -> bool:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
 from concurrent.futures import Future
 
 import pytest
@@ -35,7 +36,9 @@ def test_a_job_over_its_share_gives_way_to_another_jobs_waiting_nodes(
     assert gives_way(job, running, queued, promised, threads=8) is gives
 
 
-def waiting_nodes(pool: NodePool, job: str, count: int) -> tuple[list[Future[str]], threading.Event]:
+def waiting_nodes(
+    pool: NodePool, job: str, count: int
+) -> tuple[list[Future[str]], threading.Event]:
     """``count`` nodes of ``job`` that wait (as for admission) until they give their thread
     away or ``stop`` is set; returns once all run."""
     started, stop = threading.Semaphore(0), threading.Event()
@@ -55,7 +58,7 @@ def waiting_nodes(pool: NodePool, job: str, count: int) -> tuple[list[Future[str
 
 
 @pytest.fixture
-def pool() -> NodePool:
+def pool() -> Iterator[NodePool]:
     pool = NodePool(4)
     thread_share.install(pool.gives_way)
     yield pool
