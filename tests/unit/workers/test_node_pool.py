@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 
 import pytest
 
 from swarm.calls import thread_share
+from swarm.calls.admission import AdmissionPolicy, MemoryAdmission, Outcome
+from swarm.calls.admission.gate import Gate
+from swarm.catalog import load_catalog
+from swarm.errors import RetryLater
 from workers.node_pool import NodePool, gives_way
 
 
@@ -97,3 +102,51 @@ def test_nodes_of_one_job_never_give_way_to_each_other(pool: NodePool) -> None:
 def test_without_a_pool_nothing_gives_way() -> None:
     thread_share.install(None)
     assert thread_share.gives_way() is False
+
+
+def test_calls_waiting_for_a_full_model_give_their_threads_to_another_jobs_nodes(
+    pool: NodePool,
+) -> None:
+    """The gate and the pool together: a large job's calls fill the pool, all waiting for
+    the model's one permit (held elsewhere); a small job's two nodes then get two threads,
+    and exactly two of the large job's calls go back to the queue for them."""
+    model = load_catalog().model("kimi-k2.5").model_copy(update={"max_inflight": 1})
+    ctl = MemoryAdmission(AdmissionPolicy(poll_s=0.001, max_poll_s=0.01))
+    held = ctl.acquire(model, "elsewhere", 10).permit
+    assert held is not None
+    waiting = threading.Semaphore(0)
+
+    def call(job: str) -> Callable[[float], None]:
+        def sleep(seconds: float) -> None:
+            waiting.release()
+            time.sleep(min(seconds, 0.01))
+
+        def node() -> str:
+            gate = Gate(ctl, model, job, 10, max_wait_s=2.0, max_countdown_s=60.0,
+                        may_requeue=True, sleep=sleep)  # fmt: skip
+            try:
+                permit = gate.acquire()
+            except RetryLater as later:
+                return later.reason
+            ctl.finish(model, permit, Outcome(used_tokens=0, sent=False))
+            return "admitted"
+
+        return node
+
+    with pool.for_job("big"):
+        big = [pool.submit(call("big")) for _ in range(4)]
+    for _ in range(4):  # every thread holds a waiting call
+        assert waiting.acquire(timeout=30)
+    together = threading.Barrier(2, timeout=30)
+
+    def small_node() -> str:
+        together.wait()
+        return "small ran"
+
+    with pool.for_job("small"):
+        small = [pool.submit(small_node) for _ in range(2)]
+    assert [f.result(timeout=30) for f in small] == ["small ran", "small ran"]
+    gave = [f for f in big if f.done()]
+    assert [f.result() for f in gave] == ["thread_wanted", "thread_wanted"]
+    ctl.finish(model, held, Outcome(used_tokens=0, sent=False))  # the model frees up
+    assert sorted(f.result(timeout=30) for f in big) == ["admitted"] * 2 + ["thread_wanted"] * 2
