@@ -8,7 +8,8 @@ answers in ``TTFT_MS`` plus the answer's length at ``TOKENS_PER_S`` (the length 
 
 1. small beside large: tenant B's 100-input job alone, then the same job submitted while
    tenant A's 10,000-input job has run ``--warmup-s``; B's time (submit to report) beside A
-   over its time alone (target <= 1.5). A is cancelled afterwards.
+   over its time alone (target <= 1.5), and where it went (``Timeline``: B's first node
+   received by a worker, all received, all ended, the report). A is cancelled afterwards.
 2. weights 3:1: tenants A (weight 3) and B (weight 1) each keep three jobs running (200
    inputs with short answers, 60 with long ones; a new job when one ends); after
    ``--warmup-s`` their billed tokens (the job ledgers) over ``--measure-s`` (180 s) give
