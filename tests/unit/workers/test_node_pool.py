@@ -62,6 +62,20 @@ def waiting_nodes(
     return futures, stop
 
 
+def small_job_runs(pool: NodePool) -> list[str]:
+    """A small job's two nodes, which run only together (each waits for the other): what
+    they returned once both had a thread."""
+    together = threading.Barrier(2, timeout=30)
+
+    def small_node() -> str:
+        together.wait()
+        return "small ran"
+
+    with pool.for_job("small"):
+        small = [pool.submit(small_node) for _ in range(2)]
+    return [f.result(timeout=30) for f in small]
+
+
 @pytest.fixture
 def pool() -> Iterator[NodePool]:
     pool = NodePool(4)
@@ -73,15 +87,7 @@ def pool() -> Iterator[NodePool]:
 
 def test_a_full_pool_gives_exactly_the_threads_another_jobs_nodes_wait_for(pool: NodePool) -> None:
     big, stop = waiting_nodes(pool, "big", 4)
-    together = threading.Barrier(2, timeout=30)  # the small job's two nodes run at once
-
-    def small_node() -> str:
-        together.wait()
-        return "small ran"
-
-    with pool.for_job("small"):
-        small = [pool.submit(small_node) for _ in range(2)]
-    assert [f.result(timeout=30) for f in small] == ["small ran", "small ran"]
+    assert small_job_runs(pool) == ["small ran", "small ran"]
     stop.set()
     assert sorted(f.result(timeout=30) for f in big) == ["gave", "gave", "kept", "kept"]
     assert pool.counts() == ({}, {}, 0)
@@ -137,15 +143,7 @@ def test_calls_waiting_for_a_full_model_give_their_threads_to_another_jobs_nodes
         big = [pool.submit(call("big")) for _ in range(4)]
     for _ in range(4):  # every thread holds a waiting call
         assert waiting.acquire(timeout=30)
-    together = threading.Barrier(2, timeout=30)
-
-    def small_node() -> str:
-        together.wait()
-        return "small ran"
-
-    with pool.for_job("small"):
-        small = [pool.submit(small_node) for _ in range(2)]
-    assert [f.result(timeout=30) for f in small] == ["small ran", "small ran"]
+    assert small_job_runs(pool) == ["small ran", "small ran"]
     gave = [f for f in big if f.done()]
     assert [f.result() for f in gave] == ["thread_wanted", "thread_wanted"]
     ctl.finish(model, held, Outcome(used_tokens=0, sent=False))  # the model frees up
