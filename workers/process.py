@@ -7,10 +7,10 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from concurrent.futures import ThreadPoolExecutor
 
 import redis
 
+from swarm.calls import thread_share
 from swarm.calls.admission import AdmissionController, AdmissionPolicy, Unlimited
 from swarm.calls.admission.backend import BackendAdmission
 from swarm.calls.admission.limits import key_prefix
@@ -32,13 +32,14 @@ from swarm.store.connect import SentinelOptions, redis_client
 from swarm.store.heartbeat import LeaseKeeper
 from workers.allocator import Trimmer
 from workers.metrics import SwarmMetrics
+from workers.node_pool import NodePool
 
 _lock = threading.Lock()
 log = logging.getLogger(__name__)
 
 _runtime: Runtime | None = None
 _task_threads: int | None = None
-_node_pool: ThreadPoolExecutor | None = None
+_node_pool: NodePool | None = None
 _trimmer: Trimmer | None = None
 _registration: gateways.Registration | None = None
 NODE_THREADS_PER_TASK_THREAD = 2
@@ -76,7 +77,7 @@ def set_task_threads(threads: int) -> None:
         _task_threads = threads
 
 
-def node_pool() -> ThreadPoolExecutor:
+def node_pool() -> NodePool:
     """Threads that run the nodes of batched tasks (swarm.jobs.batch), shared by the process.
 
     Their number (``node_threads``) bounds the calls a process has in flight; admission,
@@ -87,17 +88,17 @@ def node_pool() -> ThreadPoolExecutor:
     flight to reach a model's rate limit. Not more by default: with very fast calls a worker
     is CPU-bound and every runnable thread costs, while one thread per task thread can run a
     job's nodes in two waves (ops/bench/results/README.md, Overhead). Threads start only
-    when there is a node for them.
+    when there is a node for them. Shared between jobs: a job holding more than its share
+    gives threads to another job's waiting nodes (workers.node_pool).
     """
     global _node_pool
     with _lock:
         if _node_pool is None:
             settings = _runtime.settings if _runtime else None
             threads = _task_threads or (settings.worker_concurrency if settings else 32)
-            _node_pool = ThreadPoolExecutor(
-                max_workers=node_threads(settings.node_threads if settings else None, threads),
-                thread_name_prefix="node",
-            )
+            configured = settings.node_threads if settings else None
+            _node_pool = NodePool(node_threads(configured, threads))
+            thread_share.install(_node_pool.gives_way)
         return _node_pool
 
 

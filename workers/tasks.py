@@ -75,14 +75,15 @@ def subagents(
     """
     rt = process.get()
     may_requeue = self.request.retries < rt.settings.admission_max_requeues
+    pool = process.node_pool()
     try:
-        with leases.held(self, job_id) as fence:
+        with leases.held(self, job_id) as fence, pool.for_job(job_id):
             outcome = run_nodes(
                 rt,
                 job_id,
                 node_ids,
                 may_requeue=may_requeue,
-                pool=process.node_pool(),
+                pool=pool,
                 on_node_done=intake.node_done_callback(self.request.id, len(node_ids)),
                 progress=unpack_progress(progress),
                 fence=fence,

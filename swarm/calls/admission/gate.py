@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from swarm import tracing
+from swarm.calls import thread_share
 from swarm.calls.admission.base import (
     RATE_REFUSALS,
     AdmissionController,
@@ -211,6 +212,9 @@ class Gate:
         ``max_wait_s``, and goes back to the queue (for at most SHARE_COUNTDOWN_S) when not;
         it never sleeps past ``max_wait_s`` at a time."""
         stay = self._stay_in_task()
+        if decision.reason in COUNT_REFUSALS and self.may_requeue and stay is None and (
+                thread_share.gives_way()):  # fmt: skip
+            raise RetryLater(thread_share.COUNTDOWN_S, "thread_wanted")
         share = decision.reason is Refusal.TENANT_SHARE
         delay = wait_or_requeue(
             decision.retry_after_s,
