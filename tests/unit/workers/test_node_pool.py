@@ -10,7 +10,7 @@ from concurrent.futures import Future
 import pytest
 
 from swarm.calls import thread_share
-from swarm.calls.admission import AdmissionPolicy, MemoryAdmission, Outcome
+from swarm.calls.admission import AdmissionPolicy, Ask, MemoryAdmission, Outcome
 from swarm.calls.admission.gate import Gate
 from swarm.catalog import load_catalog
 from swarm.errors import RetryLater
@@ -118,7 +118,7 @@ def test_calls_waiting_for_a_full_model_give_their_threads_to_another_jobs_nodes
     and exactly two of the large job's calls go back to the queue for them."""
     model = load_catalog().model("kimi-k2.5").model_copy(update={"max_inflight": 1})
     ctl = MemoryAdmission(AdmissionPolicy(poll_s=0.001, max_poll_s=0.01))
-    held = ctl.acquire(model, "elsewhere", 10).permit
+    held = ctl.acquire(model, Ask("elsewhere", 10)).permit
     assert held is not None
     waiting = threading.Semaphore(0)
 

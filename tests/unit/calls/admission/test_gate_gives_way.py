@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import pytest
 
 from swarm.calls import thread_share
-from swarm.calls.admission import AdmissionPolicy, MemoryAdmission
+from swarm.calls.admission import AdmissionPolicy, Ask, MemoryAdmission
 from swarm.calls.admission.gate import Gate
 from swarm.catalog import load_catalog
 from swarm.errors import RetryLater
@@ -26,7 +26,7 @@ def full_model_gate(may_requeue: bool, slept: list[float]) -> Gate:
     """A gate whose model's single permit is held by another job."""
     model = load_catalog().model("kimi-k2.5").model_copy(update={"max_inflight": 1})
     ctl = MemoryAdmission(AdmissionPolicy())
-    assert ctl.acquire(model, "other-job", 10).permit is not None
+    assert ctl.acquire(model, Ask("other-job", 10)).permit is not None
     return Gate(ctl, model, "job", 10, max_wait_s=2.0, max_countdown_s=60.0,
                 may_requeue=may_requeue, sleep=slept.append, rand=lambda: 0.5)  # fmt: skip
 
