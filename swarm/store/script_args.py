@@ -6,7 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from swarm.store.scripts import ScriptArgs
+from swarm.store.billing import BilledCall
+from swarm.store.scripts import ScriptArgs, ScriptPart
 
 
 @dataclass(frozen=True)
@@ -15,19 +16,53 @@ class _StoreScript(ScriptArgs):
 
 
 @dataclass(frozen=True)
-class FinishArgs(_StoreScript):
-    """Store a node's envelope unless an ok one is there."""
+class NodeWrite(ScriptPart):
+    """A node's envelope to store (lib/envelope.lua's ``store_envelope``)."""
 
-    SCRIPT: ClassVar[str] = "finish"
-    KEYS: ClassVar[int] = 3
-    envelopes: str
-    states: str
-    fence: str
     node_id: str
     envelope: str
     state: str
     ttl_s: int
     fence_token: str
+
+
+@dataclass(frozen=True)
+class CallLine(ScriptPart):
+    """A billed call's ledger line (lib/ledger.lua's ``count_call``)."""
+
+    call_id: str
+    model: str
+    prompt_tokens: int
+    completion_tokens: int
+    cached_tokens: int
+    reasoning_tokens: int
+    cost_nusd: int
+
+    @classmethod
+    def of(cls, call: BilledCall) -> CallLine:
+        usage = call.usage
+        return cls(
+            call.call_id,
+            call.model,
+            usage.prompt_tokens,
+            usage.completion_tokens,
+            usage.cached_tokens,
+            usage.reasoning_tokens,
+            call.cost_nusd,
+        )
+
+
+@dataclass(frozen=True)
+class FinishNodeArgs(_StoreScript):
+    """Store a node's envelope unless an ok one is there."""
+
+    SCRIPT: ClassVar[str] = "finish"
+    KEYS: ClassVar[int] = 3
+    PRELUDES: ClassVar[tuple[str, ...]] = ("envelope",)
+    envelopes: str
+    states: str
+    fence: str
+    node: NodeWrite
 
 
 @dataclass(frozen=True)
@@ -36,6 +71,7 @@ class FinishBilledArgs(_StoreScript):
 
     SCRIPT: ClassVar[str] = "finish_billed"
     KEYS: ClassVar[int] = 8
+    PRELUDES: ClassVar[tuple[str, ...]] = ("ledger", "envelope")
     envelopes: str
     states: str
     fence: str
@@ -44,21 +80,11 @@ class FinishBilledArgs(_StoreScript):
     budget: str
     answers: str
     claim: str
-    node_id: str
-    envelope: str
-    state: str
-    ttl_s: int
-    fence_token: str
-    call_id: str
-    model: str
-    prompt_tokens: int
-    completion_tokens: int
-    cached_tokens: int
-    cost_nusd: int
+    node: NodeWrite
+    call: CallLine
     answer_key: str
     answer: str
     claim_token: str
-    reasoning_tokens: int
 
 
 @dataclass(frozen=True)
@@ -67,22 +93,17 @@ class RecordArgs(_StoreScript):
 
     SCRIPT: ClassVar[str] = "record"
     KEYS: ClassVar[int] = 5
+    PRELUDES: ClassVar[tuple[str, ...]] = ("ledger",)
     billed: str
     ledger: str
     budget: str
     answers: str
     fence: str
-    call_id: str
-    model: str
-    prompt_tokens: int
-    completion_tokens: int
-    cached_tokens: int
-    cost_nusd: int
+    call: CallLine
     answer_key: str
     answer: str
     ttl_s: int
     fence_token: str
-    reasoning_tokens: int
 
 
 @dataclass(frozen=True)
@@ -179,7 +200,7 @@ class CountStatesArgs(_StoreScript):
 
 
 STORE_SCRIPTS: tuple[type[ScriptArgs], ...] = (
-    FinishArgs,
+    FinishNodeArgs,
     FinishBilledArgs,
     RecordArgs,
     ReserveArgs,
