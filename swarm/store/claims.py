@@ -1,11 +1,6 @@
 """Claims and leases in the job store: the claim of a call slot, the leases of running task
 messages, and the lapse index the sweepers take lapsed tasks from (the records and what a
-lease is: swarm.store.leases).
-
-Keys (swarm.store.redis lists them all): ``claim:<slot>``, ``task:<task>`` (the fencing
-token of the run holding it), ``resend`` (task id -> the signature that sends the message
-again), and the lapse index ``swarm:{leases}:due``.
-"""
+lease is: swarm.store.leases)."""
 
 from __future__ import annotations
 
@@ -27,10 +22,10 @@ LEASE_INDEX = "swarm:{leases}:due"
 class ClaimStore(ABC):
     """The claims and leases part of the JobStore interface."""
 
-    @abstractmethod
     def claim(self, job_id: str, slot: str, owner: str, ttl_s: float) -> bool:
         """Take the exclusive right to call the gateway for ``slot`` (a node) for ``ttl_s``;
         False while another owner holds it."""
+        return self.claim_or_answer(job_id, slot, owner, ttl_s)[0]
 
     @abstractmethod
     def unclaim(self, job_id: str, slot: str, owner: str) -> None:
@@ -43,12 +38,12 @@ class ClaimStore(ABC):
         slot: str,
         owner: str,
         ttl_s: float,
-        key: str,
+        key: str | None = None,
         also: Companion | None = None,
     ) -> tuple[bool, StoredAnswer | None]:
-        """``claim`` and the answer stored under ``key``, together; ``also`` (another
-        module's command, swarm.store.companion) runs with them (in their round trip when
-        it can)."""
+        """``claim`` and the answer stored under ``key`` (None: no answer is read),
+        together; ``also`` (another module's command, swarm.store.companion) runs with them
+        (in their round trip when it can)."""
 
     # -- task leases: heartbeats, fencing, take-over of lapsed tasks --
     @abstractmethod
@@ -101,20 +96,6 @@ class RedisClaims(RedisCore, ClaimStore):
     """ClaimStore on Redis."""
 
     def claim_or_answer(
-        self,
-        job_id: str,
-        slot: str,
-        owner: str,
-        ttl_s: float,
-        key: str,
-        also: Companion | None = None,
-    ) -> tuple[bool, StoredAnswer | None]:
-        return self._claim(job_id, slot, owner, ttl_s, key, also)
-
-    def claim(self, job_id: str, slot: str, owner: str, ttl_s: float) -> bool:
-        return self._claim(job_id, slot, owner, ttl_s)[0]
-
-    def _claim(
         self,
         job_id: str,
         slot: str,
@@ -191,23 +172,24 @@ class RedisClaims(RedisCore, ClaimStore):
         and not leased, then those moved to now (``XX``: a member a sweeper took meanwhile
         stays off; one a run leased meanwhile is moved back by the run's next renewal)."""
         task_ids = [str(t) for t in self._r.hkeys(job_key(job_id, "resend"))]
+        found = self._task_states(job_id, task_ids)
+        waiting = tuple(m for _, m, leased, due in found if not leased and due is not None)
+        if waiting:
+            self._scripts.run(IndexArgs(LEASE_INDEX, 0, "renew", waiting))
+        return len(waiting)
+
+    def _task_states(self, job_id: str, task_ids: Sequence[str]) -> list[tuple[str, str, Any, Any]]:
+        """(task id, index member, lease exists, due in the index) of each task: one round
+        trip."""
         if not task_ids:
-            return 0
+            return []
         members = [Lease(job_id, f"{TASK}{task_id}", "").member for task_id in task_ids]
         pipe = self._r.pipeline(transaction=False)
         for task_id, member in zip(task_ids, members, strict=True):
             pipe.exists(job_key(job_id, f"{TASK}{task_id}"))
             pipe.zscore(LEASE_INDEX, member)
         found = pipe.execute()
-        waiting = [
-            member
-            for member, leased, due in zip(members, found[::2], found[1::2], strict=True)
-            if not leased and due is not None
-        ]
-        if not waiting:
-            return 0
-        self._scripts.run(IndexArgs(LEASE_INDEX, 0, "renew", tuple(waiting)))
-        return len(waiting)
+        return list(zip(task_ids, members, found[::2], found[1::2], strict=True))
 
     def renew_leases(self, leases: Sequence[Lease], ttl_s: float) -> set[Lease]:
         """One round trip renews every lease (one script per job), a second moves the
@@ -260,19 +242,8 @@ class RedisClaims(RedisCore, ClaimStore):
 
     def held_tasks(self, job_id: str, task_ids: Sequence[str]) -> set[str]:
         """One round trip: EXISTS of the lease and ZSCORE in the lapse index per task."""
-        if not task_ids:
-            return set()
-        pipe = self._r.pipeline(transaction=False)
-        for task_id in task_ids:
-            lease = Lease(job_id, f"{TASK}{task_id}", "")
-            pipe.exists(job_key(job_id, lease.name))
-            pipe.zscore(LEASE_INDEX, lease.member)
-        found = pipe.execute()
-        return {
-            task_id
-            for task_id, exists, due in zip(task_ids, found[::2], found[1::2], strict=True)
-            if exists or due is not None
-        }
+        found = self._task_states(job_id, task_ids)
+        return {task_id for task_id, _, leased, due in found if leased or due is not None}
 
 
 def _claim(job: Job, slot: str, owner: str, ttl_s: float) -> bool:
@@ -288,22 +259,19 @@ def _claim(job: Job, slot: str, owner: str, ttl_s: float) -> bool:
 class MemoryClaims(MemoryCore, ClaimStore):
     """ClaimStore in process."""
 
-    def claim(self, job_id: str, slot: str, owner: str, ttl_s: float) -> bool:
-        with self._lock:
-            return _claim(self._job(job_id), slot, owner, ttl_s)
-
     def claim_or_answer(
         self,
         job_id: str,
         slot: str,
         owner: str,
         ttl_s: float,
-        key: str,
+        key: str | None = None,
         also: Companion | None = None,
     ) -> tuple[bool, StoredAnswer | None]:
         with self._lock:
             job = self._job(job_id)
-            claimed, stored = _claim(job, slot, owner, ttl_s), job.answers.get(key)
+            claimed = _claim(job, slot, owner, ttl_s)
+            stored = job.answers.get(key) if key is not None else None
         if also is not None:
             also.run()
         return claimed, stored

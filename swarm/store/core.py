@@ -130,8 +130,8 @@ class Job:
     """task id -> the signature that sends its message again"""
     resumes: int = 0
     hedges: HedgeCounts = field(default_factory=HedgeCounts)
-    rate_limited: dict[str, int] = field(default_factory=dict)
-    retries: dict[str, int] = field(default_factory=dict)
+    counts: dict[str, dict[str, int]] = field(default_factory=dict)
+    """counts by name (swarm.store.counters: 429s, retries) -> model -> count"""
     tool_results: dict[str, ToolOutcome] = field(default_factory=dict)
     transcripts: dict[str, Transcript] = field(default_factory=dict)
     phase: str | None = None

@@ -1,9 +1,5 @@
 """Counts of a job's calls the report shows: hedges sent and won (swarm.calls.hedging),
-429 answers and retries per model.
-
-Keys (swarm.store.redis lists them all): ``hedges`` (sent, won), ``r429`` and ``retries``
-(model -> count).
-"""
+429 answers and retries per model."""
 
 from __future__ import annotations
 
@@ -11,6 +7,9 @@ from abc import ABC, abstractmethod
 
 from swarm.store.core import MemoryCore, RedisCore, job_key
 from swarm.store.views import HedgeCounts
+
+RATE_LIMITED, RETRIES = "r429", "retries"
+"""The names of the per-model counts (their Redis keys' last part)."""
 
 
 class CounterStore(ABC):
@@ -29,21 +28,29 @@ class CounterStore(ABC):
         """The job's hedge counts."""
 
     # 429s the gateway answered, whatever admission does (the report's rate_limited)
-    @abstractmethod
     def count_rate_limited(self, job_id: str, model: str) -> None:
         """Count one 429 answer to a call of the job on ``model``."""
+        self._count(job_id, RATE_LIMITED, model)
 
-    @abstractmethod
     def rate_limited(self, job_id: str) -> dict[str, int]:
         """429 answers per model."""
+        return self._counts(job_id, RATE_LIMITED)
 
-    @abstractmethod
     def count_retry(self, job_id: str, model: str) -> None:
         """Count one retry (an attempt after a failed one) of a call of the job on ``model``."""
+        self._count(job_id, RETRIES, model)
 
-    @abstractmethod
     def retries(self, job_id: str) -> dict[str, int]:
         """Retries per model."""
+        return self._counts(job_id, RETRIES)
+
+    @abstractmethod
+    def _count(self, job_id: str, part: str, model: str) -> None:
+        """Add one to ``model``'s count in the job's counts named ``part``."""
+
+    @abstractmethod
+    def _counts(self, job_id: str, part: str) -> dict[str, int]:
+        """The job's counts named ``part``, per model in model order."""
 
 
 class RedisCounters(RedisCore, CounterStore):
@@ -64,17 +71,8 @@ class RedisCounters(RedisCore, CounterStore):
         sent, won = self._r.hmget(job_key(job_id, "hedges"), ["sent", "won"])
         return HedgeCounts(sent=int(sent or 0), won=int(won or 0))
 
-    def count_rate_limited(self, job_id: str, model: str) -> None:
-        self._hincr(job_id, "r429", model)
-
-    def rate_limited(self, job_id: str) -> dict[str, int]:
-        return self._counts(job_id, "r429")
-
-    def count_retry(self, job_id: str, model: str) -> None:
-        self._hincr(job_id, "retries", model)
-
-    def retries(self, job_id: str) -> dict[str, int]:
-        return self._counts(job_id, "retries")
+    def _count(self, job_id: str, part: str, model: str) -> None:
+        self._hincr(job_id, part, model)
 
     def _counts(self, job_id: str, part: str) -> dict[str, int]:
         raw: dict[str, str] = self._r.hgetall(job_key(job_id, part))  # type: ignore[assignment]
@@ -101,22 +99,11 @@ class MemoryCounters(MemoryCore, CounterStore):
         with self._lock:
             return self._job(job_id).hedges
 
-    def count_rate_limited(self, job_id: str, model: str) -> None:
+    def _count(self, job_id: str, part: str, model: str) -> None:
         with self._lock:
-            _bump(self._job(job_id).rate_limited, model)
+            counts = self._job(job_id).counts.setdefault(part, {})
+            counts[model] = counts.get(model, 0) + 1
 
-    def rate_limited(self, job_id: str) -> dict[str, int]:
+    def _counts(self, job_id: str, part: str) -> dict[str, int]:
         with self._lock:
-            return dict(sorted(self._job(job_id).rate_limited.items()))
-
-    def count_retry(self, job_id: str, model: str) -> None:
-        with self._lock:
-            _bump(self._job(job_id).retries, model)
-
-    def retries(self, job_id: str) -> dict[str, int]:
-        with self._lock:
-            return dict(sorted(self._job(job_id).retries.items()))
-
-
-def _bump(counts: dict[str, int], model: str) -> None:
-    counts[model] = counts.get(model, 0) + 1
+            return dict(sorted(self._job(job_id).counts.get(part, {}).items()))

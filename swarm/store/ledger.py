@@ -1,10 +1,5 @@
 """Billing in the job store: the exactly-once ledger, stored answers and the budget
-(the records: swarm.store.billing).
-
-Keys (swarm.store.redis lists them all): ``billed``, ``ledger``, ``answers``, ``budget``;
-written by record.lua, finish_billed.lua (a node's envelope with its billed call, one round
-trip), reserve.lua and release.lua; the ledger write is lib/ledger.lua, once.
-"""
+(the records: swarm.store.billing)."""
 
 from __future__ import annotations
 
@@ -23,22 +18,23 @@ from swarm.store.billing import (
 from swarm.store.companion import Companion
 from swarm.store.core import MemoryCore, RedisCore, fence_key, fence_token, job_key
 from swarm.store.leases import Lease
-from swarm.store.nodes import node_write
+from swarm.store.nodes import node_keys, node_write
 from swarm.store.script_args import (
     CallLine,
     FinishBilledArgs,
+    LedgerKeys,
     RecordArgs,
     ReleaseArgs,
     ReserveArgs,
 )
 
-_LEDGER_FIELDS = (
-    "calls",
-    "prompt_tokens",
-    "completion_tokens",
-    "cached_tokens",
-    "reasoning_tokens",
-)
+_LEDGER_FIELDS = ("calls", *Usage.model_fields)
+"""The fields of a ledger line in the ledger hash (``"<model>|<field>"``)."""
+
+
+def _ledger_keys(job_id: str) -> LedgerKeys:
+    parts = ("billed", "ledger", "budget", "answers")
+    return LedgerKeys(*(job_key(job_id, part) for part in parts))
 
 
 class LedgerStore(ABC):
@@ -89,10 +85,7 @@ class RedisLedger(RedisCore, LedgerStore):
         answer_key = call.answer_key if call.answer is not None and call.answer_key else ""
         answer = call.answer.model_dump_json() if call.answer is not None and answer_key else ""
         args = RecordArgs(
-            billed=job_key(job_id, "billed"),
-            ledger=job_key(job_id, "ledger"),
-            budget=job_key(job_id, "budget"),
-            answers=job_key(job_id, "answers"),
+            ledger_keys=_ledger_keys(job_id),
             fence=fence_key(job_id, fence),
             call=CallLine.of(call),
             answer_key=answer_key,
@@ -115,13 +108,8 @@ class RedisLedger(RedisCore, LedgerStore):
         call = held.call
         assert call.answer is not None and call.answer_key is not None
         args = FinishBilledArgs(
-            envelopes=job_key(job_id, "env"),
-            states=job_key(job_id, "state"),
-            fence=fence_key(job_id, fence),
-            billed=job_key(job_id, "billed"),
-            ledger=job_key(job_id, "ledger"),
-            budget=job_key(job_id, "budget"),
-            answers=job_key(job_id, "answers"),
+            node_keys=node_keys(job_id, fence),
+            ledger_keys=_ledger_keys(job_id),
             claim=job_key(job_id, held.claim.name),
             node=node_write(envelope, fence, self._ttl_s),
             call=CallLine.of(call),

@@ -4,24 +4,18 @@ transcripts) over one lock and one dictionary of jobs (swarm.store.core.MemoryCo
 
 from __future__ import annotations
 
+from swarm.store import claims, counters, ledger, nodes, reports, specs, transcripts
 from swarm.store.base import JobStore
-from swarm.store.claims import MemoryClaims
-from swarm.store.counters import MemoryCounters
-from swarm.store.ledger import MemoryLedger
-from swarm.store.nodes import MemoryNodes
-from swarm.store.reports import MemoryReports
-from swarm.store.specs import MemorySpecs
-from swarm.store.transcripts import MemoryAgents
 
 
 class MemoryJobStore(
-    MemorySpecs,
-    MemoryNodes,
-    MemoryLedger,
-    MemoryClaims,
-    MemoryReports,
-    MemoryCounters,
-    MemoryAgents,
+    specs.MemorySpecs,
+    nodes.MemoryNodes,
+    ledger.MemoryLedger,
+    claims.MemoryClaims,
+    reports.MemoryReports,
+    counters.MemoryCounters,
+    transcripts.MemoryAgents,
     JobStore,
 ):
     """Dictionaries behind one lock."""

@@ -1,9 +1,4 @@
-"""A job's nodes as they run and end: their states and their stored envelopes.
-
-Keys (swarm.store.redis lists them all): ``state`` (node id -> ``"<state>|<model>"``) and
-``env`` (node id -> NodeEnvelope JSON); an envelope is written by finish.lua (or
-finish_billed.lua with its billed call, swarm.store.ledger).
-"""
+"""A job's nodes as they run and end: their states and their stored envelopes."""
 
 from __future__ import annotations
 
@@ -15,7 +10,7 @@ from swarm.errors import JobNotFoundError
 from swarm.records import NodeEnvelope
 from swarm.store.core import MemoryCore, RedisCore, fence_key, fence_token, job_key
 from swarm.store.leases import Lease
-from swarm.store.script_args import FinishNodeArgs, NodeWrite
+from swarm.store.script_args import FinishNodeArgs, NodeKeys, NodeWrite
 from swarm.store.views import RUNNING, NodeBatch, should_replace, state_of
 
 
@@ -58,6 +53,11 @@ class NodeStore(ABC):
             self.mark_running(job_id, node_id, model)
 
 
+def node_keys(job_id: str, fence: Lease | None) -> NodeKeys:
+    """The keys finish.lua and finish_billed.lua store a node's envelope under."""
+    return NodeKeys(job_key(job_id, "env"), job_key(job_id, "state"), fence_key(job_id, fence))
+
+
 def node_write(envelope: NodeEnvelope, fence: Lease | None, ttl_s: int) -> NodeWrite:
     """The script arguments that store ``envelope`` (finish.lua and finish_billed.lua)."""
     return NodeWrite(
@@ -80,12 +80,7 @@ class RedisNodes(RedisCore, NodeStore):
             self._hset(job_id, "state", {n: f"{RUNNING}|{model}" for n, model in models.items()})
 
     def finish_node(self, job_id: str, envelope: NodeEnvelope, fence: Lease | None = None) -> bool:
-        args = FinishNodeArgs(
-            envelopes=job_key(job_id, "env"),
-            states=job_key(job_id, "state"),
-            fence=fence_key(job_id, fence),
-            node=node_write(envelope, fence, self._ttl_s),
-        )
+        args = FinishNodeArgs(node_keys(job_id, fence), node_write(envelope, fence, self._ttl_s))
         return int(self._scripts.run(args)) == 1
 
     def envelope(self, job_id: str, node_id: str) -> NodeEnvelope | None:

@@ -23,6 +23,7 @@ Keys of one job share the hash tag ``{job:<id>}`` (one slot on Redis Cluster) an
     swarm:{job:<id>}:resumes  string  how many times the job was resumed
     swarm:{job:<id>}:hedges   hash    sent, won (hedged calls, swarm.calls.hedging)
     swarm:{job:<id>}:r429     hash    model -> 429 answers the job's calls got
+    swarm:{job:<id>}:retries  hash    model -> retries of the job's calls
     swarm:{job:<id>}:tools    hash    tool result key -> ToolOutcome JSON (first one wins)
     swarm:{job:<id>}:transcripts  hash  node_id -> Transcript JSON (agent nodes)
     swarm:{job:<id>}:outcome  string  the report's status (written with the report; listing)
@@ -39,8 +40,8 @@ trimmed at each submit, and the index itself expires ``ttl_s`` after the last on
     swarm:{jobs}:submitted    zset    job id -> submit time (Unix s)
 
 The billing keys are written by the Lua scripts in ``swarm/store/lua/`` (see scripts.py).
-Each concern's part (swarm.store.specs, nodes, ledger, claims, reports, counters,
-transcripts) says which of these keys it writes; ``RedisJobStore`` composes them.
+``RedisJobStore`` composes the Redis parts of the concerns (swarm.store.specs, nodes,
+ledger, claims, reports, counters, transcripts).
 """
 
 from __future__ import annotations
@@ -50,34 +51,28 @@ from typing import TYPE_CHECKING
 import redis
 
 from swarm.errors import BrokerUnavailableError
+from swarm.store import claims, counters, ledger, nodes, reports, specs, transcripts
 from swarm.store.base import JobStore
-from swarm.store.claims import LEASE_INDEX, RedisClaims
 from swarm.store.connect import SentinelOptions, redis_client
-from swarm.store.counters import RedisCounters
-from swarm.store.ledger import RedisLedger
-from swarm.store.nodes import RedisNodes
-from swarm.store.reports import RedisReports
-from swarm.store.specs import JOB_INDEX, RedisSpecs
-from swarm.store.transcripts import RedisAgents
 
 if TYPE_CHECKING:
     from swarm.settings import Settings
 
-__all__ = ["JOB_INDEX", "LEASE_INDEX", "MAX_CONNECTIONS", "RedisJobStore"]
-
+JOB_INDEX, LEASE_INDEX = specs.JOB_INDEX, claims.LEASE_INDEX
+"""The two keys outside the jobs (above; their concerns name them)."""
 MAX_CONNECTIONS = 1024
 """Connections per process: one per thread using Redis at once (task threads plus the node
 threads of batched tasks; redis-py's own default of 100 raises MaxConnectionsError)."""
 
 
 class RedisJobStore(
-    RedisSpecs,
-    RedisNodes,
-    RedisLedger,
-    RedisClaims,
-    RedisReports,
-    RedisCounters,
-    RedisAgents,
+    specs.RedisSpecs,
+    nodes.RedisNodes,
+    ledger.RedisLedger,
+    claims.RedisClaims,
+    reports.RedisReports,
+    counters.RedisCounters,
+    transcripts.RedisAgents,
     JobStore,
 ):
     """A JobStore over one redis-py client (thread-safe connection pool)."""

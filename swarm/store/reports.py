@@ -1,10 +1,5 @@
 """A job's final report: its summary, its nodes in pages, and waiting for it (the split
-itself: swarm.store.report_pages).
-
-Keys (swarm.store.redis lists them all): ``report`` (the summary, SET NX), ``rnodes:<ref>``
-and ``rfailed:<ref>`` (its node lists), ``outcome`` (its status, for listing) and the
-channel ``done``.
-"""
+itself: swarm.store.report_pages)."""
 
 from __future__ import annotations
 
@@ -30,6 +25,8 @@ from swarm.store.report_pages import (
     stored_ids,
 )
 
+Fields = Mapping[str, Any]
+"""A report or its summary as given to be stored (JSON-shaped fields)."""
 REPORT_RECHECK_S = 1.0
 """wait_report reads the report again at least this often (a missed publish costs no more)."""
 
@@ -38,7 +35,7 @@ class ReportStore(ABC):
     """The report part of the JobStore interface."""
 
     @abstractmethod
-    def save_report(self, job_id: str, report: Mapping[str, Any]) -> bool:
+    def save_report(self, job_id: str, report: Fields) -> bool:
         """Store the final report unless one exists; True when this call stored it."""
 
     @abstractmethod
@@ -46,12 +43,7 @@ class ReportStore(ABC):
         """The final report, once written."""
 
     def save_report_parts(
-        self,
-        job_id: str,
-        summary: Mapping[str, Any],
-        node_lines: Iterable[str],
-        *,
-        ok_stored: bool = False,
+        self, job_id: str, summary: Fields, node_lines: Iterable[str], *, ok_stored: bool = False
     ) -> bool:
         """save_report of ``summary`` with ``nodes`` given as one JSON document each (the
         Redis store writes them as they come, without building the whole report).
@@ -100,7 +92,7 @@ class ReportStore(ABC):
 class RedisReports(RedisCore, ReportStore):
     """ReportStore on Redis."""
 
-    def save_report(self, job_id: str, report: Mapping[str, Any]) -> bool:
+    def save_report(self, job_id: str, report: Fields) -> bool:
         """The report: its nodes in lists beside it, then its summary (SET NX) and the done
         publish; the status beside it, for listing, only by the call that stored it."""
         if "nodes" not in report:
@@ -109,12 +101,7 @@ class RedisReports(RedisCore, ReportStore):
         return self.save_report_parts(job_id, split.summary, split.nodes)
 
     def save_report_parts(
-        self,
-        job_id: str,
-        summary: Mapping[str, Any],
-        node_lines: Iterable[str],
-        *,
-        ok_stored: bool = False,
+        self, job_id: str, summary: Fields, node_lines: Iterable[str], *, ok_stored: bool = False
     ) -> bool:
         """The nodes first, in lists of a fresh name (report_pages.CHUNK per command), then
         the summary naming them (SET NX); the lists are deleted again when another report
@@ -216,7 +203,7 @@ class RedisReports(RedisCore, ReportStore):
 class MemoryReports(MemoryCore, ReportStore):
     """ReportStore in process."""
 
-    def save_report(self, job_id: str, report: Mapping[str, Any]) -> bool:
+    def save_report(self, job_id: str, report: Fields) -> bool:
         with self._lock:
             job = self._job(job_id)
             if job.report is not None:

@@ -16,6 +16,25 @@ class _StoreScript(ScriptArgs):
 
 
 @dataclass(frozen=True)
+class NodeKeys(ScriptPart):
+    """The keys lib/envelope.lua's ``store_envelope`` writes or checks."""
+
+    envelopes: str
+    states: str
+    fence: str
+
+
+@dataclass(frozen=True)
+class LedgerKeys(ScriptPart):
+    """The keys a billed call's write touches (lib/ledger.lua, and the stored answer)."""
+
+    billed: str
+    ledger: str
+    budget: str
+    answers: str
+
+
+@dataclass(frozen=True)
 class NodeWrite(ScriptPart):
     """A node's envelope to store (lib/envelope.lua's ``store_envelope``)."""
 
@@ -57,11 +76,9 @@ class FinishNodeArgs(_StoreScript):
     """Store a node's envelope unless an ok one is there."""
 
     SCRIPT: ClassVar[str] = "finish"
-    KEYS: ClassVar[int] = 3
+    KEYS: ClassVar[int] = 1
     PRELUDES: ClassVar[tuple[str, ...]] = ("envelope",)
-    envelopes: str
-    states: str
-    fence: str
+    node_keys: NodeKeys
     node: NodeWrite
 
 
@@ -70,15 +87,10 @@ class FinishBilledArgs(_StoreScript):
     """Record a node's billed answer and store its envelope, in one script."""
 
     SCRIPT: ClassVar[str] = "finish_billed"
-    KEYS: ClassVar[int] = 8
+    KEYS: ClassVar[int] = 3
     PRELUDES: ClassVar[tuple[str, ...]] = ("ledger", "envelope")
-    envelopes: str
-    states: str
-    fence: str
-    billed: str
-    ledger: str
-    budget: str
-    answers: str
+    node_keys: NodeKeys
+    ledger_keys: LedgerKeys
     claim: str
     node: NodeWrite
     call: CallLine
@@ -92,12 +104,9 @@ class RecordArgs(_StoreScript):
     """Count one billed response once and store its answer."""
 
     SCRIPT: ClassVar[str] = "record"
-    KEYS: ClassVar[int] = 5
+    KEYS: ClassVar[int] = 2
     PRELUDES: ClassVar[tuple[str, ...]] = ("ledger",)
-    billed: str
-    ledger: str
-    budget: str
-    answers: str
+    ledger_keys: LedgerKeys
     fence: str
     call: CallLine
     answer_key: str

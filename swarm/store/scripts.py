@@ -9,8 +9,8 @@ one line each::
 
 Each script has one typed argument record (a ``ScriptArgs`` subclass) whose fields are
 those names in that order; ``ScriptArgs.argv`` flattens a variadic tail (``[n..]``) and a
-``ScriptPart`` field (a group of values several scripts take together, listed field by
-field in their headers). A test holds every record to its script's header, so the two
+``ScriptPart`` field (a group of keys or values several scripts take together, listed
+field by field in their headers). A test holds every record to its script's header, so the two
 cannot drift apart.
 
 What several scripts do alike lives once, in a prelude ``<package>/lua/lib/<name>.lua`` of
@@ -52,8 +52,8 @@ def source(record: type[ScriptArgs]) -> str:
 
 @dataclass(frozen=True)
 class ScriptPart:
-    """Base of a group of ARGV values several scripts take together, in its fields' order
-    (a prelude function reads them from where the group starts)."""
+    """Base of a group of KEYS or ARGV values several scripts take together, in its fields'
+    order (a prelude function reads them from where the group starts)."""
 
 
 @dataclass(frozen=True)
@@ -73,10 +73,11 @@ class ScriptArgs:
         """(key names, argv names) as the script's header lists them (a ScriptPart field's
         own names in its place), read once per record class."""
         keys, argv = _fields(cls)
-        return tuple(name for name, _ in keys), tuple(n for field in argv for n in _names(field))
+        return _expanded(keys), _expanded(argv)
 
     def keys(self) -> list[str]:
-        """KEYS, in order; a tuple field (a variadic ``KEYS[n..]``) is flattened."""
+        """KEYS, in order; a tuple field (a variadic ``KEYS[n..]``) and a ScriptPart are
+        flattened."""
         return _flat(getattr(self, name) for name, _ in _fields(type(self))[0])
 
     def argv(self) -> list[Any]:
@@ -99,11 +100,15 @@ def _fields(record: type[ScriptArgs]) -> tuple[tuple[_Field, ...], tuple[_Field,
     return found
 
 
-def _names(field: _Field) -> tuple[str, ...]:
-    name, kind = field
-    if isinstance(kind, type) and issubclass(kind, ScriptPart):
-        return tuple(f.name for f in dataclasses.fields(kind))
-    return (name,)
+def _expanded(fields: tuple[_Field, ...]) -> tuple[str, ...]:
+    """The names of ``fields``, a ScriptPart's own in its place."""
+    names: list[str] = []
+    for name, kind in fields:
+        if isinstance(kind, type) and issubclass(kind, ScriptPart):
+            names.extend(f.name for f in dataclasses.fields(kind))
+        else:
+            names.append(name)
+    return tuple(names)
 
 
 def _flat(values: Iterable[Any]) -> list[Any]:

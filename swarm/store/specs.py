@@ -1,9 +1,5 @@
 """A job as submitted and where it stands: its spec and inputs, cancel flag, phase,
-progress, the index of jobs by submit time, and reopening it for a resume.
-
-Keys (swarm.store.redis lists them all): ``spec``, ``rev``, ``inputs``, ``state``,
-``cancel``, ``phase``, ``sent``, ``resumes``, and the index ``swarm:{jobs}:submitted``.
-"""
+progress, the index of jobs by submit time, and reopening it for a resume."""
 
 from __future__ import annotations
 
@@ -11,6 +7,7 @@ import itertools
 import json
 import time
 from abc import ABC, abstractmethod
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -26,7 +23,6 @@ from swarm.store.views import (
     JobSummary,
     Progress,
     progress_from_counts,
-    progress_from_states,
     summary_status,
 )
 
@@ -227,17 +223,14 @@ def _listed(
     spec: JobSpec, status: str, progress: Progress, spent_nusd: int, phase: str | None
 ) -> JobSummary:
     """A job's line in ``swarm jobs``."""
+    counts = progress.model_dump(include={"total", "done", "failed", "in_flight", "cancelled"})
     return JobSummary(
         job_id=spec.job_id,
         submitted_at=spec.submitted_at,
         status=status,
-        total=progress.total,
-        done=progress.done,
-        failed=progress.failed,
-        in_flight=progress.in_flight,
-        cancelled=progress.cancelled,
         cost_usd=usd_of_nusd(spent_nusd),
         phase=phase,
+        **counts,
     )
 
 
@@ -269,7 +262,7 @@ class MemorySpecs(MemoryCore, SpecStore):
         with self._lock:
             job = self._job(job_id)
             total, finished = len(job.spec.node_ids), job.report is not None
-            return progress_from_states(total, job.states, finished, job.phase, job.sent)
+            return progress_from_counts(total, _counted(job), finished, job.phase, job.sent)
 
     def cancel(self, job_id: str) -> None:
         with self._lock:
@@ -301,7 +294,12 @@ class MemorySpecs(MemoryCore, SpecStore):
 
 def _memory_summary(job: Job) -> JobSummary:
     report_status = None if job.report is None else str(job.report.get("status"))
-    progress = progress_from_states(len(job.spec.node_ids), job.states, False)
+    progress = progress_from_counts(len(job.spec.node_ids), _counted(job), False)
     status = summary_status(report_status, job.cancelled)
     phase = None if job.report is not None else job.phase
     return _listed(job.spec, status, progress, job.budget.spent_nusd, phase)
+
+
+def _counted(job: Job) -> Counter[str]:
+    """How many of the job's nodes hold each state value (as count_states.lua counts)."""
+    return Counter(job.states.values())

@@ -1,9 +1,5 @@
 """What an agent node keeps in the job store: its tool results (the first stored wins) and
-its transcript (the records: swarm.store.agents).
-
-Keys (swarm.store.redis lists them all): ``tools`` (tool result key -> ToolOutcome JSON)
-and ``transcripts`` (node id -> Transcript JSON).
-"""
+its transcript (the records: swarm.store.agents)."""
 
 from __future__ import annotations
 

@@ -4,7 +4,6 @@ build the same records)."""
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -67,17 +66,6 @@ class Progress(Frozen):
     def pending(self) -> int:
         """Nodes not started yet."""
         return max(self.total - self.ended - self.in_flight, 0)
-
-
-def progress_from_states(
-    total: int,
-    states: Mapping[str, str],
-    finished: bool,
-    phase: str | None = None,
-    sent: int | None = None,
-) -> Progress:
-    """Count node states (``"<state>|<model>"`` per node) into a Progress."""
-    return progress_from_counts(total, Counter(states.values()), finished, phase, sent)
 
 
 def progress_from_counts(
