@@ -52,10 +52,9 @@ class ReportStore(ABC):
         nodes = [json.loads(line) for line in node_lines]
         return self.save_report(job_id, {**summary, "nodes": nodes})
 
+    @abstractmethod
     def report_summary(self, job_id: str) -> dict[str, Any] | None:
         """The final report without its ``nodes``, once written."""
-        report = self.report(job_id)
-        return None if report is None else {k: v for k, v in report.items() if k != "nodes"}
 
     def report_nodes(
         self, job_id: str, offset: int = 0, limit: int | None = None, *, failed: bool = False
