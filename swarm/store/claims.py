@@ -137,14 +137,10 @@ class RedisClaims(RedisCore, ClaimStore):
         (the broker redelivers it). The latest delivery of a message wins the lease.
         Durable (WAIT): a lease lost in a failover fences its own run off (its renewal
         finds it gone) with no index member left for a sweeper to send the task again."""
-        task_id = lease.name.partition(":")[2]
-        resend = job_key(lease.job_id, "resend")
         ttl_ms = ms(ttl_s)
 
         def write(pipe: Any) -> None:
-            pipe.hset(resend, task_id, signature)
-            pipe.expire(resend, self._ttl_s)
-            self._scripts.run(IndexArgs(LEASE_INDEX, ttl_ms, "add", (lease.member,)), client=pipe)
+            self._list_task(pipe, lease, signature, ttl_ms)
             pipe.set(job_key(lease.job_id, lease.name), lease.token, px=ttl_ms)
 
         self._durable.write(write)
@@ -154,18 +150,21 @@ class RedisClaims(RedisCore, ClaimStore):
         ``delay_s``, then the run's own lease released (a prefix of it that ran is safe:
         a lease left set lapses within its lifetime, and the due member is sent then).
         Durable (WAIT), as a lease is."""
-        task_id = lease.name.partition(":")[2]
-        resend = job_key(lease.job_id, "resend")
         due_ms = max(int(delay_s * 1000), 0)
 
         def write(pipe: Any) -> None:
-            pipe.hset(resend, task_id, signature)
-            pipe.expire(resend, self._ttl_s)
-            self._scripts.run(IndexArgs(LEASE_INDEX, due_ms, "add", (lease.member,)), client=pipe)
+            self._list_task(pipe, lease, signature, due_ms)
             own = UnclaimArgs(job_key(lease.job_id, lease.name), lease.token)
             self._scripts.run(own, client=pipe)
 
         self._durable.write(write)
+
+    def _list_task(self, pipe: Any, lease: Lease, signature: str, due_ms: int) -> None:
+        """Queue on ``pipe``: the task's signature, then its index member due in ``due_ms``."""
+        resend = job_key(lease.job_id, "resend")
+        pipe.hset(resend, lease.name.partition(":")[2], signature)
+        pipe.expire(resend, self._ttl_s)
+        self._scripts.run(IndexArgs(LEASE_INDEX, due_ms, "add", (lease.member,)), client=pipe)
 
     def hasten_deferred(self, job_id: str) -> int:
         """Three round trips: the job's task ids (its resend hash), which of them are listed
