@@ -8,7 +8,8 @@ import json
 import time
 import uuid
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from swarm.store.core import MemoryCore, RedisCore, job_key
@@ -77,15 +78,21 @@ class ReportStore(ABC):
         self, job_id: str, timeout_s: float, poll_s: float = 0.05, *, summary: bool = False
     ) -> dict[str, Any] | None:
         """The report once written (``summary``: without its nodes), or None after
-        ``timeout_s`` (polls every ``poll_s``)."""
+        ``timeout_s`` (read again after each ``_report_waits`` wait)."""
         read = self.report_summary if summary else self.report
-        deadline = time.monotonic() + timeout_s
-        while (report := read(job_id)) is None:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return None
-            time.sleep(min(poll_s, remaining))
-        return report
+        with self._report_waits(job_id, poll_s) as wait:
+            deadline = time.monotonic() + timeout_s
+            while (report := read(job_id)) is None:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return None
+                wait(remaining)
+            return report
+
+    @contextmanager
+    def _report_waits(self, job_id: str, poll_s: float) -> Iterator[Callable[[float], object]]:
+        """How wait_report waits between two reads, at most the time given: ``poll_s``."""
+        yield lambda remaining: time.sleep(min(poll_s, remaining))
 
 
 class RedisReports(RedisCore, ReportStore):
@@ -140,22 +147,14 @@ class RedisReports(RedisCore, ReportStore):
         raw = self._r.get(job_key(job_id, "report"))
         return json.loads(raw) if raw else None
 
-    def wait_report(
-        self, job_id: str, timeout_s: float, poll_s: float = 0.05, *, summary: bool = False
-    ) -> dict[str, Any] | None:
+    @contextmanager
+    def _report_waits(self, job_id: str, poll_s: float) -> Iterator[Callable[[float], object]]:
         """Subscribed to the job's ``done`` channel, so the report is read as soon as it is
-        written instead of at the next poll."""
-        read = self.report_summary if summary else self.report
+        written instead of at the next poll (and at least every REPORT_RECHECK_S)."""
         pubsub = self._r.pubsub(ignore_subscribe_messages=True)  # type: ignore[no-untyped-call, unused-ignore]
         try:
             pubsub.subscribe(job_key(job_id, "done"))
-            deadline = time.monotonic() + timeout_s
-            while (report := read(job_id)) is None:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    return None
-                pubsub.get_message(timeout=min(remaining, REPORT_RECHECK_S))
-            return report
+            yield lambda remaining: pubsub.get_message(timeout=min(remaining, REPORT_RECHECK_S))
         finally:
             pubsub.close()
 
