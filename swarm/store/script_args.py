@@ -59,16 +59,8 @@ class CallLine(ScriptPart):
 
     @classmethod
     def of(cls, call: BilledCall) -> CallLine:
-        usage = call.usage
-        return cls(
-            call.call_id,
-            call.model,
-            usage.prompt_tokens,
-            usage.completion_tokens,
-            usage.cached_tokens,
-            usage.reasoning_tokens,
-            call.cost_nusd,
-        )
+        """``call``'s line (its usage's fields are the token fields, by name)."""
+        return cls(call.call_id, call.model, **call.usage.model_dump(), cost_nusd=call.cost_nusd)
 
 
 @dataclass(frozen=True)
