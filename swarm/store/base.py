@@ -346,14 +346,16 @@ class JobStore(ABC):
         """Index members of task leases that lapsed (at most ``limit``)."""
 
     @abstractmethod
-    def take_lapse(self, member: str) -> str | None:
-        """Take a lapsed task lease off the index; the signature that sends its message
-        again when this caller won the lapse (one winner), else None."""
+    def take_lapse(self, member: str, token: str, hold_s: float) -> str | None:
+        """Hold a lapsed task lease for this sweeper (one winner): its lease set with
+        ``token`` for ``hold_s``, its member due again then; the signature that sends its
+        message again, or None. A sweeper that dies before ``settle_lapse`` leaves a lapse
+        that falls due again (swarm.jobs.takeover)."""
 
     @abstractmethod
-    def relist_lapse(self, member: str) -> None:
-        """Put a lapse this caller won back on the index (sending its message failed), so
-        the next sweep tries again."""
+    def settle_lapse(self, member: str, token: str) -> None:
+        """The message of a lapse held with ``token`` was sent: drop the hold and the
+        member, unless a run that received the message holds the lease by now."""
 
     @abstractmethod
     def held_tasks(self, job_id: str, task_ids: Sequence[str]) -> set[str]:

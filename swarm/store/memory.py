@@ -312,28 +312,30 @@ class MemoryJobStore(JobStore):
                 if name.startswith(TASK) and held[1] <= now
             ][:limit]
 
-    def take_lapse(self, member: str) -> str | None:
+    def take_lapse(self, member: str, token: str, hold_s: float) -> str | None:
         job_id, name = parse_member(member)
+        now = time.monotonic()
         with self._lock:
             job = self._jobs.get(job_id)
             held = job.leases.get(name) if job is not None else None
-            if job is None or held is None or held[1] > time.monotonic():
+            if job is None or held is None or held[1] > now:
                 return None
-            del job.leases[name]
-            return job.signatures.get(name.removeprefix(TASK))
+            signature = job.signatures.get(name.removeprefix(TASK))
+            if signature is None:
+                del job.leases[name]
+            else:
+                job.leases[name] = (token, now + hold_s)
+            return signature
+
+    def settle_lapse(self, member: str, token: str) -> None:
+        job_id, name = parse_member(member)
+        self.release_lease(Lease(job_id, name, token))
 
     def held_tasks(self, job_id: str, task_ids: Sequence[str]) -> set[str]:
         with self._lock:
             job = self._jobs.get(job_id)
             leases = job.leases if job is not None else {}
             return {task_id for task_id in task_ids if TASK + task_id in leases}
-
-    def relist_lapse(self, member: str) -> None:
-        job_id, name = parse_member(member)
-        with self._lock:
-            job = self._jobs.get(job_id)
-            if job is not None:
-                job.leases.setdefault(name, ("", time.monotonic()))
 
     def reopen(self, spec: JobSpec) -> int:
         with self._lock:

@@ -92,6 +92,7 @@ from swarm.store.script_args import (
     FinishArgs,
     FinishBilledArgs,
     IndexArgs,
+    LapseArgs,
     RecordArgs,
     ReleaseArgs,
     RenewArgs,
@@ -778,19 +779,21 @@ class RedisJobStore(JobStore):
     def lapsed_tasks(self, limit: int) -> list[str]:
         return [str(m) for m in self._scripts.run(DueArgs(LEASE_INDEX, limit))]
 
-    def take_lapse(self, member: str) -> str | None:
-        """The lease key is the truth (a renewal may not have moved the index yet); the
-        ZREM picks the one winner."""
-        job_id, name = parse_member(member)
-        if self._r.exists(_key(job_id, name)):
-            return None
-        if not self._r.zrem(LEASE_INDEX, member):
-            return None
-        raw = self._r.hget(_key(job_id, "resend"), name.partition(":")[2])
-        return str(raw) if raw is not None else None
+    def take_lapse(self, member: str, token: str, hold_s: float) -> str | None:
+        """One script: the lease key is the truth (a renewal may not have moved the index
+        yet), the hold set with ``token`` picks the one winner."""
+        raw = self._scripts.run(self._lapse_args("take", member, token, hold_s))
+        return str(raw) if raw else None
 
-    def relist_lapse(self, member: str) -> None:
-        self._scripts.run(IndexArgs(LEASE_INDEX, 1, "add", (member,)))
+    def settle_lapse(self, member: str, token: str) -> None:
+        self._scripts.run(self._lapse_args("settle", member, token, 0))
+
+    @staticmethod
+    def _lapse_args(mode: str, member: str, token: str, hold_s: float) -> LapseArgs:
+        job_id, name = parse_member(member)
+        lease, resend = _key(job_id, name), _key(job_id, "resend")
+        task_id = name.partition(":")[2]
+        return LapseArgs(LEASE_INDEX, lease, resend, mode, member, token, _ms(hold_s), task_id)
 
     def held_tasks(self, job_id: str, task_ids: Sequence[str]) -> set[str]:
         """One round trip: EXISTS of the lease and ZSCORE in the lapse index per task."""
