@@ -122,12 +122,13 @@ def test_sigkill_between_a_sweepers_take_and_its_send(broker_fs: FaultStack) -> 
     assert "swarm watchdog" not in heir.log_text()  # the sweep sent it, not the watch
 
 
-def watched(broker_fs: FaultStack) -> dict[str, str]:
-    """Behind RabbitMQ the watch checks every half visibility timeout (no broker probes):
-    a short timeout (the longest task shortened to fit) makes a check due within the job."""
+def watched(broker_fs: FaultStack) -> tuple[int, dict[str, str]]:
+    """Inputs of a job that outlasts the watch's first check, and the environment. Behind
+    RabbitMQ the watch checks every half visibility timeout (no broker probes): a short
+    timeout (the longest task shortened to fit) makes a check due within the job."""
     if not broker_fs.stack.broker_url.startswith("amqp"):
-        return {}
-    return {
+        return 6, {}  # a check every lease
+    return 12, {
         "SWARM_VISIBILITY_TIMEOUT_S": "15",
         "SWARM_NODE_TIMEOUT_S": "5",
         "SWARM_MAX_ATTEMPTS": "2",
@@ -139,18 +140,19 @@ def test_sigkill_of_the_worker_holding_a_jobs_watch(broker_fs: FaultStack) -> No
     """The victim ran the watch's first check, which deferred the next one, and is killed:
     the next check waits in Redis, not in the dead worker (on the Redis broker, a countdown
     it held came back only after the visibility timeout), and the heir runs it."""
-    env = {**limited(broker_fs, "rps", 1), **watched(broker_fs)}
+    n, watch_env = watched(broker_fs)
+    env = {**limited(broker_fs, "rps", 1), **watch_env}
     victim = broker_fs.ensure_workers(["watch-victim"], 4, env)[0]
     client = broker_fs.client(**env)
-    handle = client.submit(inputs(12, "watch"), "Summarise")
+    handle = client.submit(inputs(n, "watch"), "Summarise")
     watch = f"{WATCH_TASK}[{handle.id}-watch]"
     wait_until(lambda: f"{watch} retry" in victim.log_text(), 60, "the watch's first check")
     victim.kill()
     heir = broker_fs.ensure_workers(["watch-heir"], 4, env)[0]
     report = handle.wait(timeout=RECOVERY_S).to_dict()
     assert report["status"] == "succeeded", report.get("error")
-    assert report["succeeded"] == 12
-    assert report["models"][MODEL]["calls"] == 12 + 1  # and the aggregation: none twice
+    assert report["succeeded"] == n
+    assert report["models"][MODEL]["calls"] == n + 1  # and the aggregation: none twice
     wait_until(lambda: f"{watch} received" in heir.log_text(), RECOVERY_S, "the next check")
 
 
