@@ -128,9 +128,9 @@ def watched(broker_fs: FaultStack) -> tuple[int, dict[str, str]]:
     timeout (the longest task shortened to fit) makes a check due within the job."""
     if not broker_fs.stack.broker_url.startswith("amqp"):
         return 6, {}  # a check every lease
-    return 12, {
-        "SWARM_VISIBILITY_TIMEOUT_S": "15",
-        "SWARM_NODE_TIMEOUT_S": "5",
+    return 8, {  # a check every 5.5 s: the longest task 2 x (3 + 1) s + a 2 s countdown < 11 s
+        "SWARM_VISIBILITY_TIMEOUT_S": "11",
+        "SWARM_NODE_TIMEOUT_S": "3",
         "SWARM_MAX_ATTEMPTS": "2",
         "SWARM_BACKOFF_MAX_S": "1",
     }
