@@ -13,7 +13,7 @@ from swarm.store.billing import StoredAnswer
 from swarm.store.companion import Companion
 from swarm.store.core import Job, MemoryCore, RedisCore, job_key, ms, raised
 from swarm.store.leases import CLAIM, TASK, Lease, parse_member
-from swarm.store.script_args import DueArgs, IndexArgs, RenewArgs, UnclaimArgs
+from swarm.store.script_args import DueArgs, IndexArgs, LapseArgs, RenewArgs, UnclaimArgs
 
 LEASE_INDEX = "swarm:{leases}:due"
 """The lapse index of task leases (swarm.store.leases)."""
@@ -77,14 +77,16 @@ class ClaimStore(ABC):
         """Index members of task leases that lapsed (at most ``limit``)."""
 
     @abstractmethod
-    def take_lapse(self, member: str) -> str | None:
-        """Take a lapsed task lease off the index; the signature that sends its message
-        again when this caller won the lapse (one winner), else None."""
+    def take_lapse(self, member: str, token: str, hold_s: float) -> str | None:
+        """Hold a lapsed task lease for this sweeper (one winner): its lease set with
+        ``token`` for ``hold_s``, its member due again then; the signature that sends its
+        message again, or None. A sweeper that dies before ``settle_lapse`` leaves a lapse
+        that falls due again (swarm.jobs.takeover)."""
 
     @abstractmethod
-    def relist_lapse(self, member: str) -> None:
-        """Put a lapse this caller won back on the index (sending its message failed), so
-        the next sweep tries again."""
+    def settle_lapse(self, member: str, token: str) -> None:
+        """The message of a lapse held with ``token`` was sent: drop the hold and the
+        member, unless a run that received the message holds the lease by now."""
 
     @abstractmethod
     def held_tasks(self, job_id: str, task_ids: Sequence[str]) -> set[str]:
@@ -225,24 +227,26 @@ class RedisClaims(RedisCore, ClaimStore):
     def lapsed_tasks(self, limit: int) -> list[str]:
         return [str(m) for m in self._scripts.run(DueArgs(LEASE_INDEX, limit))]
 
-    def take_lapse(self, member: str) -> str | None:
-        """The lease key is the truth (a renewal may not have moved the index yet); the
-        ZREM picks the one winner."""
-        job_id, name = parse_member(member)
-        if self._r.exists(job_key(job_id, name)):
-            return None
-        if not self._r.zrem(LEASE_INDEX, member):
-            return None
-        raw = self._r.hget(job_key(job_id, "resend"), name.partition(":")[2])
-        return str(raw) if raw is not None else None
+    def take_lapse(self, member: str, token: str, hold_s: float) -> str | None:
+        """One script: the lease key is the truth (a renewal may not have moved the index
+        yet), the hold set with ``token`` picks the one winner."""
+        raw = self._scripts.run(_lapse_args("take", member, token, hold_s))
+        return str(raw) if raw else None
 
-    def relist_lapse(self, member: str) -> None:
-        self._scripts.run(IndexArgs(LEASE_INDEX, 1, "add", (member,)))
+    def settle_lapse(self, member: str, token: str) -> None:
+        self._scripts.run(_lapse_args("settle", member, token, 0))
 
     def held_tasks(self, job_id: str, task_ids: Sequence[str]) -> set[str]:
         """One round trip: EXISTS of the lease and ZSCORE in the lapse index per task."""
         found = self._task_states(job_id, task_ids)
         return {task_id for task_id, _, leased, due in found if leased or due is not None}
+
+
+def _lapse_args(mode: str, member: str, token: str, hold_s: float) -> LapseArgs:
+    job_id, name = parse_member(member)
+    lease, resend = job_key(job_id, name), job_key(job_id, "resend")
+    task_id = name.partition(":")[2]
+    return LapseArgs(LEASE_INDEX, lease, resend, mode, member, token, ms(hold_s), task_id)
 
 
 def _claim(job: Job, slot: str, owner: str, ttl_s: float) -> bool:
@@ -331,25 +335,27 @@ class MemoryClaims(MemoryCore, ClaimStore):
                 if name.startswith(TASK) and held[1] <= now
             ][:limit]
 
-    def take_lapse(self, member: str) -> str | None:
+    def take_lapse(self, member: str, token: str, hold_s: float) -> str | None:
         job_id, name = parse_member(member)
+        now = time.monotonic()
         with self._lock:
             job = self._jobs.get(job_id)
             held = job.leases.get(name) if job is not None else None
-            if job is None or held is None or held[1] > time.monotonic():
+            if job is None or held is None or held[1] > now:
                 return None
-            del job.leases[name]
-            return job.signatures.get(name.removeprefix(TASK))
+            signature = job.signatures.get(name.removeprefix(TASK))
+            if signature is None:
+                del job.leases[name]
+            else:
+                job.leases[name] = (token, now + hold_s)
+            return signature
+
+    def settle_lapse(self, member: str, token: str) -> None:
+        job_id, name = parse_member(member)
+        self.release_lease(Lease(job_id, name, token))
 
     def held_tasks(self, job_id: str, task_ids: Sequence[str]) -> set[str]:
         with self._lock:
             job = self._jobs.get(job_id)
             leases = job.leases if job is not None else {}
             return {task_id for task_id in task_ids if TASK + task_id in leases}
-
-    def relist_lapse(self, member: str) -> None:
-        job_id, name = parse_member(member)
-        with self._lock:
-            job = self._jobs.get(job_id)
-            if job is not None:
-                job.leases.setdefault(name, ("", time.monotonic()))

@@ -192,6 +192,22 @@ class DueArgs(_StoreScript):
 
 
 @dataclass(frozen=True)
+class LapseArgs(_StoreScript):
+    """Hold a lapsed task lease for a sweeper, or settle it once its message is sent."""
+
+    SCRIPT: ClassVar[str] = "lapse"
+    KEYS: ClassVar[int] = 3
+    index: str
+    lease: str
+    resend: str
+    mode: str
+    member: str
+    token: str
+    hold_ms: int
+    task_id: str
+
+
+@dataclass(frozen=True)
 class CountStatesArgs(_StoreScript):
     """Count a job's node states on the server (a progress read without the whole hash)."""
 
@@ -211,5 +227,6 @@ STORE_SCRIPTS: tuple[type[ScriptArgs], ...] = (
     RenewArgs,
     IndexArgs,
     DueArgs,
+    LapseArgs,
     CountStatesArgs,
 )
