@@ -134,7 +134,7 @@ class CallSession:
         companion = self.first
         while True:
             claimed, stored = self.rt.store.claim_or_answer(
-                self.job_id, self.request.slot, self.owner, ttl_s, self.key, also=companion
+                self.job_id, self.request.slot, self.owner, ttl_s, self.key, companion=companion
             )
             if companion is not None and not (claimed or stored is not None):
                 self.give_back(companion)  # no permit held while waiting for another run
@@ -214,7 +214,7 @@ class CallSession:
         )
         if stored is not None and self._lease is not None and self._holds_answer():
             companion, self._companion = self._companion, None  # written with the envelope
-            held = HeldAnswer(billed, self._lease, also=companion)
+            held = HeldAnswer(billed, self._lease, companion=companion)
             self.held = HeldCall(self.rt.store, self.job_id, held)
             self._answered = True
             return

@@ -53,9 +53,9 @@ class JobStore(
     ) -> bool:
         """``record_call`` of the held answer under its claim, then ``finish_node``: the
         billed call is counted whether or not the envelope is stored (RedisJobStore does
-        both in one script, with ``held.also`` in its round trip)."""
+        both in one script, with ``held.companion`` in its round trip)."""
         self.record_call(job_id, held.call, fence=held.claim)
         stored = self.finish_node(job_id, envelope, fence)
-        if held.also is not None:
-            held.also.run()
+        if held.companion is not None:
+            held.companion.run()
         return stored

@@ -110,6 +110,6 @@ class HeldAnswer:
     """The billed response, with its answer and key."""
     claim: Lease
     """The call's claim: the answer is stored only while it holds, and released with it."""
-    also: Companion | None = None
+    companion: Companion | None = None
     """Another module's command sent with the answer's write (the answered attempt's
     admission finish, swarm.store.companion); run alone when the answer is written alone."""

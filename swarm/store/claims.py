@@ -39,10 +39,10 @@ class ClaimStore(ABC):
         owner: str,
         ttl_s: float,
         key: str | None = None,
-        also: Companion | None = None,
+        companion: Companion | None = None,
     ) -> tuple[bool, StoredAnswer | None]:
         """``claim`` and the answer stored under ``key`` (None: no answer is read),
-        together; ``also`` (another module's command, swarm.store.companion) runs with them
+        together; ``companion`` (another module's command, swarm.store.companion) runs with them
         (in their round trip when it can)."""
 
     # -- task leases: heartbeats, fencing, take-over of lapsed tasks --
@@ -104,10 +104,10 @@ class RedisClaims(RedisCore, ClaimStore):
         owner: str,
         ttl_s: float,
         key: str | None = None,
-        also: Companion | None = None,
+        companion: Companion | None = None,
     ) -> tuple[bool, StoredAnswer | None]:
         """One round trip: SET NX the claim, read its owner (and the answer stored under
-        ``key``), and ``also`` (swarm.store.companion) when it can go in the same pipeline.
+        ``key``), and ``companion`` (swarm.store.companion) when it can go in the same pipeline.
         Durable (WAIT): a claim lost in a failover lets a duplicate run call at the same time."""
         claim = job_key(job_id, f"{CLAIM}{slot}")
         reads = 2 if key is None else 3
@@ -119,12 +119,12 @@ class RedisClaims(RedisCore, ClaimStore):
             pipe.get(claim)
             if key is not None:
                 pipe.hget(job_key(job_id, "answers"), key)
-            queued = also is not None and also.queue(pipe)
+            queued = companion is not None and companion.queue(pipe)
 
         replies = self._durable.write(write, raise_on_error=False)
         taken, holder, *raw = raised(replies[:reads])
-        if also is not None:
-            also.take(replies[reads]) if queued else also.run()
+        if companion is not None:
+            companion.take(replies[reads]) if queued else companion.run()
         stored = StoredAnswer.model_validate_json(raw[0]) if raw and raw[0] else None
         return bool(taken) or holder == owner, stored
 
@@ -269,14 +269,14 @@ class MemoryClaims(MemoryCore, ClaimStore):
         owner: str,
         ttl_s: float,
         key: str | None = None,
-        also: Companion | None = None,
+        companion: Companion | None = None,
     ) -> tuple[bool, StoredAnswer | None]:
         with self._lock:
             job = self._job(job_id)
             claimed = _claim(job, slot, owner, ttl_s)
             stored = job.answers.get(key) if key is not None else None
-        if also is not None:
-            also.run()
+        if companion is not None:
+            companion.run()
         return claimed, stored
 
     def unclaim(self, job_id: str, slot: str, owner: str) -> None:

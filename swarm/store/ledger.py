@@ -50,10 +50,10 @@ class LedgerStore(ABC):
 
     def record_held(self, job_id: str, held: HeldAnswer) -> None:
         """Write a held answer without its envelope (an error on the way), then
-        ``held.also`` alone."""
+        ``held.companion`` alone."""
         self.record_call(job_id, held.call, fence=held.claim)
-        if held.also is not None:
-            held.also.run()
+        if held.companion is not None:
+            held.companion.run()
 
     @abstractmethod
     def answer(self, job_id: str, key: str) -> StoredAnswer | None:
@@ -104,7 +104,7 @@ class RedisLedger(RedisCore, LedgerStore):
     ) -> bool:
         """One script (finish_billed.lua), durable and tried again through an outage as
         record_call: counted once by call id, so a try whose reply was lost counts once;
-        ``held.also`` in its round trip."""
+        ``held.companion`` in its round trip."""
         call = held.call
         assert call.answer is not None and call.answer_key is not None
         args = FinishBilledArgs(
@@ -117,23 +117,25 @@ class RedisLedger(RedisCore, LedgerStore):
             answer=call.answer.model_dump_json(),
             claim_token=held.claim.token,
         )
-        also = held.also
+        pending = held.companion
 
-        def write() -> Any:  # ``also`` goes with the first try only: a retry never runs it twice
-            nonlocal also
-            companion, also = also, None
+        def write() -> (
+            Any
+        ):  # the companion goes with the first try only: a retry never runs it twice
+            nonlocal pending
+            companion, pending = pending, None
             return self._durable_script(args, companion)
 
         return int(self._durable.retrying(write)) == 1
 
     def _durable_script(
-        self, args: FinishBilledArgs | RecordArgs, also: Companion | None = None
+        self, args: FinishBilledArgs | RecordArgs, companion: Companion | None = None
     ) -> Any:
-        """A script's result, then WAIT when one is due (a pipeline's EVAL), with ``also``
+        """A script's result, then WAIT when one is due (a pipeline's EVAL), with ``companion``
         (swarm.store.companion) in the same round trip when it can go in it; alone as EVALSHA
         otherwise."""
         waits = self._durable.waits()
-        if also is None and not waits:
+        if companion is None and not waits:
             return self._scripts.run(args)
         queued = False
 
@@ -143,11 +145,11 @@ class RedisLedger(RedisCore, LedgerStore):
                 self._scripts.run(args, client=pipe)
             else:
                 self._scripts.queue(args, pipe)
-            queued = also is not None and also.queue(pipe)
+            queued = companion is not None and companion.queue(pipe)
 
         replies = self._durable.write(build, raise_on_error=False)
-        if also is not None:
-            also.take(replies[1]) if queued else also.run()
+        if companion is not None:
+            companion.take(replies[1]) if queued else companion.run()
         return self._scripts.reply(args, replies[0])
 
     def answer(self, job_id: str, key: str) -> StoredAnswer | None:

@@ -187,7 +187,7 @@ def test_a_held_answer_carries_its_permits_finish_into_the_envelopes_round_trip(
     trips.on = True
     result = run_call(rt, held_request(rt))
     trips.on, calling, trips.count = False, trips.count, 0
-    assert result.held is not None and result.held.answer.also is not None
+    assert result.held is not None and result.held.answer.companion is not None
     assert inflight(rt) == 1  # the permit waits for the envelope's write
     trips.on = True
     assert result.held.commit(envelope("n1"))

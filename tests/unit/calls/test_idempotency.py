@@ -200,9 +200,9 @@ class FrozenAfterClaiming(MemoryJobStore):
     another run took the slot before this one could call."""
 
     def claim_or_answer(
-        self, job_id: str, slot: str, owner: str, ttl_s: float, key: str, also: Any = None
+        self, job_id: str, slot: str, owner: str, ttl_s: float, key: str, companion: Any = None
     ) -> Any:
-        claimed, stored = super().claim_or_answer(job_id, slot, owner, ttl_s, key, also)
+        claimed, stored = super().claim_or_answer(job_id, slot, owner, ttl_s, key, companion)
         if claimed:
             with self._lock:
                 self._job(job_id).leases["claim:" + slot] = ("the run that took over", 1e12)
