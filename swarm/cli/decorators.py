@@ -1,7 +1,8 @@
 """What the commands share when they are declared: the options of the job commands (one
-declaration each, so `run`, `review`, `analyze` and `resume` spell and explain them alike),
-the top-level group's help, and the one-line error contract (SwarmError -> `swarm:
-<message>`, exit status 2; Ctrl-C -> exit status 130, no traceback).
+declaration each, so `run`, `review`, `analyze` and `resume` spell and explain them alike;
+`run`, `review` and `analyze` get theirs as one JobFlags), the top-level group's help, and
+the one-line error contract (SwarmError -> `swarm: <message>`, exit status 2; Ctrl-C ->
+exit status 130, no traceback).
 
 Light on purpose: every command module imports it, and `swarm --help` loads every command
 module; the modules that run jobs are imported inside the commands' bodies.
