@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from swarm.cli.context_option import context_option
-from swarm.cli.decorators import MAX_TOKENS, check_timeout, job_options, one_line_errors
+from swarm.cli.decorators import MAX_TOKENS, JobFlags, job_options, one_line_errors
 from swarm.cli.duration import DEADLINE
 
 if TYPE_CHECKING:
@@ -60,14 +60,8 @@ def analyze_command(
     documents: tuple[str, ...],
     query: str,
     agent: bool,
-    as_json: bool,
-    simulate: bool,
-    no_wait: bool,
-    budget_usd: float | None,
-    strict: bool,
-    timeout_s: float | None,
+    job: JobFlags,
     deadline_s: float | None,
-    tenant: str,
     max_tokens: int | None,
     context_files: tuple[Path, ...],
 ) -> None:
@@ -77,31 +71,26 @@ def analyze_command(
     cost while the job runs (it is not refused up front)."""
     from swarm.cli.context_option import read_context
     from swarm.cli.estimate_line import announce_plan
-    from swarm.cli.execute import Waiting, execute
-    from swarm.cost.budget import check_budget
-    from swarm.records import check_tenant
+    from swarm.cli.execute import execute
     from swarm.settings import load_settings
     from swarm.sources.documents import read_documents
 
-    check_budget(budget_usd)
-    check_timeout(timeout_s)
-    check_tenant(tenant)
+    job.check()
     items = read_documents(list(documents))
     context = read_context(context_files)
 
     def submit(client: SwarmClient) -> SwarmHandle:
         tools = "docs" if agent else None
-        announce_plan(client, items, query, max_tokens=max_tokens, tools=tools, always=as_json)
+        announce_plan(client, items, query, max_tokens=max_tokens, tools=tools, always=job.as_json)
         return client.plan(
             items,
             query,
-            budget_usd=budget_usd,
+            budget_usd=job.budget_usd,
             tools=tools,
             deadline_s=deadline_s,
             max_tokens=max_tokens,
-            tenant=tenant,
+            tenant=job.tenant,
             context=context,
         )
 
-    waiting = Waiting(simulate, no_wait, strict, timeout_s, as_json)
-    execute(load_settings(), submit, waiting=waiting, render=_print_markdown)
+    execute(load_settings(), submit, job=job, render=_print_markdown)

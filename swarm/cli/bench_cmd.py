@@ -4,11 +4,22 @@ local processes only."""
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import click
 
 DEFAULT_OUT = Path("ops/bench/results")
+OUT = click.option("--out", type=click.Path(path_type=Path), default=DEFAULT_OUT, show_default=True)
+"""Where a benchmark writes its results file (every benchmark takes it)."""
+
+
+def _count(flag: str, default: int, help: str | None = None) -> Callable[[Any], Any]:
+    """A whole-number option of at least 1 (tasks, workers, rounds), its default shown."""
+    return click.option(
+        flag, type=click.IntRange(min=1), default=default, show_default=True, help=help
+    )
 
 
 def _levels(text: str) -> list[int]:
@@ -28,15 +39,9 @@ def bench_group() -> None:
 
 @bench_group.command(name="sweep")
 @click.option("--concurrency", "levels", default="20,50,100,200", show_default=True)
-@click.option(
-    "--tasks",
-    type=click.IntRange(min=1),
-    default=800,
-    show_default=True,
-    help="Tasks per point: the same job at every concurrency.",
-)
-@click.option("--workers", type=click.IntRange(min=1), default=4, show_default=True)
-@click.option("--out", type=click.Path(path_type=Path), default=DEFAULT_OUT, show_default=True)
+@_count("--tasks", 800, help="Tasks per point: the same job at every concurrency.")
+@_count("--workers", 4)
+@OUT
 def sweep_command(levels: str, tasks: int, workers: int, out: Path) -> None:
     """Seed 000 table: baseline asyncio+semaphore client vs swarm, per concurrency."""
     from swarm.bench.output import sweep_markdown, sweep_plot
@@ -55,16 +60,10 @@ def sweep_command(levels: str, tasks: int, workers: int, out: Path) -> None:
 
 @bench_group.command(name="goodput")
 @click.option("--duration-s", type=click.FloatRange(min=10), default=180.0, show_default=True)
-@click.option("--rpm", type=click.IntRange(min=1), default=600, show_default=True)
-@click.option("--workers", type=click.IntRange(min=1), default=3, show_default=True)
-@click.option(
-    "--concurrency",
-    type=click.IntRange(min=1),
-    default=16,
-    show_default=True,
-    help="Threads per worker process.",
-)
-@click.option("--out", type=click.Path(path_type=Path), default=DEFAULT_OUT, show_default=True)
+@_count("--rpm", 600)
+@_count("--workers", 3)
+@_count("--concurrency", 16, help="Threads per worker process.")
+@OUT
 def goodput_command(duration_s: float, rpm: int, workers: int, concurrency: int, out: Path) -> None:
     """Successful calls per minute against a simulator enforcing --rpm, and the 429 share."""
     from swarm.bench.goodput import run_goodput
@@ -79,14 +78,14 @@ def goodput_command(duration_s: float, rpm: int, workers: int, concurrency: int,
 
 
 @bench_group.command(name="peers")
-@click.option("--rounds", type=click.IntRange(min=1), default=2, show_default=True)
+@_count("--rounds", 2)
 @click.option(
     "--only",
     default="",
     help="Rows to run, by number or name, comma-separated (1 clean, 2 noisy, 3 faulty, "
     "4 rpm-cap, 5 seed-like, 6 fast-errors); default all.",
 )
-@click.option("--out", type=click.Path(path_type=Path), default=DEFAULT_OUT, show_default=True)
+@OUT
 def peers_command(rounds: int, only: str, out: Path) -> None:
     """The seeds' asyncio + semaphore script vs swarm (2 workers, submit to report) on the
     same gateway: clean, noisy (10% and 30% 429 + 5xx), a 60 RPM cap, a seed-like 80
@@ -117,8 +116,8 @@ def peers_command(rounds: int, only: str, out: Path) -> None:
     show_default=True,
     help="Scenarios to run (see `swarm bench overhead --help` text).",
 )
-@click.option("--repeat", type=click.IntRange(min=1), default=3, show_default=True)
-@click.option("--out", type=click.Path(path_type=Path), default=DEFAULT_OUT, show_default=True)
+@_count("--repeat", 3)
+@OUT
 def overhead_command(only: str, repeat: int, out: Path) -> None:
     """Plain Celery chord vs swarm: (a) 100 x 1 s + 1 s aggregation vs the ideal 2 s,
     (b) seed 000 latency with and without hedging (b': with 2% hung requests),

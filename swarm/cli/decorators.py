@@ -1,7 +1,8 @@
 """What the commands share when they are declared: the options of the job commands (one
-declaration each, so `run`, `review`, `analyze` and `resume` spell and explain them alike),
-the top-level group's help, and the one-line error contract (SwarmError -> `swarm:
-<message>`, exit status 2; Ctrl-C -> exit status 130, no traceback).
+declaration each, so `run`, `review`, `analyze` and `resume` spell and explain them alike;
+`run`, `review` and `analyze` get theirs as one JobFlags), the top-level group's help, and
+the one-line error contract (SwarmError -> `swarm: <message>`, exit status 2; Ctrl-C ->
+exit status 130, no traceback).
 
 Light on purpose: every command module imports it, and `swarm --help` loads every command
 module; the modules that run jobs are imported inside the commands' bodies.
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass, fields
 from functools import wraps
 from typing import Any, ParamSpec, TypeVar
 
@@ -99,10 +101,47 @@ def _with(options: tuple[Callable[[Any], Any], ...], fn: Callable[P, R]) -> Call
     return fn
 
 
-def job_options(fn: Callable[P, R]) -> Callable[P, R]:
-    """``fn`` with JOB_OPTIONS (parameters as_json, no_wait, simulate, budget_usd, strict,
-    timeout_s, tenant)."""
-    return _with(JOB_OPTIONS, fn)
+@dataclass(frozen=True)
+class JobFlags:
+    """What JOB_OPTIONS gave a job command: how its job is submitted and waited for."""
+
+    as_json: bool
+    """Print the report as JSON."""
+    no_wait: bool
+    """Print the job id and return."""
+    simulate: bool
+    """Embedded mode with the built-in simulator."""
+    budget_usd: float | None
+    """Cap on the job's cost (None: the catalog's)."""
+    strict: bool
+    """Refuse when the workers call another gateway."""
+    timeout_s: float | None
+    """Stop waiting after this long (the job keeps running)."""
+    tenant: str
+    """Team the job runs for."""
+
+    def check(self) -> None:
+        """Refuse a bad --budget-usd, --timeout or --tenant before anything is submitted."""
+        from swarm.cost.budget import check_budget
+        from swarm.records import check_tenant
+
+        check_budget(self.budget_usd)
+        check_timeout(self.timeout_s)
+        check_tenant(self.tenant)
+
+
+_JOB_FLAGS = tuple(field.name for field in fields(JobFlags))
+
+
+def job_options(fn: Callable[..., R]) -> Callable[..., R]:
+    """``fn`` with JOB_OPTIONS, given to it as one parameter ``job`` (a JobFlags)."""
+
+    @wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> R:
+        job = JobFlags(**{name: kwargs.pop(name) for name in _JOB_FLAGS})
+        return fn(*args, job=job, **kwargs)
+
+    return _with(JOB_OPTIONS, wrapper)
 
 
 def limit_options(fn: Callable[P, R]) -> Callable[P, R]:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
-from dataclasses import dataclass
 from typing import Any
 
 import click
@@ -16,6 +15,7 @@ import click
 from swarm.calls.gateway import make_client
 from swarm.calls.preflight import NO_KEY, check_gateway
 from swarm.catalog import Catalog, load_catalog
+from swarm.cli.decorators import JobFlags
 from swarm.cli.estimate_line import announce_estimate
 from swarm.cli.follow import Watch, follow, interrupted
 from swarm.cli.idle import celery_idle_check
@@ -28,45 +28,29 @@ from swarm.settings import Settings
 Submit = Callable[[SwarmClient], SwarmHandle]
 
 
-@dataclass(frozen=True)
-class Waiting:
-    """How a job command runs and waits: the options every job command shares."""
-
-    simulate: bool = False
-    """Embedded mode with the built-in simulator."""
-    no_wait: bool = False
-    """Print the job id and return."""
-    strict: bool = False
-    """Refuse when the workers call another gateway."""
-    timeout_s: float | None = None
-    """Stop waiting after this long (the job keeps running)."""
-    as_json: bool = False
-    """Print the report as JSON."""
-
-
 def submitter(
     items: Sequence[InputItem],
     instruction: str,
     aggregate: str,
     model: str | None,
     kind: str,
-    *,
-    as_json: bool = False,
+    job: JobFlags,
     **options: Any,
 ) -> Submit:
-    """Submit the job to a client, once its pre-flight bound was announced (see
-    swarm.cli.estimate_line; ``as_json``: always)."""
+    """Submit the job to a client with ``job``'s budget and tenant, once its pre-flight
+    bound was announced (see swarm.cli.estimate_line; with ``job.as_json``: always)."""
 
     def submit(client: SwarmClient) -> SwarmHandle:
         announce_estimate(
             client.settings, client.catalog, items, instruction, aggregate, model=model,
             kind=kind, max_tokens=options.get("max_tokens"), tools=options.get("tools"),
-            always=as_json, context=options.get("context"),
+            always=job.as_json, context=options.get("context"),
             store=getattr(client, "store", None),
         )  # fmt: skip
         return client.submit(
-            items, instruction, aggregate_instruction=aggregate, model=model, kind=kind, **options
-        )
+            items, instruction, aggregate_instruction=aggregate, model=model, kind=kind,
+            budget_usd=job.budget_usd, tenant=job.tenant, **options,
+        )  # fmt: skip
 
     return submit
 
@@ -141,12 +125,12 @@ def execute(
     settings: Settings,
     submit: Submit,
     *,
-    waiting: Waiting = Waiting(),
+    job: JobFlags,
     render: Render = print_report,
 ) -> None:
     """Submit (embedded, or through the broker), wait, print; exit as the contract says."""
-    simulate, no_wait, strict = waiting.simulate, waiting.no_wait, waiting.strict
-    timeout_s, as_json = waiting.timeout_s, waiting.as_json
+    simulate, no_wait, strict = job.simulate, job.no_wait, job.strict
+    timeout_s, as_json = job.timeout_s, job.as_json
     if settings.embedded:
         if no_wait:
             raise ConfigError(

@@ -21,6 +21,7 @@ from swarm.cli.context_option import context_option
 from swarm.cli.cost_cmd import cost_command
 from swarm.cli.decorators import (
     CONTEXT_SETTINGS,
+    JobFlags,
     SwarmGroup,
     check_job_id,
     check_timeout,
@@ -79,35 +80,25 @@ def run(
     aggregate: str,
     model: str | None,
     kind: str,
-    as_json: bool,
-    no_wait: bool,
-    simulate: bool,
-    timeout_s: float | None,
+    job: JobFlags,
     max_tokens: int | None,
-    budget_usd: float | None,
-    strict: bool,
     force: bool,
     tools: str | None,
     skip_empty: bool,
     output_schema: Path | None,
     deadline_s: float | None,
-    tenant: str,
     context_files: tuple[Path, ...],
 ) -> None:
     """One sub-agent per INPUT file (- reads one input per line from stdin), then aggregate."""
     from swarm.catalog import load_catalog
     from swarm.cli.context_option import read_context
-    from swarm.cli.execute import Waiting, execute, submitter
+    from swarm.cli.execute import execute, submitter
     from swarm.cli.inputs import read_inputs, read_schema
-    from swarm.cost.budget import check_budget
     from swarm.jobs.context_fit import check_max_tokens, node_models
-    from swarm.records import check_tenant
     from swarm.settings import load_settings
 
     settings = load_settings()
-    check_budget(budget_usd)
-    check_timeout(timeout_s)
-    check_tenant(tenant)
+    job.check()
     items = read_inputs(inputs, skip_empty=skip_empty, warn=lambda line: click.echo(line, err=True))
     schema = read_schema(output_schema) if output_schema else None
     if not instruction.strip():
@@ -120,18 +111,16 @@ def run(
         aggregate,
         model,
         kind,
-        as_json=as_json,
+        job,
         max_tokens=max_tokens,
-        budget_usd=budget_usd,
         force=force,
         tools=tools,
         tool_root=str(Path.cwd()) if tools == "repo" else None,
         output_schema=schema,
         deadline_s=deadline_s,
-        tenant=tenant,
         context=read_context(context_files),
     )
-    execute(settings, submit, waiting=Waiting(simulate, no_wait, strict, timeout_s, as_json))
+    execute(settings, submit, job=job)
 
 
 @main.command(short_help="A whole swarm here: no Redis, no key, simulated gateway.")

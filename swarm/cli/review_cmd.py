@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from swarm.cli.context_option import context_option
-from swarm.cli.decorators import check_timeout, job_options, limit_options, one_line_errors
+from swarm.cli.decorators import JobFlags, job_options, limit_options, one_line_errors
 from swarm.cli.duration import DEADLINE
 from swarm.errors import InputError
 
@@ -33,32 +33,22 @@ def review_command(
     rev_range: str | None,
     model: str | None,
     agent: bool,
-    as_json: bool,
-    simulate: bool,
-    no_wait: bool,
-    budget_usd: float | None,
-    strict: bool,
+    job: JobFlags,
     deadline_s: float | None,
-    timeout_s: float | None,
     max_tokens: int | None,
     force: bool,
-    tenant: str,
     context_files: tuple[Path, ...],
 ) -> None:
     """Review commits of a git repository (default: the last 10): one reviewer per commit,
     then a summary."""
     from swarm.cli.context_option import conventions, read_context
-    from swarm.cli.execute import Waiting, execute, submitter
+    from swarm.cli.execute import execute, submitter
     from swarm.cli.render import print_review
-    from swarm.cost.budget import check_budget
     from swarm.jobs.review import REVIEW_AGGREGATE, REVIEW_INSTRUCTION, REVIEW_KIND, REVIEW_SCHEMA
-    from swarm.records import check_tenant
     from swarm.settings import load_settings
     from swarm.sources.git import commit_inputs
 
-    check_budget(budget_usd)
-    check_timeout(timeout_s)
-    check_tenant(tenant)
+    job.check()
     if last is not None and rev_range is not None:
         raise InputError("give --last or --range, not both")
     items = commit_inputs(repo, last=last or (None if rev_range else 10), rev_range=rev_range)
@@ -68,17 +58,14 @@ def review_command(
         REVIEW_AGGREGATE,
         model,
         REVIEW_KIND,
-        as_json=as_json,
+        job,
         output_schema=REVIEW_SCHEMA,
-        budget_usd=budget_usd,
         max_tokens=max_tokens,
         force=force,
         tools="repo" if agent else None,
         tool_root=str(repo.resolve()) if agent else None,
         deadline_s=deadline_s,
-        tenant=tenant,
         # the repository's conventions and the given files: every reviewer's shared prefix
         context=read_context([*conventions(repo), *context_files]),
     )
-    waiting = Waiting(simulate, no_wait, strict, timeout_s, as_json)
-    execute(load_settings(), submit, waiting=waiting, render=print_review)
+    execute(load_settings(), submit, job=job, render=print_review)
