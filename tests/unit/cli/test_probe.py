@@ -8,7 +8,9 @@ from swarm.calls.gateway import make_client
 from swarm.calls.probe import (
     Level,
     ProbeResult,
+    Round,
     is_local,
+    level_of,
     looks_like,
     probe,
     suggest_inflight,
@@ -80,6 +82,16 @@ def test_a_server_whose_throughput_stops_rising_looks_local(
 def test_locality() -> None:
     assert is_local("http://127.0.0.1:8080/v1") and is_local("http://10.0.0.5/v1")
     assert not is_local("https://gateway.example.com/v1")
+
+
+def test_a_levels_throughput_is_its_fastest_rounds() -> None:
+    # a client stall makes one round of 8 parallel 0.5 s answers take 1.5 s: the level
+    # still reads 16 requests/s, the server's; a server with one slot is slow every round
+    stalled = level_of(8, [Round((0.5,) * 7 + (1.5,), 1.5), Round((0.5,) * 8, 0.5)])
+    assert (stalled.throughput, stalled.latency_s) == (16.0, 0.5)
+    queued = tuple(0.2 * (i + 1) for i in range(8))
+    one_slot = level_of(8, [Round(queued, 1.6), Round(queued, 1.7)])
+    assert one_slot.throughput == 5.0 and one_slot.latency_s == pytest.approx(0.9)
 
 
 def test_probe_against_a_one_slot_simulator() -> None:
