@@ -335,7 +335,8 @@ class JobStore(ABC):
 
     @abstractmethod
     def renew_leases(self, leases: Sequence[Lease], ttl_s: float) -> set[Lease]:
-        """Extend each lease still held with its token by ``ttl_s``; the ones lost."""
+        """Extend each lease still held with its token to live ``ttl_s`` from now at least
+        (never shortened); the ones lost."""
 
     @abstractmethod
     def release_lease(self, lease: Lease) -> None:

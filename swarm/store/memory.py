@@ -293,7 +293,8 @@ class MemoryJobStore(JobStore):
                 if job is None or not self._holds(job, lease):
                     lost.add(lease)
                     continue
-                job.leases[lease.name] = (lease.token, time.monotonic() + ttl_s)
+                until = max(job.leases[lease.name][1], time.monotonic() + ttl_s)
+                job.leases[lease.name] = (lease.token, until)
         return lost
 
     def release_lease(self, lease: Lease) -> None:
