@@ -42,7 +42,6 @@ from celery.exceptions import Ignore
 
 from swarm.calls.runtime import Runtime
 from swarm.errors import LeaseLostError
-from swarm.jobs import takeover
 from swarm.jobs.queueing import (
     AGGREGATE_TASK,
     BATCH_POLL_TASK,
@@ -65,6 +64,10 @@ KILL_ON_RECEIPT = os.environ.get("SWARM_TEST_SIGKILL_ON_RECEIPT", "")
 """Tests only: the name of a leased task whose next run (``retries`` of 1 or more), once
 received, SIGKILLs this worker before it is leased and after the run before it released
 its lease (the window no lease covers: swarm.jobs.lost_messages)."""
+
+KILL_BEFORE_RESEND = os.environ.get("SWARM_TEST_SIGKILL_BEFORE_RESEND", "")
+"""Tests only: the name of a task whose message, once this process's sweeper took its lapse
+(or due deferral) and before it sends it, SIGKILLs this worker (swarm.jobs.takeover)."""
 
 RECEIPT_TOKEN = "swarm_lease_token"
 """Field added to a delivery's request on receipt: the fencing token of its lease (Celery
@@ -108,11 +111,15 @@ def _kill_unleased(rt: Runtime, job_id: str, task_id: str) -> None:
     deadline = time.monotonic() + 5.0
     while rt.store.held_tasks(job_id, [task_id]) and time.monotonic() < deadline:
         time.sleep(0.01)
-    # Not while this process's sweeper is between a lapse's take and its send: that is
-    # another window (takeover.SENDING), not the one this hook stands for.
-    takeover.SENDING.acquire(timeout=5.0)
     log.warning("swarm: SWARM_TEST_SIGKILL_ON_RECEIPT: killing this worker on %s", task_id)
     os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _kill_before_resend(signature: Any) -> None:
+    """Tests only (KILL_BEFORE_RESEND): SIGKILL this process between a take and its send."""
+    if signature.task == KILL_BEFORE_RESEND:
+        log.warning("swarm: SWARM_TEST_SIGKILL_BEFORE_RESEND: killing this worker on %s", signature)
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 def message_context(request: Any) -> Context:
@@ -265,11 +272,13 @@ class Sweeper:
             return False
 
     def _run(self) -> None:
-        every_s = sweep_every_s(self.rt.settings.lease_s)
+        lease_s = self.rt.settings.lease_s
+        every_s = sweep_every_s(lease_s)
+        hook = _kill_before_resend if KILL_BEFORE_RESEND else None
         # Spread the sweeps of workers started together over the interval.
         while self._wait(time.monotonic() + every_s * random.uniform(0.8, 1.2)):
             try:
-                sweep(self.rt.store, self.app)
+                sweep(self.rt.store, self.app, lease_s, before_send=hook)
             except Exception as exc:  # Redis or the broker down: the next sweep tries again
                 log.debug("swarm sweeper: sweep failed (%s)", exc)
 

@@ -4,7 +4,14 @@ Every task that runs nodes holds a lease on its message (swarm.store.leases) and
 to it, the signature that sends the same message again: same task id, arguments, queue,
 priority, chord and group (Celery's own ``signature_from_request``, as ``Task.retry`` uses).
 Every worker process sweeps the lapse index every ``sweep_every_s``; the sweeper that takes
-a lapsed lease off the index (one winner per lapse) sends the message again at once.
+a lapse (one winner per lapse) sends the message again at once.
+
+A take holds the lapse rather than removing it: the sweeper's own lease on the message for
+one lease time, the member due again at its end. Only once the message is sent does the
+sweeper settle it (drop the hold and the member, unless a run that received the message
+leased it meanwhile). A sweeper killed between its take and its send leaves a lapse that
+falls due again a lease later, and another sweeper sends the message; a sweeper killed
+between the send and the settle leaves one that is sent twice, which the run finds done.
 
 The re-sent message finds what the first run left: stored envelopes are returned, stored
 answers reused, a call slot still claimed by a run that is only slow is waited for (its
@@ -20,7 +27,7 @@ at the end of its countdown with no lease set, is sent by the sweep that finds i
 from __future__ import annotations
 
 import logging
-import threading
+from collections.abc import Callable
 
 from celery import Celery
 from celery.canvas import Signature
@@ -29,6 +36,7 @@ from kombu.utils import json
 from swarm import tracing
 from swarm.store import JobStore
 from swarm.store.leases import parse_member
+from swarm.unique import unique_hex
 
 log = logging.getLogger(__name__)
 SWEEPS_PER_LEASE = 5
@@ -48,41 +56,57 @@ def resend_signature(signature: Signature) -> str:
     return str(json.dumps(dict(signature)))  # type: ignore[no-untyped-call]
 
 
-def sweep(store: JobStore, app: Celery, limit: int = SWEEP_LIMIT) -> int:
+def sweep(
+    store: JobStore,
+    app: Celery,
+    hold_s: float,
+    limit: int = SWEEP_LIMIT,
+    before_send: Callable[[Signature], None] | None = None,
+) -> int:
     """Send every lapsed (or deferred and due) task this sweeper wins, ``limit`` at a time
-    while whole batches are sent; how many it sent."""
+    while whole batches are sent, each held for ``hold_s`` until sent; how many it sent.
+    ``before_send`` sees each message between its take and its send (a test's hook)."""
     sent = 0
-    while (batch := _sweep_once(store, app, limit)) == limit:
+    while (batch := _sweep_once(store, app, hold_s, limit, before_send)) == limit:
         sent += batch
     return sent + batch
 
 
-SENDING = threading.Lock()
-"""Held from a lapse's take to its message's send. A process that dies in between loses
-that message until the job's watch finds the node stalled; the tests' kill-on-receipt
-hook (workers.leases) waits for it, so that it kills in the window it means to test."""
-
-
-def _sweep_once(store: JobStore, app: Celery, limit: int) -> int:
+def _sweep_once(
+    store: JobStore,
+    app: Celery,
+    hold_s: float,
+    limit: int,
+    before_send: Callable[[Signature], None] | None,
+) -> int:
+    token = unique_hex()  # this sweep's holds
     sent = 0
     for member in store.lapsed_tasks(limit):
-        with SENDING:
-            sent += _send_lapsed(store, app, member)
+        sent += _send_lapsed(store, app, member, token, hold_s, before_send)
     return sent
 
 
-def _send_lapsed(store: JobStore, app: Celery, member: str) -> int:
+def _send_lapsed(
+    store: JobStore,
+    app: Celery,
+    member: str,
+    token: str,
+    hold_s: float,
+    before_send: Callable[[Signature], None] | None,
+) -> int:
     """Take one lapse and send its message again: 1 when this sweeper sent it."""
-    raw = store.take_lapse(member)
+    raw = store.take_lapse(member, token, hold_s)
     if raw is None:
         return 0
     signature = Signature.from_dict(json.loads(raw), app=app)  # type: ignore[no-untyped-call]
     log.debug("swarm takeover: lease %s lapsed; sending its message again", member)
+    if before_send is not None:
+        before_send(signature)
     try:
         with tracing.resending(store, parse_member(member)[0], "takeover"):
             signature.apply_async()  # in the job's trace (a span under its root)
-    except Exception as exc:  # the broker refused it: the next sweep tries again
+    except Exception as exc:  # the broker refused it: a sweep after the hold tries again
         log.debug("swarm takeover: could not send %s again (%s)", member, exc)
-        store.relist_lapse(member)
         return 0
+    store.settle_lapse(member, token)
     return 1

@@ -59,6 +59,15 @@ class BilledCall(Frozen):
     """The usable answer of this response, if it had one."""
 
 
+class LedgerLine(Frozen):
+    """Billed calls of one model in one job."""
+
+    calls: int = 0
+    """Calls the gateway answered (and billed)."""
+    usage: Usage = Usage()
+    """Their summed usage."""
+
+
 class BudgetState(Frozen):
     """A job's budget as the store counts it."""
 

@@ -12,7 +12,7 @@ answer of a call, a node's envelope) checks the token in the same Lua script tha
 so a holder that lost its lease and wakes up cannot write over the run that took over.
 
 Task leases are also listed in one index (a sorted set scored by expiry, on Redis time):
-a sweeper in every worker takes a lapsed task lease off the index (one winner per lapse)
+a sweeper in every worker takes a lapsed task lease (one winner per lapse, held until sent)
 and sends the task's message again (swarm.jobs.takeover).
 """
 

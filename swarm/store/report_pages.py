@@ -1,14 +1,13 @@
 """A stored report in two parts: its summary, and its nodes read in pages.
 
-A report holds every node's envelope (about 1 KB each), so a 100,000-node report is a
-100 MB document. The store keeps the summary (every field but ``nodes``) in one small key
-and the nodes in a list beside it, in node order, with a second list of the failed nodes'
-positions; ``swarm status`` reads the summary, ``--nodes`` reads one page. The summary
-names its lists (``NODES_REF``): they are written under a fresh name before the summary,
-so a summary that exists always names complete lists, and a report written again (a
-resumed job) names its own. The aggregation's successful nodes are the job's stored
-envelopes, which never change once ok: their entries name them (``STORED``) instead of
-holding a second copy.
+A report holds every node's envelope, so it grows with the job. The store keeps the
+summary (every field but ``nodes``) in one small key and the nodes in a list beside it,
+in node order, with a second list of the failed nodes' positions; ``swarm status`` reads
+the summary, ``--nodes`` reads one page. The summary names its lists (``NODES_REF``):
+they are written under a fresh name before the summary, so a summary that exists always
+names complete lists, and a report written again (a resumed job) names its own. The
+aggregation's successful nodes are the job's stored envelopes, which never change once
+ok: their entries name them (``STORED``) instead of holding a second copy.
 """
 
 from __future__ import annotations

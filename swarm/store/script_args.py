@@ -6,7 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from swarm.store.scripts import ScriptArgs
+from swarm.store.billing import BilledCall
+from swarm.store.scripts import ScriptArgs, ScriptPart
 
 
 @dataclass(frozen=True)
@@ -15,19 +16,62 @@ class _StoreScript(ScriptArgs):
 
 
 @dataclass(frozen=True)
-class FinishArgs(_StoreScript):
-    """Store a node's envelope unless an ok one is there."""
+class NodeKeys(ScriptPart):
+    """The keys lib/envelope.lua's ``store_envelope`` writes or checks."""
 
-    SCRIPT: ClassVar[str] = "finish"
-    KEYS: ClassVar[int] = 3
     envelopes: str
     states: str
     fence: str
+
+
+@dataclass(frozen=True)
+class LedgerKeys(ScriptPart):
+    """The keys a billed call's write touches (lib/ledger.lua, and the stored answer)."""
+
+    billed: str
+    ledger: str
+    budget: str
+    answers: str
+
+
+@dataclass(frozen=True)
+class NodeWrite(ScriptPart):
+    """A node's envelope to store (lib/envelope.lua's ``store_envelope``)."""
+
     node_id: str
     envelope: str
     state: str
     ttl_s: int
     fence_token: str
+
+
+@dataclass(frozen=True)
+class CallLine(ScriptPart):
+    """A billed call's ledger line (lib/ledger.lua's ``count_call``)."""
+
+    call_id: str
+    model: str
+    prompt_tokens: int
+    completion_tokens: int
+    cached_tokens: int
+    reasoning_tokens: int
+    cost_nusd: int
+
+    @classmethod
+    def of(cls, call: BilledCall) -> CallLine:
+        """``call``'s line (its usage's fields are the token fields, by name)."""
+        return cls(call.call_id, call.model, **call.usage.model_dump(), cost_nusd=call.cost_nusd)
+
+
+@dataclass(frozen=True)
+class FinishNodeArgs(_StoreScript):
+    """Store a node's envelope unless an ok one is there."""
+
+    SCRIPT: ClassVar[str] = "finish"
+    KEYS: ClassVar[int] = 1
+    PRELUDES: ClassVar[tuple[str, ...]] = ("envelope",)
+    node_keys: NodeKeys
+    node: NodeWrite
 
 
 @dataclass(frozen=True)
@@ -35,30 +79,16 @@ class FinishBilledArgs(_StoreScript):
     """Record a node's billed answer and store its envelope, in one script."""
 
     SCRIPT: ClassVar[str] = "finish_billed"
-    KEYS: ClassVar[int] = 8
-    envelopes: str
-    states: str
-    fence: str
-    billed: str
-    ledger: str
-    budget: str
-    answers: str
+    KEYS: ClassVar[int] = 3
+    PRELUDES: ClassVar[tuple[str, ...]] = ("ledger", "envelope")
+    node_keys: NodeKeys
+    ledger_keys: LedgerKeys
     claim: str
-    node_id: str
-    envelope: str
-    state: str
-    ttl_s: int
-    fence_token: str
-    call_id: str
-    model: str
-    prompt_tokens: int
-    completion_tokens: int
-    cached_tokens: int
-    cost_nusd: int
+    node: NodeWrite
+    call: CallLine
     answer_key: str
     answer: str
     claim_token: str
-    reasoning_tokens: int
 
 
 @dataclass(frozen=True)
@@ -66,23 +96,15 @@ class RecordArgs(_StoreScript):
     """Count one billed response once and store its answer."""
 
     SCRIPT: ClassVar[str] = "record"
-    KEYS: ClassVar[int] = 5
-    billed: str
-    ledger: str
-    budget: str
-    answers: str
+    KEYS: ClassVar[int] = 2
+    PRELUDES: ClassVar[tuple[str, ...]] = ("ledger",)
+    ledger_keys: LedgerKeys
     fence: str
-    call_id: str
-    model: str
-    prompt_tokens: int
-    completion_tokens: int
-    cached_tokens: int
-    cost_nusd: int
+    call: CallLine
     answer_key: str
     answer: str
     ttl_s: int
     fence_token: str
-    reasoning_tokens: int
 
 
 @dataclass(frozen=True)
@@ -170,6 +192,22 @@ class DueArgs(_StoreScript):
 
 
 @dataclass(frozen=True)
+class LapseArgs(_StoreScript):
+    """Hold a lapsed task lease for a sweeper, or settle it once its message is sent."""
+
+    SCRIPT: ClassVar[str] = "lapse"
+    KEYS: ClassVar[int] = 3
+    index: str
+    lease: str
+    resend: str
+    mode: str
+    member: str
+    token: str
+    hold_ms: int
+    task_id: str
+
+
+@dataclass(frozen=True)
 class CountStatesArgs(_StoreScript):
     """Count a job's node states on the server (a progress read without the whole hash)."""
 
@@ -179,7 +217,7 @@ class CountStatesArgs(_StoreScript):
 
 
 STORE_SCRIPTS: tuple[type[ScriptArgs], ...] = (
-    FinishArgs,
+    FinishNodeArgs,
     FinishBilledArgs,
     RecordArgs,
     ReserveArgs,
@@ -189,5 +227,6 @@ STORE_SCRIPTS: tuple[type[ScriptArgs], ...] = (
     RenewArgs,
     IndexArgs,
     DueArgs,
+    LapseArgs,
     CountStatesArgs,
 )

@@ -8,8 +8,14 @@ one line each::
     -- ARGV[5..] limits: groups of 4 (name, limit, window ms, burst)
 
 Each script has one typed argument record (a ``ScriptArgs`` subclass) whose fields are
-those names in that order; ``ScriptArgs.argv`` flattens a variadic tail (``[n..]``). A test
-holds every record to its script's header, so the two cannot drift apart.
+those names in that order; ``ScriptArgs.argv`` flattens a variadic tail (``[n..]``) and a
+``ScriptPart`` field (a group of keys or values several scripts take together, listed
+field by field in their headers). A test holds every record to its script's header, so the two
+cannot drift apart.
+
+What several scripts do alike lives once, in a prelude ``<package>/lua/lib/<name>.lua`` of
+``local function``s: a record names the preludes its script calls (``PRELUDES``) and
+``source`` puts them before the script's own text.
 
 Scripts run atomically on the Redis server; redis-py's Script calls them by SHA and loads
 them again after a SCRIPT FLUSH or a server restart. In a pipeline a script goes as EVAL
@@ -22,6 +28,7 @@ as EVALSHA with ``Scripts.queue`` instead, and runs again alone should Redis not
 from __future__ import annotations
 
 import dataclasses
+import typing
 from collections.abc import Iterable
 from dataclasses import dataclass
 from importlib import resources
@@ -37,6 +44,18 @@ def script_text(package: str, name: str) -> str:
     return resources.files(package).joinpath(f"lua/{name}.lua").read_text("utf-8")
 
 
+def source(record: type[ScriptArgs]) -> str:
+    """The script ``record`` runs: its preludes (``lua/lib/<name>.lua``), then its own text."""
+    parts = [script_text(record.PACKAGE, f"lib/{name}") for name in record.PRELUDES]
+    return "\n".join([*parts, script_text(record.PACKAGE, record.SCRIPT)])
+
+
+@dataclass(frozen=True)
+class ScriptPart:
+    """Base of a group of KEYS or ARGV values several scripts take together, in its fields'
+    order (a prelude function reads them from where the group starts)."""
+
+
 @dataclass(frozen=True)
 class ScriptArgs:
     """Base of the typed argument records: subclasses name their script and list KEYS
@@ -46,42 +65,57 @@ class ScriptArgs:
     SCRIPT: ClassVar[str]
     KEYS: ClassVar[int]
     """How many of the fields (the first ones) are keys."""
+    PRELUDES: ClassVar[tuple[str, ...]] = ()
+    """The preludes the script calls, in the order they go before it."""
 
     @classmethod
     def names(cls) -> tuple[tuple[str, ...], tuple[str, ...]]:
-        """(key field names, argv field names), read once per record class."""
-        return _names(cls)
+        """(key names, argv names) as the script's header lists them (a ScriptPart field's
+        own names in its place), read once per record class."""
+        keys, argv = _fields(cls)
+        return _expanded(keys), _expanded(argv)
 
     def keys(self) -> list[str]:
-        """KEYS, in order; a tuple field (a variadic ``KEYS[n..]``) is flattened."""
-        return self._values(self.names()[0])
+        """KEYS, in order; a tuple field (a variadic ``KEYS[n..]``) and a ScriptPart are
+        flattened."""
+        return _flat(getattr(self, name) for name, _ in _fields(type(self))[0])
 
     def argv(self) -> list[Any]:
-        """ARGV, in order; a tuple field (the variadic tail) is flattened."""
-        return self._values(self.names()[1])
-
-    def _values(self, names: tuple[str, ...]) -> list[Any]:
-        values: list[Any] = []
-        for name in names:
-            value = getattr(self, name)
-            values.extend(_flat(value) if isinstance(value, tuple) else [value])
-        return values
+        """ARGV, in order; a tuple field (the variadic tail) and a ScriptPart are flattened."""
+        return _flat(getattr(self, name) for name, _ in _fields(type(self))[1])
 
 
-_NAMES: dict[type[ScriptArgs], tuple[tuple[str, ...], tuple[str, ...]]] = {}
+_Field = tuple[str, Any]
+"""A record's field: its name and type."""
+_FIELDS: dict[type[ScriptArgs], tuple[tuple[_Field, ...], tuple[_Field, ...]]] = {}
 
 
-def _names(record: type[ScriptArgs]) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    found = _NAMES.get(record)
+def _fields(record: type[ScriptArgs]) -> tuple[tuple[_Field, ...], tuple[_Field, ...]]:
+    """(key fields, argv fields) of ``record``, read once per record class."""
+    found = _FIELDS.get(record)
     if found is None:
-        names = tuple(f.name for f in dataclasses.fields(record))
-        found = _NAMES[record] = names[: record.KEYS], names[record.KEYS :]
+        hints = typing.get_type_hints(record)
+        fields = tuple((f.name, hints[f.name]) for f in dataclasses.fields(record))
+        found = _FIELDS[record] = fields[: record.KEYS], fields[record.KEYS :]
     return found
+
+
+def _expanded(fields: tuple[_Field, ...]) -> tuple[str, ...]:
+    """The names of ``fields``, a ScriptPart's own in its place."""
+    names: list[str] = []
+    for name, kind in fields:
+        if isinstance(kind, type) and issubclass(kind, ScriptPart):
+            names.extend(f.name for f in dataclasses.fields(kind))
+        else:
+            names.append(name)
+    return tuple(names)
 
 
 def _flat(values: Iterable[Any]) -> list[Any]:
     out: list[Any] = []
     for value in values:
+        if isinstance(value, ScriptPart):
+            value = tuple(getattr(value, f.name) for f in dataclasses.fields(value))
         out.extend(_flat(value) if isinstance(value, tuple) else [value])
     return out
 
@@ -91,8 +125,7 @@ class Scripts:
 
     def __init__(self, client: redis.Redis, *records: type[ScriptArgs]) -> None:
         self._scripts: dict[type[ScriptArgs], Script] = {
-            record: client.register_script(script_text(record.PACKAGE, record.SCRIPT))
-            for record in records
+            record: client.register_script(source(record)) for record in records
         }
 
     def run(self, args: ScriptArgs, client: Any = None) -> Any:

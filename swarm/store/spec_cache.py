@@ -1,8 +1,8 @@
 """Parsed job specs kept per process, checked against a small revision key on every read.
 
-A spec holds every node's id and input reference, so it grows with the job (about 30
-bytes a node as JSON, 100,000 nodes: 3 MB), and every task message reads it. Reading and
-parsing it whole per task made a job's cost per node grow with its size; with this cache a
+A spec holds every node's id and input reference, so it grows with the job, and every
+task message reads it. Reading and parsing it whole per task made a job's cost per node
+grow with its size; with this cache a
 task reads the revision (a 16-character digest of the spec JSON, written with it) and
 parses the spec only when that revision is new to the process.
 """

@@ -3,8 +3,10 @@
 - a balance that runs out mid-job ends the job at once, with a handful of requests after
   the first quota error, its nodes naming the balance and quoting the provider; `resume`
   finishes it once the account is paid;
-- the gateway killed with calls in flight and back 10 s later: the job succeeds, every
-  node billed once; a gateway down past the outage window fails the job naming the outage.
+- the gateway killed with calls in flight and back 10 s later, and 60 s later (longer than
+  a node's timeout and its attempts' backoff, within the default 120 s window): the job
+  succeeds, every node billed once; a gateway down past the outage window fails the job
+  naming the outage.
 """
 
 from __future__ import annotations
@@ -100,8 +102,8 @@ OUTAGE_ARGS = ["--latency-ms", "2000"]
 
 @pytest.mark.parametrize(
     ("window_s", "down_s", "status"),
-    [(60, 10, "succeeded"), (4, None, "failed")],
-    ids=["back-within-the-window", "down-past-the-window"],
+    [(60, 10, "succeeded"), (120, 60, "succeeded"), (4, None, "failed")],
+    ids=["back-after-10-s", "back-after-60-s", "down-past-the-window"],
 )
 def test_a_gateway_outage_is_waited_out_within_its_window(
     redis_server: Any, tmp_path: Path, window_s: int, down_s: float | None, status: str

@@ -21,7 +21,7 @@ import procs
 import pytest
 from faults import BrokerStack, FaultStack, inputs, wait_until
 
-from swarm.jobs.queueing import BATCH_POLL_TASK, SUBAGENT_TASK
+from swarm.jobs.queueing import BATCH_POLL_TASK, SUBAGENT_TASK, WATCH_TASK
 from swarm.records import InputItem
 from swarm.store.batches import batch_store
 
@@ -101,6 +101,59 @@ def test_sigkill_on_receipt_of_a_requeued_node(broker_fs: FaultStack) -> None:
     assert report["status"] == "succeeded", report.get("error")
     assert report["succeeded"] == 6
     assert report["models"][MODEL]["calls"] == 6 + 1  # and the aggregation: none twice
+
+
+def test_sigkill_between_a_sweepers_take_and_its_send(broker_fs: FaultStack) -> None:
+    """The victim's sweeper takes a requeued node falling due and is killed before it sends
+    it (swarm.jobs.takeover): the take held it, so another sweeper sends it a lease later,
+    not the job's watch (which, behind RabbitMQ, would wait for the stall)."""
+    env = limited(broker_fs, "rps", 1)
+    before_send = {"SWARM_TEST_SIGKILL_BEFORE_RESEND": SUBAGENT_TASK}
+    victim = broker_fs.ensure_workers(["take-victim"], 4, {**env, **before_send})[0]
+    client = broker_fs.client(**env)
+    handle = client.submit(inputs(6, "take"), "Summarise")
+    wait_until(lambda: died(victim), 60, "the worker killed between a take and its send")
+    assert "SWARM_TEST_SIGKILL_BEFORE_RESEND" in victim.log_text()
+    heir = broker_fs.ensure_workers(["take-heir"], 4, env)[0]
+    report = handle.wait(timeout=RECOVERY_S).to_dict()
+    assert report["status"] == "succeeded", report.get("error")
+    assert report["succeeded"] == 6
+    assert report["models"][MODEL]["calls"] == 6 + 1  # and the aggregation: none twice
+    assert "swarm watchdog" not in heir.log_text()  # the sweep sent it, not the watch
+
+
+def watched(broker_fs: FaultStack) -> tuple[int, dict[str, str]]:
+    """Inputs of a job that outlasts the watch's first check, and the environment. Behind
+    RabbitMQ the watch checks every half visibility timeout (no broker probes): a short
+    timeout (the longest task shortened to fit) makes a check due within the job."""
+    if not broker_fs.stack.broker_url.startswith("amqp"):
+        return 6, {}  # a check every lease
+    return 8, {  # a check every 5.5 s: the longest task 2 x (3 + 1) s + a 2 s countdown < 11 s
+        "SWARM_VISIBILITY_TIMEOUT_S": "11",
+        "SWARM_NODE_TIMEOUT_S": "3",
+        "SWARM_MAX_ATTEMPTS": "2",
+        "SWARM_BACKOFF_MAX_S": "1",
+    }
+
+
+def test_sigkill_of_the_worker_holding_a_jobs_watch(broker_fs: FaultStack) -> None:
+    """The victim ran the watch's first check, which deferred the next one, and is killed:
+    the next check waits in Redis, not in the dead worker (on the Redis broker, a countdown
+    it held came back only after the visibility timeout), and the heir runs it."""
+    n, watch_env = watched(broker_fs)
+    env = {**limited(broker_fs, "rps", 1), **watch_env}
+    victim = broker_fs.ensure_workers(["watch-victim"], 4, env)[0]
+    client = broker_fs.client(**env)
+    handle = client.submit(inputs(n, "watch"), "Summarise")
+    watch = f"{WATCH_TASK}[{handle.id}-watch]"
+    wait_until(lambda: f"{watch} retry" in victim.log_text(), 60, "the watch's first check")
+    victim.kill()
+    heir = broker_fs.ensure_workers(["watch-heir"], 4, env)[0]
+    report = handle.wait(timeout=RECOVERY_S).to_dict()
+    assert report["status"] == "succeeded", report.get("error")
+    assert report["succeeded"] == n
+    assert report["models"][MODEL]["calls"] == n + 1  # and the aggregation: none twice
+    wait_until(lambda: f"{watch} received" in heir.log_text(), RECOVERY_S, "the next check")
 
 
 def test_cancel_ends_nodes_waiting_in_countdowns_in_seconds(broker_fs: FaultStack) -> None:

@@ -4,8 +4,10 @@ Lua scripts run there)."""
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import redis
@@ -374,3 +376,24 @@ def test_cancelled_nodes_are_counted_apart_from_failed(store: JobStore) -> None:
     assert (p.models["m"].failed, p.models["m"].cancelled) == (1, 1)
     [job] = store.recent_jobs(1)
     assert (job.done, job.failed, job.cancelled) == (1, 1, 1)
+
+
+def test_wait_report_returns_the_report_written_while_it_waits(store: JobStore) -> None:
+    store.create_job(spec(), ["a", "b", "c"])
+    read_once = threading.Event()
+    read = store.report_summary
+
+    def reading(job_id: str) -> dict[str, object] | None:
+        found = read(job_id)
+        read_once.set()
+        return found
+
+    store.report_summary = reading  # type: ignore[method-assign]
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        waited = pool.submit(store.wait_report, "job", 60.0, 0.01, summary=True)
+        assert read_once.wait(30)  # the waiter found no report and waits
+        assert store.save_report("job", {"status": "ok", "nodes": []})
+        assert waited.result(timeout=60) == {"status": "ok"}
+    assert store.wait_report("job", 0.0) is not None
+    store.create_job(spec(job_id="other"), ["a", "b", "c"])
+    assert store.wait_report("other", 0.0) is None

@@ -81,14 +81,17 @@ def test_a_lapsed_task_lease_has_one_winner(store: JobStore) -> None:  # noqa: F
         assert time.monotonic() < deadline, "the unrenewed lease never lapsed"
         time.sleep(0.05)
     assert store.lapsed_tasks(10) == [lapsing.member]  # renewed and released: not lapsed
-    assert [store.take_lapse(lapsing.member) for _ in range(3)] == [SIGNATURE, None, None]
-    store.relist_lapse(lapsing.member)  # the winner could not send it: the next sweep can
-    deadline = time.monotonic() + 5
+    takes = [store.take_lapse(lapsing.member, f"sweeper{i}", 0.3) for i in range(3)]
+    assert takes == [SIGNATURE, None, None]
+    deadline = time.monotonic() + 5  # the winner died before it sent the message
     while store.lapsed_tasks(10) != [lapsing.member]:
-        assert time.monotonic() < deadline, "the relisted lapse never came back"
+        assert time.monotonic() < deadline, "the held lapse never fell due again"
         time.sleep(0.05)
-    assert store.take_lapse(lapsing.member) == SIGNATURE
+    assert store.take_lapse(lapsing.member, "heir", 5) == SIGNATURE
+    assert store.held_tasks("job", ["t2"]) == {"t2"}  # in flight
+    store.settle_lapse(lapsing.member, "heir")  # sent
     assert store.lapsed_tasks(10) == []
+    assert store.held_tasks("job", ["t2"]) == set()
     assert store.renew_leases([lapsing], 0.4) == {lapsing}  # its holder is fenced off
 
 
@@ -118,7 +121,7 @@ def test_a_lease_cut_short_by_a_lost_connection_is_swept_or_was_never_listed(
             return  # nothing listed: no lease either, the message is the broker's
         time.sleep(0.4)
         assert jobs.lapsed_tasks(10) == listed
-        assert jobs.take_lapse(listed[0]) == SIGNATURE
+        assert jobs.take_lapse(listed[0], "sweeper", 5) == SIGNATURE
     finally:
         client.close()
 
@@ -138,7 +141,7 @@ def test_a_run_that_lost_its_lease_leaves_the_new_holders_lapse_watched(
     while store.lapsed_tasks(10) != [second.member]:
         assert time.monotonic() < deadline, "the new holder's lease was never swept"
         time.sleep(0.05)
-    assert store.take_lapse(second.member) == SIGNATURE
+    assert store.take_lapse(second.member, "sweeper", 5) == SIGNATURE
 
 
 def test_a_task_is_held_while_its_lease_lives_or_waits_for_a_sweeper(store: JobStore) -> None:  # noqa: F811
@@ -150,7 +153,8 @@ def test_a_task_is_held_while_its_lease_lives_or_waits_for_a_sweeper(store: JobS
     store.release_lease(released)
     time.sleep(0.3)
     assert store.held_tasks("job", ["t1", "t2", "t3", "t4"]) == {"t1", "t2"}
-    assert store.take_lapse(lapsing.member) is not None  # a sweeper sends it again
+    assert store.take_lapse(lapsing.member, "sweeper", 5) is not None  # a sweeper sends it
+    store.settle_lapse(lapsing.member, "sweeper")
     assert store.held_tasks("job", ["t1", "t2"]) == {"t1"}
     assert store.held_tasks("job", []) == set()
 
@@ -185,9 +189,10 @@ def test_a_deferred_task_waits_held_until_due_and_a_cancel_hastens_it(store: Job
     while task_lease("job", "t3").member not in store.lapsed_tasks(10):
         assert time.monotonic() < deadline, "the deferred task never fell due"
         time.sleep(0.05)
-    assert store.take_lapse(other.member) is None  # its run's lease lives
-    assert store.take_lapse(task_lease("job", "t3").member) == SIGNATURE
+    assert store.take_lapse(other.member, "sweeper", 5) is None  # its run's lease lives
+    assert store.take_lapse(task_lease("job", "t3").member, "sweeper", 5) == SIGNATURE
+    store.settle_lapse(task_lease("job", "t3").member, "sweeper")
     assert store.renew_leases([other], 5) == set()
     assert store.hasten_deferred("job") == 1  # t1: t2 is leased, t3 was sent
     assert store.lapsed_tasks(10) == [run.member]
-    assert store.take_lapse(run.member) == SIGNATURE
+    assert store.take_lapse(run.member, "sweeper", 5) == SIGNATURE

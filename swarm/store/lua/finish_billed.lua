@@ -22,40 +22,17 @@
 -- ARGV[8] prompt_tokens
 -- ARGV[9] completion_tokens
 -- ARGV[10] cached_tokens
--- ARGV[11] cost_nusd
--- ARGV[12] answer_key
--- ARGV[13] answer: JSON
--- ARGV[14] claim_token: the call's claim token
--- ARGV[15] reasoning_tokens
+-- ARGV[11] reasoning_tokens
+-- ARGV[12] cost_nusd
+-- ARGV[13] answer_key
+-- ARGV[14] answer: JSON
+-- ARGV[15] claim_token: the call's claim token
 -- Returns 1 when the envelope was stored, 0 when an ok envelope was already there, -1 when
 -- fenced.
-if redis.call('SADD', KEYS[4], ARGV[6]) == 1 then
-  local model = ARGV[7]
-  redis.call('HINCRBY', KEYS[5], model .. '|calls', 1)
-  redis.call('HINCRBY', KEYS[5], model .. '|prompt_tokens', ARGV[8])
-  redis.call('HINCRBY', KEYS[5], model .. '|completion_tokens', ARGV[9])
-  redis.call('HINCRBY', KEYS[5], model .. '|cached_tokens', ARGV[10])
-  redis.call('HINCRBY', KEYS[5], model .. '|reasoning_tokens', ARGV[15])
-  redis.call('HINCRBY', KEYS[6], 'spent_nusd', ARGV[11])
-end
-if redis.call('GET', KEYS[8]) == ARGV[14] then
-  redis.call('HSETNX', KEYS[7], ARGV[12], ARGV[13])
+count_call(KEYS[4], KEYS[5], KEYS[6], 6)
+if redis.call('GET', KEYS[8]) == ARGV[15] then
+  redis.call('HSETNX', KEYS[7], ARGV[13], ARGV[14])
   redis.call('DEL', KEYS[8])
 end
-for i = 4, 7 do
-  if redis.call('EXISTS', KEYS[i]) == 1 then
-    redis.call('EXPIRE', KEYS[i], ARGV[4])
-  end
-end
-if ARGV[5] ~= '' and redis.call('GET', KEYS[3]) ~= ARGV[5] then
-  return -1
-end
-local existing = redis.call('HGET', KEYS[1], ARGV[1])
-if existing and cjson.decode(existing)['status'] == 'ok' then
-  return 0
-end
-redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
-redis.call('HSET', KEYS[2], ARGV[1], ARGV[3])
-redis.call('EXPIRE', KEYS[1], ARGV[4])
-redis.call('EXPIRE', KEYS[2], ARGV[4])
-return 1
+expire_existing({KEYS[4], KEYS[5], KEYS[6], KEYS[7]}, ARGV[4])
+return store_envelope(KEYS[1], KEYS[2], KEYS[3], 1)

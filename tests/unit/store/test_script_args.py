@@ -10,8 +10,13 @@ from importlib import resources
 import pytest
 
 from swarm.calls.admission.script_args import ADMISSION_SCRIPTS, AcquireArgs
-from swarm.store.script_args import STORE_SCRIPTS
-from swarm.store.scripts import ScriptArgs, script_text
+from swarm.store.script_args import (
+    STORE_SCRIPTS,
+    CallLine,
+    LedgerKeys,
+    RecordArgs,
+)
+from swarm.store.scripts import ScriptArgs, script_text, source
 
 RECORDS = (*STORE_SCRIPTS, *ADMISSION_SCRIPTS)
 
@@ -53,9 +58,8 @@ def test_each_record_matches_its_scripts_header(record: type[ScriptArgs]) -> Non
 
 @pytest.mark.parametrize("package", ["swarm.store", "swarm.calls.admission"])
 def test_every_script_file_has_a_record(package: str) -> None:
-    files = {
-        p.name.removesuffix(".lua") for p in resources.files(package).joinpath("lua").iterdir()
-    }
+    scripts = resources.files(package).joinpath("lua").iterdir()
+    files = {p.name.removesuffix(".lua") for p in scripts if p.name.endswith(".lua")}
     assert files == {r.SCRIPT for r in RECORDS if package == r.PACKAGE}
 
 
@@ -76,3 +80,58 @@ def test_a_variadic_tail_is_flattened_after_the_fixed_values() -> None:
     assert args.keys() == list("abcdefghi")
     assert args.argv()[-10:] == ["rpm", 60, 60000, 1, 1, "tpm", 1000, 60000, 10, 0]
     assert len(args.argv()) == 15 + 10
+
+
+_DEFINED = re.compile(r"^local function (\w+)\(", re.MULTILINE)
+
+
+def _prelude_functions(package: str) -> dict[str, str]:
+    """Function name -> the prelude (``lua/lib/<name>.lua``) that defines it."""
+    lib = resources.files(package).joinpath("lua/lib")
+    return {
+        function: p.name.removesuffix(".lua")
+        for p in lib.iterdir()
+        for function in _DEFINED.findall(p.read_text("utf-8"))
+    }
+
+
+@pytest.mark.parametrize("record", STORE_SCRIPTS, ids=lambda r: r.SCRIPT)
+def test_a_script_runs_after_the_preludes_of_every_function_it_calls(
+    record: type[ScriptArgs],
+) -> None:
+    own = script_text(record.PACKAGE, record.SCRIPT)
+    called = {
+        prelude
+        for function, prelude in _prelude_functions(record.PACKAGE).items()
+        if re.search(rf"\b{function}\(", own)
+    }
+    assert called == set(record.PRELUDES)
+    preludes = [script_text(record.PACKAGE, f"lib/{name}") for name in record.PRELUDES]
+    assert source(record) == "\n".join([*preludes, own])
+
+
+def test_every_prelude_is_used_and_the_ledger_write_lives_in_one() -> None:
+    used = {name for record in STORE_SCRIPTS for name in record.PRELUDES}
+    assert used == set(_prelude_functions("swarm.store").values())
+    own = {r.SCRIPT: script_text(r.PACKAGE, r.SCRIPT) for r in STORE_SCRIPTS}
+    assert [name for name, text in own.items() if "|calls'" in text] == []
+    assert "|calls'" in script_text("swarm.store", "lib/ledger")
+
+
+def test_a_script_part_is_flattened_in_its_place() -> None:
+    args = RecordArgs(
+        LedgerKeys("b", "l", "g", "a"), "f", CallLine("c1", "m", 1, 2, 3, 4, 5), "k", "{}", 60, ""
+    )
+    assert args.keys() == ["b", "l", "g", "a", "f"]
+    assert args.argv() == ["c1", "m", 1, 2, 3, 4, 5, "k", "{}", 60, ""]
+    keys, argv = RecordArgs.names()
+    assert keys == ("billed", "ledger", "budget", "answers", "fence")
+    assert argv[:7] == (
+        "call_id",
+        "model",
+        "prompt_tokens",
+        "completion_tokens",
+        "cached_tokens",
+        "reasoning_tokens",
+        "cost_nusd",
+    )

@@ -151,6 +151,7 @@ def test_two_models_on_one_local_backend_feed_one_adaptive_limit() -> None:
     ctl = BackendAdmission(MemoryAdmission(AdmissionPolicy()), catalog, adaptive)
     backend = catalog.backends["local"]
     seen: list[int] = []
+    first_wave = threading.Barrier(4)
     with start_in_thread(SimConfig(latency_ms=400, slots=1)) as sim:
         url = f"{sim.base_url}/chat/completions"
 
@@ -158,11 +159,13 @@ def test_two_models_on_one_local_backend_feed_one_adaptive_limit() -> None:
             spec = catalog.model(model)
             with httpx2.Client() as http:  # a worker's pooled, open connection
                 http.get(f"{sim.base_url}/models")
-                for _ in range(6):
+                for call in range(6):
                     gate = Gate(ctl, spec, "j1", 50, max_wait_s=60, max_countdown_s=60,
                                 may_requeue=False)  # fmt: skip
                     permit = gate.acquire()
                     seen.append(ctl.backend_counters(backend).inflight)
+                    if call == 0:  # the first wave: all four out before any is answered
+                        first_wave.wait(timeout=60)
                     body = {"model": model, "messages": [{"role": "user", "content": "hi"}]}
                     reply = http.post(url, json=body).json()
                     ctl.finish(spec, permit, Outcome(used_tokens=reply["usage"]["total_tokens"]))
@@ -176,9 +179,11 @@ def test_two_models_on_one_local_backend_feed_one_adaptive_limit() -> None:
     # Four callers, two model names, one server: every answer of either model is a sample
     # of the one backend's limit, and the backend's in-flight count is shared by both (the
     # backend starts at its cap, so the first wave has all four out; counted per model it
-    # could not pass two). Where the limit settles for a one-slot server is pinned on
+    # could not pass two). The first wave waits for all four permits: a caller whose thread
+    # started late on a loaded machine would otherwise acquire after the first answers had
+    # already moved the limit down. Where the limit settles for a one-slot server is pinned on
     # modelled latencies (test_a_one_slot_server_settles_at_two_...): measured on a loaded
     # machine's clock it is not a behaviour a test can hold.
     assert adaptive.state("local", 200).samples == 24
     assert stats["completed"] == 24
-    assert len(seen) == 24 and max(seen) >= 3
+    assert len(seen) == 24 and max(seen) == 4
