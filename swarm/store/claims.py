@@ -145,13 +145,13 @@ class RedisClaims(RedisCore, ClaimStore):
 
     def take_task_lease(self, lease: Lease, ttl_s: float, signature: str) -> bool:
         """One round trip, in this order: the signature, the lapse index, the lease (unless
-        a live run holds it: receive.lua). Whatever prefix of it Redis ran before a connection broke is
-        safe: an indexed member whose lease was never set is a lapse (the key is the truth)
-        that a sweeper sends again with its signature; a signature alone is a message this
-        worker could not lease (the broker redelivers it). A live holder's index member is
-        moved by its next renewal; a sweeper's hold is taken over. Durable
-        (WAIT): a lease lost in a failover fences its own run off (its renewal finds it
-        gone) with no index member left for a sweeper to send the task again."""
+        a live run holds it: receive.lua). Whatever prefix of it Redis ran before a
+        connection broke is safe: an indexed member whose lease was never set is a lapse
+        (the key is the truth) that a sweeper sends again with its signature; a signature
+        alone is a message this worker could not lease (the broker redelivers it). A live
+        holder's index member is moved by its next renewal; a sweeper's hold is taken over.
+        Durable (WAIT): a lease lost in a failover fences its own run off (its renewal finds
+        it gone) with no index member left for a sweeper to send the task again."""
         ttl_ms = ms(ttl_s)
         key = job_key(lease.job_id, lease.name)
 
