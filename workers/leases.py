@@ -5,10 +5,15 @@ receives it (Celery's ``task_received``, in the consumer: a message prefetched b
 started is covered too) until its task ends; the process's heartbeat renews it. Every
 worker process also sweeps for the lapsed leases of others (swarm.jobs.takeover).
 
-A run whose lease was taken over (the process was frozen or cut off from Redis, and the
-message was sent again) ends with Celery's ``Ignore``, before it starts or once it ends:
-it must not complete the chord member for the run that took over while that run's nodes
-are still calling (the chord counts a task id once, whoever finishes first).
+A delivery takes the lease only when no live run holds it: a message delivered again while
+its run goes on and renews its lease (the Redis broker's redelivery of a run slower than
+the visibility timeout, RabbitMQ's after a lost connection) gets no lease, and its run ends
+with Celery's ``Ignore`` as it starts: the live run does the work, and if it stops, its lease
+lapses and a sweeper sends the message again. A run whose lease was taken over (it lapsed:
+the process was frozen or cut off from Redis, and the message was sent again) ends
+``Ignore``d too, before it starts or once it ends: it must not complete the chord member for
+the run that took over while that run's nodes are still calling (the chord counts a task id
+once, whoever finishes first).
 
 Leases are kept per run, not per task id: one process may hold several deliveries of one
 task id at once (a sweeper's re-send, a countdown copy, the broker's redelivery). The lease
@@ -102,7 +107,8 @@ def on_received(request: Any = None, **_: Any) -> None:
     except STORE_OUTAGES as exc:
         log.debug("swarm: no lease for %s (%s); the broker redelivers it", request.id, exc)
         return
-    request.request_dict[RECEIPT_TOKEN] = lease.token
+    if lease is not None:  # else a live run holds it: this delivery tries again as it starts
+        request.request_dict[RECEIPT_TOKEN] = lease.token
 
 
 def _kill_unleased(rt: Runtime, job_id: str, task_id: str) -> None:
@@ -130,10 +136,14 @@ def message_context(request: Any) -> Context:
     return Context(headers, args=request.args, kwargs=request.kwargs)
 
 
-def _take(rt: Runtime, job_id: str, task_id: str, signature: Any) -> Lease:
+def _take(rt: Runtime, job_id: str, task_id: str, signature: Any) -> Lease | None:
+    """A new lease on the task's message, held from now on; None when a live run holds it
+    (this delivery duplicates that run's: swarm.store.claims, take_task_lease)."""
     assert rt.leases is not None
     lease = task_lease(job_id, task_id)
-    rt.store.take_task_lease(lease, rt.leases.lease_s, resend_signature(signature))
+    if not rt.store.take_task_lease(lease, rt.leases.lease_s, resend_signature(signature)):
+        log.debug("swarm: %s is leased by a live run; this delivery is its duplicate", task_id)
+        return None
     rt.leases.hold(lease)
     return lease
 
@@ -151,9 +161,11 @@ def held(task: Task, job_id: str) -> Iterator[Lease | None]:
         return
     token = getattr(request, RECEIPT_TOKEN, None)
     if isinstance(token, str):  # taken when this delivery arrived
-        lease = task_lease(job_id, str(request.id), token)
-    else:  # arrived before the worker listened, or Redis was down then
+        lease: Lease | None = task_lease(job_id, str(request.id), token)
+    else:  # arrived before the worker listened, with Redis down, or while a run held it
         lease = _take(rt, job_id, str(request.id), task.signature_from_request())
+    if lease is None:  # a live run does this message's work; if it stops, its lease lapses
+        raise Ignore()  # and a sweeper sends the message again
     setattr(request, RUN_LEASE, lease)  # on_postrun lets it go, however the run ends
     if _lost(rt, lease):  # taken over while it waited: the other run completes it
         _let_go(rt, request, lease)

@@ -22,10 +22,14 @@ Each call of a job (a sub-agent node, the aggregation) has an idempotency key: j
 5. on exit, gives back a first permit no attempt used, releases the reservation and the
    claim (a claim held as a lease ends with the stored answer, in the same round trip).
 
-In a worker the claim is a lease (swarm.store.leases) of ``lease_s``, renewed by the
-process's heartbeat while the call runs: a run that was killed or frozen holding it blocks
-the run that takes over for at most ``lease_s``, and its fencing token keeps a holder that
-lost it from storing its answer (what the gateway billed it is still counted). Without a
+In a worker the claim is a lease (swarm.store.leases), renewed by the process's heartbeat
+while the call runs, and its fencing token keeps a holder that lost it from storing its
+answer (what the gateway billed it is still counted). The claim is taken, and checked
+before a request after a gap (``still_held``), for ``lease_s`` plus the node timeout (the
+request's own timeout), and a renewal never shortens it: a request sent under the claim
+ends before the claim can lapse, even if its process freezes, starves or is cut off from
+Redis right after sending it. Never two calls for one slot at once: a run that takes over
+from a killed or frozen holder waits at most ``lease_s`` plus the node timeout. Without a
 heartbeat (the embedded mode) the claim lasts ``visibility_timeout_s``.
 """
 
@@ -127,12 +131,23 @@ class CallSession:
     def _reservation_id(self) -> str:
         return f"{self.request.slot}:{self.owner}"
 
+    @property
+    def claim_ttl_s(self) -> float:
+        """How long the claim lives from a write that took or checked it: in a worker, a
+        lease plus the node timeout, so that a request sent under it ends (answered, or
+        closed by its timeout) before the claim can lapse without the heartbeat."""
+        keeper = self.rt.leases
+        if keeper is None:
+            return float(self.rt.settings.visibility_timeout_s)
+        return keeper.lease_s + self.rt.settings.node_timeout_s
+
     def _claim(self) -> StoredAnswer | None:
         """Take the claim (or wait for its holder's answer); the answer stored, if any."""
         keeper = self.rt.leases
-        ttl_s = keeper.lease_s if keeper else self.rt.settings.visibility_timeout_s
+        ttl_s = self.claim_ttl_s
         companion = self.first
         while True:
+            asked_at = time.monotonic()  # the claim lives ttl_s from no earlier than this
             claimed, stored = self.rt.store.claim_or_answer(
                 self.job_id, self.request.slot, self.owner, ttl_s, self.key, companion=companion
             )
@@ -142,7 +157,7 @@ class CallSession:
             companion = None
             if claimed and keeper is not None:
                 self._lease = claim_lease(self.job_id, self.request.slot, self.owner)
-                self._held_at = time.monotonic()
+                self._held_at = asked_at
                 keeper.hold(self._lease)
             if claimed or stored is not None:
                 return stored
@@ -171,15 +186,17 @@ class CallSession:
 
     def still_held(self) -> None:
         """Before a request: LeaseLostError when the claim may have lapsed and was taken
-        since. Checked in Redis only when the claim was last known held more than a
-        heartbeat ago (a process frozen or cut off between claiming and calling): never two
-        calls for one slot at once, one round trip only after such a gap or a long wait."""
+        since. Within a heartbeat of the write that last took or checked the claim, it
+        holds for ``claim_ttl_s`` from then, longer than any request sent now lives; after
+        such a gap (a long admission wait, a retry, a process frozen between claiming and
+        calling) the claim is checked and extended to ``claim_ttl_s`` in one round trip."""
         keeper, lease = self.rt.leases, self._lease
         if keeper is None or lease is None or time.monotonic() - self._held_at < keeper.beat_s:
             return
-        if keeper.lost(lease) or self.rt.store.renew_leases([lease], keeper.lease_s):
+        asked_at = time.monotonic()
+        if keeper.lost(lease) or self.rt.store.renew_leases([lease], self.claim_ttl_s):
             raise LeaseLostError(f"claim on {self.request.slot} lost; another run has it")
-        self._held_at = time.monotonic()
+        self._held_at = asked_at
 
     def ride_with_answer(self, companion: Companion) -> bool:
         """Take ``companion`` (an answered attempt's permit finish) to write with that

@@ -12,8 +12,15 @@ from typing import Any
 from swarm.store.billing import StoredAnswer
 from swarm.store.companion import Companion
 from swarm.store.core import Job, MemoryCore, RedisCore, job_key, ms, raised
-from swarm.store.leases import CLAIM, TASK, Lease, parse_member
-from swarm.store.script_args import DueArgs, IndexArgs, LapseArgs, RenewArgs, UnclaimArgs
+from swarm.store.leases import CLAIM, HOLD, TASK, Lease, parse_member
+from swarm.store.script_args import (
+    DueArgs,
+    IndexArgs,
+    LapseArgs,
+    ReceiveArgs,
+    RenewArgs,
+    UnclaimArgs,
+)
 
 LEASE_INDEX = "swarm:{leases}:due"
 """The lapse index of task leases (swarm.store.leases)."""
@@ -47,9 +54,13 @@ class ClaimStore(ABC):
 
     # -- task leases: heartbeats, fencing, take-over of lapsed tasks --
     @abstractmethod
-    def take_task_lease(self, lease: Lease, ttl_s: float, signature: str) -> None:
-        """Hold ``lease`` on a running task message for ``ttl_s`` (a later delivery of the
-        same message takes it over) and keep ``signature``, the JSON that sends it again."""
+    def take_task_lease(self, lease: Lease, ttl_s: float, signature: str) -> bool:
+        """Hold ``lease`` on a running task message for ``ttl_s`` unless another run holds
+        it, and keep ``signature``, the JSON that sends it again; True when ``lease`` holds
+        it now. A lease that lapsed or was released is taken; one a live run renews is not:
+        a message delivered again while its run goes on (the broker's redelivery of a run
+        slower than the visibility timeout, a RabbitMQ connection lost) is that run's
+        duplicate, and taking the lease would fence off the run doing the work."""
 
     @abstractmethod
     def defer_task(self, lease: Lease, delay_s: float, signature: str) -> None:
@@ -66,7 +77,8 @@ class ClaimStore(ABC):
 
     @abstractmethod
     def renew_leases(self, leases: Sequence[Lease], ttl_s: float) -> set[Lease]:
-        """Extend each lease still held with its token by ``ttl_s``; the ones lost."""
+        """Extend each lease still held with its token to live ``ttl_s`` from now at least
+        (never shortened); the ones lost."""
 
     @abstractmethod
     def release_lease(self, lease: Lease) -> None:
@@ -131,21 +143,23 @@ class RedisClaims(RedisCore, ClaimStore):
     def unclaim(self, job_id: str, slot: str, owner: str) -> None:
         self._scripts.run(UnclaimArgs(job_key(job_id, f"{CLAIM}{slot}"), owner))
 
-    def take_task_lease(self, lease: Lease, ttl_s: float, signature: str) -> None:
-        """One round trip, in this order: the signature, the lapse index, the lease. Whatever
-        prefix of it Redis ran before a connection broke is safe: an indexed member whose
-        lease was never set is a lapse (the key is the truth) that a sweeper sends again
-        with its signature; a signature alone is a message this worker could not lease
-        (the broker redelivers it). The latest delivery of a message wins the lease.
-        Durable (WAIT): a lease lost in a failover fences its own run off (its renewal
-        finds it gone) with no index member left for a sweeper to send the task again."""
+    def take_task_lease(self, lease: Lease, ttl_s: float, signature: str) -> bool:
+        """One round trip, in this order: the signature, the lapse index, the lease (unless
+        a live run holds it: receive.lua). Whatever prefix of it Redis ran before a
+        connection broke is safe: an indexed member whose lease was never set is a lapse
+        (the key is the truth) that a sweeper sends again with its signature; a signature
+        alone is a message this worker could not lease (the broker redelivers it). A live
+        holder's index member is moved by its next renewal; a sweeper's hold is taken over.
+        Durable (WAIT): a lease lost in a failover fences its own run off (its renewal finds
+        it gone) with no index member left for a sweeper to send the task again."""
         ttl_ms = ms(ttl_s)
+        key = job_key(lease.job_id, lease.name)
 
         def write(pipe: Any) -> None:
             self._list_task(pipe, lease, signature, ttl_ms)
-            pipe.set(job_key(lease.job_id, lease.name), lease.token, px=ttl_ms)
+            self._scripts.run(ReceiveArgs(key, lease.token, ttl_ms, HOLD), client=pipe)
 
-        self._durable.write(write)
+        return bool(int(self._durable.write(write)[-1]))
 
     def defer_task(self, lease: Lease, delay_s: float, signature: str) -> None:
         """One round trip, in this order: the signature, the index member due in
@@ -282,11 +296,16 @@ class MemoryClaims(MemoryCore, ClaimStore):
     def unclaim(self, job_id: str, slot: str, owner: str) -> None:
         self.release_lease(Lease(job_id, CLAIM + slot, owner))
 
-    def take_task_lease(self, lease: Lease, ttl_s: float, signature: str) -> None:
+    def take_task_lease(self, lease: Lease, ttl_s: float, signature: str) -> bool:
         with self._lock:
             job = self._job(lease.job_id)
-            job.leases[lease.name] = (lease.token, time.monotonic() + ttl_s)
             job.signatures[lease.name.removeprefix(TASK)] = signature
+            token, until = job.leases.get(lease.name, ("", 0.0))
+            live = until > time.monotonic() and token not in ("", lease.token)
+            if live and not token.startswith(HOLD):  # a deferred task's holds no token
+                return False
+            job.leases[lease.name] = (lease.token, time.monotonic() + ttl_s)
+            return True
 
     def defer_task(self, lease: Lease, delay_s: float, signature: str) -> None:
         with self._lock:
@@ -316,7 +335,8 @@ class MemoryClaims(MemoryCore, ClaimStore):
                 if job is None or not job.holds(lease):
                     lost.add(lease)
                     continue
-                job.leases[lease.name] = (lease.token, time.monotonic() + ttl_s)
+                until = max(job.leases[lease.name][1], time.monotonic() + ttl_s)
+                job.leases[lease.name] = (lease.token, until)
         return lost
 
     def release_lease(self, lease: Lease) -> None:
@@ -347,12 +367,12 @@ class MemoryClaims(MemoryCore, ClaimStore):
             if signature is None:
                 del job.leases[name]
             else:
-                job.leases[name] = (token, now + hold_s)
+                job.leases[name] = (HOLD + token, now + hold_s)
             return signature
 
     def settle_lapse(self, member: str, token: str) -> None:
         job_id, name = parse_member(member)
-        self.release_lease(Lease(job_id, name, token))
+        self.release_lease(Lease(job_id, name, HOLD + token))
 
     def held_tasks(self, job_id: str, task_ids: Sequence[str]) -> set[str]:
         with self._lock:

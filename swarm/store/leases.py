@@ -26,6 +26,9 @@ TASK = "task:"
 """Prefix of the lease on a running task message."""
 CLAIM = "claim:"
 """Prefix of the lease on a call slot (swarm.calls.idempotency)."""
+HOLD = "hold:"
+"""Prefix of the token of a sweeper's hold on a lapsed task lease (swarm.jobs.takeover),
+which the next delivery of the message takes over (a live run's lease it does not)."""
 
 
 @dataclass(frozen=True)

@@ -208,6 +208,18 @@ class LapseArgs(_StoreScript):
 
 
 @dataclass(frozen=True)
+class ReceiveArgs(_StoreScript):
+    """Lease a received task message unless a live run holds the lease."""
+
+    SCRIPT: ClassVar[str] = "receive"
+    KEYS: ClassVar[int] = 1
+    lease: str
+    token: str
+    ttl_ms: int
+    hold: str
+
+
+@dataclass(frozen=True)
 class CountStatesArgs(_StoreScript):
     """Count a job's node states on the server (a progress read without the whole hash)."""
 
@@ -228,5 +240,6 @@ STORE_SCRIPTS: tuple[type[ScriptArgs], ...] = (
     IndexArgs,
     DueArgs,
     LapseArgs,
+    ReceiveArgs,
     CountStatesArgs,
 )

@@ -29,12 +29,39 @@ def billed(call_id: str, key: str) -> BilledCall:
     )
 
 
+def lapsed(jobs: JobStore, member: str) -> None:
+    """Wait until ``member``'s lease lapsed (its holder renewed it no more)."""
+    deadline = time.monotonic() + 5
+    while member not in jobs.lapsed_tasks(10):
+        assert time.monotonic() < deadline, f"{member} never lapsed"
+        time.sleep(0.02)
+
+
+def test_a_delivery_leaves_a_live_runs_lease_and_takes_a_lapsed_one(store: JobStore) -> None:  # noqa: F811
+    store.create_job(spec(), ["a", "b", "c"])
+    live, duplicate = task_lease("job", "t1"), task_lease("job", "t1")
+    assert store.take_task_lease(live, 5, SIGNATURE)
+    assert store.take_task_lease(live, 5, SIGNATURE)  # its own again
+    assert not store.take_task_lease(duplicate, 5, SIGNATURE)  # delivered again meanwhile
+    assert store.renew_leases([live, duplicate], 5) == {duplicate}
+    held = task_lease("job", "t2")
+    assert store.take_task_lease(held, 0.2, SIGNATURE)
+    lapsed(store, held.member)
+    assert store.take_lapse(held.member, "sweeper", 5) == SIGNATURE  # the sweeper's hold
+    sent = task_lease("job", "t2")
+    assert store.take_task_lease(sent, 5, SIGNATURE)  # the message it sent takes it over
+    store.settle_lapse(held.member, "sweeper")  # leaves the new run's lease
+    assert store.renew_leases([sent], 5) == set()
+    assert store.held_tasks("job", ["t2"]) == {"t2"}
+
+
 def test_a_task_lease_taken_over_fences_its_first_holder(store: JobStore) -> None:  # noqa: F811
     store.create_job(spec(), ["a", "b", "c"])
     first, second = task_lease("job", "t1"), task_lease("job", "t1")
-    store.take_task_lease(first, 5, SIGNATURE)
-    assert store.renew_leases([first], 5) == set()
-    store.take_task_lease(second, 5, SIGNATURE)  # the message delivered again
+    store.take_task_lease(first, 0.2, SIGNATURE)
+    assert store.renew_leases([first], 0.2) == set()
+    lapsed(store, first.member)  # its process froze
+    assert store.take_task_lease(second, 5, SIGNATURE)  # the message delivered again
     assert store.renew_leases([first, second], 5) == {first}
     assert not store.finish_node("job", env("n0", ok=True), fence=first)
     assert store.envelope("job", "n0") is None
@@ -135,8 +162,9 @@ def test_a_run_that_lost_its_lease_leaves_the_new_holders_lapse_watched(
     message again once that run stopped renewing."""
     store.create_job(spec(), ["a", "b", "c"])
     first, second = task_lease("job", "t1"), task_lease("job", "t1")
-    store.take_task_lease(first, 5, SIGNATURE)
-    store.take_task_lease(second, 0.3, SIGNATURE)  # delivered again; that run then stops
+    store.take_task_lease(first, 0.2, SIGNATURE)
+    lapsed(store, first.member)  # its process froze
+    assert store.take_task_lease(second, 0.3, SIGNATURE)  # delivered again; that run stops
     store.release_lease(first)
     deadline = time.monotonic() + 5
     while store.lapsed_tasks(10) != [second.member]:

@@ -29,10 +29,13 @@ def test_beats_keep_leases_alive_and_report_a_take_over() -> None:
     job(store)
     keeper = LeaseKeeper(store, lease_s=1.0)
     mine, taken = task_lease("j", "t1"), task_lease("j", "t2")
-    for lease in (mine, taken):
-        store.take_task_lease(lease, keeper.lease_s, "{}")
-        keeper.hold(lease)
-    store.take_task_lease(task_lease("j", "t2"), 1.0, "{}")  # delivered again elsewhere
+    store.take_task_lease(mine, keeper.lease_s, "{}")
+    keeper.hold(mine)
+    store.take_task_lease(taken, 0.05, "{}")  # its renewals come too late: it lapses
+    keeper.hold(taken)
+    while store.lapsed_tasks(10) != [taken.member]:
+        time.sleep(0.01)
+    assert store.take_task_lease(task_lease("j", "t2"), 1.0, "{}")  # sent again, elsewhere
     assert keeper.beat() == {taken}
     assert keeper.lost(taken) and not keeper.lost(mine)
     assert keeper.held() == [mine]

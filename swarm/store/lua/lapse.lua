@@ -1,7 +1,8 @@
 -- Take a lapsed task lease for a sweeper, or settle it once its message is sent.
 --
 -- 'take': when no lease is set and the member is due on this server's clock, hold it for
--- the sweeper (its lease set to ARGV[3] for ARGV[4] ms, the member due again then) and
+-- the sweeper (its lease set to 'hold:' .. ARGV[3] for ARGV[4] ms, the member due again
+-- then; a delivery of the message takes a hold over, receive.lua) and
 -- return the signature that sends the message: a sweeper killed before it sent the message
 -- leaves a lapse that falls due again, not a member gone from the index. One winner: the
 -- hold is the lease a second sweeper finds set.
@@ -17,8 +18,9 @@
 -- ARGV[4] hold_ms
 -- ARGV[5] task_id
 -- Returns the signature ('take' won) or false; 1 or 0 ('settle').
+local hold = 'hold:' .. ARGV[3]
 if ARGV[1] == 'settle' then
-  if redis.call('GET', KEYS[2]) ~= ARGV[3] then
+  if redis.call('GET', KEYS[2]) ~= hold then
     return 0
   end
   redis.call('DEL', KEYS[2])
@@ -40,6 +42,6 @@ if not signature then
   return false
 end
 local hold_ms = tonumber(ARGV[4])
-redis.call('SET', KEYS[2], ARGV[3], 'PX', hold_ms)
+redis.call('SET', KEYS[2], hold, 'PX', hold_ms)
 redis.call('ZADD', KEYS[1], ms + hold_ms, ARGV[2])
 return signature

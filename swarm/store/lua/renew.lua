@@ -1,5 +1,7 @@
 -- Renew leases of one job, each only while it still holds the caller's fencing token (a
 -- lapsed lease, or one another run took over, is not renewed: its holder learns it lost it).
+-- A renewal never shortens a lease: a call's claim checked before a request lives as long as
+-- that request may (swarm.calls.session), whatever the heartbeat renews it with meanwhile.
 --
 -- KEYS[1..] leases: lease keys (strings holding a fencing token)
 -- ARGV[1] ttl_ms: lease lifetime
@@ -9,7 +11,9 @@ local ttl = tonumber(ARGV[1])
 local kept = {}
 for i, key in ipairs(KEYS) do
   if redis.call('GET', key) == ARGV[i + 1] then
-    redis.call('PEXPIRE', key, ttl)
+    if redis.call('PTTL', key) < ttl then
+      redis.call('PEXPIRE', key, ttl)
+    end
     kept[i] = 1
   else
     kept[i] = 0
