@@ -65,10 +65,16 @@ class Tries(MemoryJobStore):
         self.tries: dict[str, int] = {}
 
     def claim_or_answer(
-        self, job_id: str, slot: str, owner: str, ttl_s: float, key: Any = None, also: Any = None
+        self,
+        job_id: str,
+        slot: str,
+        owner: str,
+        ttl_s: float,
+        key: Any = None,
+        companion: Any = None,
     ) -> Any:
         self.tries[owner] = self.tries.get(owner, 0) + 1
-        return super().claim_or_answer(job_id, slot, owner, ttl_s, key, also)
+        return super().claim_or_answer(job_id, slot, owner, ttl_s, key, companion)
 
 
 class Gateway(MockGateway):
