@@ -14,6 +14,7 @@ at most max_inflight requests in flight and no 429.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import tempfile
@@ -73,7 +74,10 @@ def main() -> None:
         with procs.redis_server(folder) as url, procs.sim(folder, ["--latency-ms", "1000"]) as sim:
             catalog = bench_catalog(folder, rpm=60_000_000, rps=None, max_inflight=args.nodes)
             env = swarm_env(url, sim.base_url, catalog, args.concurrency)
-            env["PYTHONPATH"] = str(HERE)
+            # bench_tools beside this script, ahead of any tree the caller put on PYTHONPATH
+            env["PYTHONPATH"] = os.pathsep.join(
+                filter(None, [str(HERE), os.environ.get("PYTHONPATH")])
+            )
             with procs.workers(folder, env, args.workers, args.concurrency, QUEUE):
                 client = SwarmClient.from_settings(swarm_settings(env))
                 for run in range(args.runs):
