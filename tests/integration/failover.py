@@ -14,7 +14,7 @@ from typing import Any
 import procs
 from faults import fields, start_parallel
 
-from swarm.client import SwarmClient, SwarmHandle
+from swarm.client import JobProgress, SwarmClient, SwarmHandle
 from swarm.settings import Settings
 from swarm.store.outages import STORE_OUTAGES
 
@@ -63,12 +63,18 @@ def start_prefixed(
     return worker
 
 
-def done(handle: SwarmHandle) -> int | None:
-    """Nodes ended so far, or None while the store cannot be reached."""
+def progress(handle: SwarmHandle) -> JobProgress | None:
+    """The job's progress, or None while the store cannot be reached."""
     try:
-        return handle.progress().nodes_done
+        return handle.progress()
     except STORE_OUTAGES:
         return None
+
+
+def done(handle: SwarmHandle) -> int | None:
+    """Nodes ended so far, or None while the store cannot be reached."""
+    now = progress(handle)
+    return None if now is None else now.nodes_done
 
 
 def wait_report(handle: SwarmHandle, timeout_s: float) -> dict[str, Any]:
@@ -86,12 +92,19 @@ def wait_report(handle: SwarmHandle, timeout_s: float) -> dict[str, Any]:
 
 
 def wait_progress_after(handle: SwarmHandle, seen: int, timeout_s: float) -> float:
-    """Seconds until the job has more than ``seen`` nodes ended (read through the outage)."""
+    """Seconds until the job has more than ``seen`` nodes ended, or has every node ended
+    (read through the outage): a ``seen`` read late may already count every node, and no
+    node is then left to end after it. A failure quotes the last progress read."""
     start = time.monotonic()
-    while (now := done(handle)) is None or now <= seen:
-        assert time.monotonic() - start < timeout_s, f"no progress past {seen} in {timeout_s} s"
+    last: JobProgress | None = None
+    while True:
+        last = progress(handle) or last
+        if last is not None and (last.nodes_done > seen or last.ended >= last.nodes_total):
+            return time.monotonic() - start
+        assert time.monotonic() - start < timeout_s, (
+            f"no progress past {seen} in {timeout_s} s; last read: {last}"
+        )
         time.sleep(0.05)
-    return time.monotonic() - start
 
 
 @dataclass(frozen=True)
