@@ -48,6 +48,14 @@ def gives_way(
     return running.get(job, 0) > threads / len(active)
 
 
+def _drop(counts: Counter[str | None], job: str | None) -> None:
+    """One node fewer of ``job``; a job with none left leaves the counts (a long-lived
+    worker sees many jobs, and ``gives_way`` reads every job counted)."""
+    counts[job] -= 1
+    if counts[job] <= 0:
+        del counts[job]
+
+
 class NodePool(ThreadPoolExecutor):
     """A thread pool that counts its nodes per job (see module docstring)."""
 
@@ -82,12 +90,12 @@ class NodePool(ThreadPoolExecutor):
             return super().submit(self._run, job, fn, *args, **kwargs)
         except BaseException:
             with self._lock:
-                self._queued[job] -= 1
+                _drop(self._queued, job)
             raise
 
     def _run(self, job: str | None, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         with self._lock:
-            self._queued[job] -= 1
+            _drop(self._queued, job)
             self._running[job] += 1
             if getattr(self._node, "gave", False):  # the thread promised runs a node now
                 self._promised = max(0, self._promised - 1)
@@ -96,7 +104,7 @@ class NodePool(ThreadPoolExecutor):
             return fn(*args, **kwargs)
         finally:
             with self._lock:
-                self._running[job] -= 1
+                _drop(self._running, job)
             self._node.job = None  # ``gave`` stays: the next node on this thread keeps the promise
 
     def gives_way(self) -> bool:

@@ -148,3 +148,13 @@ def test_calls_waiting_for_a_full_model_give_their_threads_to_another_jobs_nodes
     assert [f.result() for f in gave] == ["thread_wanted", "thread_wanted"]
     ctl.finish(model, held, Outcome(used_tokens=0, sent=False))  # the model frees up
     assert sorted(f.result(timeout=30) for f in big) == ["admitted"] * 2 + ["thread_wanted"] * 2
+
+
+def test_ended_jobs_leave_the_pools_counts() -> None:
+    # a long-lived worker runs many jobs: their counts go when their nodes end, so what
+    # gives_way reads stays the jobs in the pool now
+    with NodePool(2) as pool:
+        for n in range(50):
+            with pool.for_job(f"job-{n}"):
+                pool.submit(lambda: None).result(timeout=10)
+        assert (len(pool._running), len(pool._queued)) == (0, 0)
