@@ -56,15 +56,22 @@ def named(spans: list[ReceivedSpan], name: str) -> list[ReceivedSpan]:
 
 
 def job_done(job_id: str, nodes: int) -> Any:
-    """A check that the job's spans arrived: its nodes' (ok), its aggregation's, its root's."""
+    """A check that the job's spans arrived: its nodes' (ok), its aggregation's, its root's,
+    and the parent of every span of its trace."""
 
     def check(spans: list[ReceivedSpan]) -> bool:
         ok = {s.attributes["swarm.node.id"] for s in named(spans, NODE)
               if s.attributes.get("swarm.node.status") == "ok"}  # fmt: skip
+        roots = [s for s in spans if s.name == "submit" and s.attributes["swarm.job.id"] == job_id]
+        trace = [s for s in spans if roots and s.trace_id == roots[0].trace_id]
+        received = {s.span_id for s in trace}
         return (
             len(ok) == nodes
             and any(s.name == "aggregate" for s in spans)
-            and any(s.name == "submit" and s.attributes["swarm.job.id"] == job_id for s in spans)
+            and bool(roots)
+            # every span's parent too: a task's span ends after its children, and a worker
+            # exports it in a later batch than the aggregate span it holds
+            and all(not s.parent_id or s.parent_id in received for s in trace)
         )
 
     return check
