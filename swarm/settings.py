@@ -69,6 +69,11 @@ class Settings(BaseSettings):
     """A billed call's ledger line that cannot be written (Redis unreachable, a failover
     under way) is tried again for this long before the error reaches the task (which then
     runs again later); the line is idempotent by call id."""
+    store_read_timeout_s: float = Field(default=10.0, gt=0)
+    """A job-store command that gets no answer for this long fails as an outage (a write is
+    then tried again for SWARM_STORE_OUTAGE_S, as after a refused connection), so a Redis
+    that hangs (a frozen process, a partition that sends no reset) does not hold a worker
+    thread or a `swarm status` forever. Well above the store's longest command."""
     base_url: str | None = None
     """OpenAI-compatible gateway; None means the built-in simulator (demo, --simulate)."""
     api_key: SecretStr | None = Field(

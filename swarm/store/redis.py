@@ -86,14 +86,17 @@ class RedisJobStore(
         *,
         wait_ms: int = 0,
         outage_s: float = 0.0,
+        read_timeout_s: float = 10.0,
     ) -> RedisJobStore:
         """Connect lazily to ``url`` (plain or ``sentinel://``, swarm.store.connect);
-        check() verifies the connection."""
+        check() verifies the connection. A command unanswered for ``read_timeout_s``
+        raises redis' TimeoutError (one of STORE_OUTAGES)."""
         client = redis_client(
             url,
             sentinel,
             decode_responses=True,
             socket_connect_timeout=5,
+            socket_timeout=read_timeout_s,
             health_check_interval=30,
             max_connections=MAX_CONNECTIONS,
         )
@@ -108,6 +111,7 @@ class RedisJobStore(
             SentinelOptions.from_settings(settings),
             wait_ms=settings.store_wait_ms,
             outage_s=settings.store_outage_s,
+            read_timeout_s=settings.store_read_timeout_s,
         )
 
     @classmethod
