@@ -21,7 +21,7 @@ from swarm.jobs.aggregation import run_aggregation
 from swarm.jobs.batch import progress_of, run_nodes
 from swarm.jobs.planner import run_plan
 from swarm.jobs.queueing import AGGREGATE_TASK, PLAN_TASK, SUBAGENT_TASK, SUBAGENTS_TASK, WATCH_TASK
-from swarm.jobs.subagent import run_node
+from swarm.jobs.subagent import NodeCall, run_node
 from swarm.jobs.watchdog import Action, Seen, check_every_s, check_job, probe_job
 from swarm.store.outages import STORE_OUTAGES
 from workers import deferral, intake, leases, outcomes, process
@@ -46,14 +46,8 @@ def subagent(
     may_requeue = self.request.retries < rt.settings.admission_max_requeues
     try:
         with leases.held(self, job_id) as fence:
-            envelope = run_node(
-                rt,
-                job_id,
-                node_id,
-                may_requeue=may_requeue,
-                progress=unpack_progress(progress),
-                fence=fence,
-            )
+            call = NodeCall(may_requeue, unpack_progress(progress), fence)
+            envelope = run_node(rt, job_id, node_id, call)
     except RetryLater as later:
         args = (job_id, node_id, pack_progress(progress_of(later)))
         raise deferral.retry_later(self, job_id, later.delay_s, args) from None

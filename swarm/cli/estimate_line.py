@@ -103,7 +103,7 @@ def announce_estimate(
         spec_model,
         aggregate_model,
         max_tokens,
-        **agent_bound(settings, spec_model, max_tokens, tools),
+        agent=agent_bound(settings, spec_model, max_tokens, tools),
         context=context,
         warmup_min_tokens=warmup_floor(settings),
         **typical_answers(store, spec_model, None if model else kind, aggregate_model),
@@ -133,7 +133,7 @@ def announce_plan(
         planner,
         PLAN_ATTEMPTS,
         max_tokens,
-        **agent_bound(client.settings, widest, max_tokens, tools),
+        agent=agent_bound(client.settings, widest, max_tokens, tools),
     )
     announce(client.settings, bound, always, assumes=PLANNED)
     return bound
@@ -153,7 +153,7 @@ def announce_rerun(client: SwarmClient, job_id: str, *, always: bool) -> JobEsti
         spec,
         texts,
         client.catalog,
-        **agent_bound(client.settings, first, spec.max_tokens, spec.tools),
+        agent=agent_bound(client.settings, first, spec.max_tokens, spec.tools),
     )
     announce(client.settings, bound, always, again=True)
     return bound

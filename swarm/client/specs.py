@@ -18,7 +18,7 @@ from swarm.cost.budget import JobEstimate
 from swarm.errors import InputError
 from swarm.id_ranges import NodeIds, RefCollector
 from swarm.jobs.defaults import DEFAULT_AGGREGATE
-from swarm.jobs.estimate import estimate_job
+from swarm.jobs.estimate import ONE_CALL, AgentSteps, estimate_job
 from swarm.records import DEFAULT_TENANT, InputItem, JobSpec, NodeTask
 from swarm.settings import Settings
 from swarm.sources.spool import StreamedInputs
@@ -77,15 +77,15 @@ def collect_refs(items: Iterable[InputItem]) -> Sequence[str]:
 
 def agent_bound(
     settings: Settings, model: ModelSpec, max_tokens: int | None, tools: str | None
-) -> dict[str, int]:
+) -> AgentSteps:
     """How estimate_job bounds an agent node: max steps, each prompt longer than the last by
     the model's turn and an even share of the node's tool calls at their full output cap."""
     if tools is None:
-        return {}
+        return ONE_CALL
     turn = max_tokens or model.max_tokens
     calls_per_step = -(-settings.agent_max_tool_calls // settings.agent_max_steps)
     outputs = estimate_tokens("x" * settings.tool_max_output_chars) * calls_per_step
-    return {"steps": settings.agent_max_steps, "step_growth_tokens": turn + outputs}
+    return AgentSteps(settings.agent_max_steps, turn + outputs)
 
 
 @dataclass(frozen=True)
@@ -113,7 +113,7 @@ def submit_bound(
         job.model,
         job.aggregate,
         options.max_tokens,
-        **agent_bound(settings, job.model, options.max_tokens, options.tools),
+        agent=agent_bound(settings, job.model, options.max_tokens, options.tools),
         context=options.context,
         warmup_min_tokens=warmup_floor(settings),
         **typical_answers(store, job.model, job.kind, job.aggregate),

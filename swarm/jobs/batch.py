@@ -22,13 +22,13 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Executor, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
 from swarm import tracing
 from swarm.calls.request import CallProgress
 from swarm.calls.runtime import Runtime
 from swarm.errors import RetryLater
-from swarm.jobs.subagent import call_node, cancel_node
+from swarm.jobs.subagent import NodeCall, call_node, cancel_node
 from swarm.records import JobSpec, NodeEnvelope
 from swarm.store.leases import Lease
 
@@ -91,11 +91,8 @@ def run_nodes(
                 spec,
                 n,
                 loaded.texts[n],
-                may_requeue=may_requeue,
-                progress=progress,
-                fence=fence,
-                via=(via or {}).get(n, "live"),
-                traced=traced,
+                NodeCall(may_requeue, progress or {}, fence, (via or {}).get(n, "live")),
+                traced,
             )
             for n in todo
         }
@@ -163,8 +160,8 @@ def _node(
     spec: JobSpec,
     node_id: str,
     text: str,
+    call: NodeCall,
     traced: object | None = None,
-    **call: Any,
 ) -> NodeEnvelope:
     """One node of the batch on a node thread: cancelled without a call when the job was
     cancelled while it waited for the thread, else call_node (under the task's trace
@@ -174,7 +171,7 @@ def _node(
             log.debug("job %s node %s: cancelled while waiting for a thread", spec.job_id, node_id)
             return cancel_node(rt, spec, node_id)
         with tracing.attached(traced):
-            return call_node(rt, spec, node_id, text, **call)
+            return call_node(rt, spec, node_id, text, call)
     finally:
         watch.node_ended()
 

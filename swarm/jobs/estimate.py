@@ -5,6 +5,7 @@ a resumed job (the nodes it runs again, then the aggregation over every node).""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 from swarm.catalog import AGGREGATE_KIND, Catalog, ModelSpec
 from swarm.cost.budget import JobEstimate, call_bound_nusd, prompt_estimate
@@ -18,6 +19,26 @@ RESULT_TAG_TOKENS = 24
 """Tokens the aggregation prompt adds around each quoted result (the <result> tag)."""
 
 
+@dataclass(frozen=True)
+class AgentSteps:
+    """How many calls a node makes at most, and how its prompts grow: the default is a node
+    without tools (one call)."""
+
+    steps: int = 1
+    """Model calls of an agent node at most (SWARM_AGENT_MAX_STEPS)."""
+    growth_tokens: int = 0
+    """How much longer each prompt is than the one before at most: the model's turn and
+    the tool results it got."""
+
+    def prompts(self, first: int) -> list[int]:
+        """The prompt bound of each call of a node whose first prompt is ``first`` tokens."""
+        return [first + k * self.growth_tokens for k in range(self.steps)]
+
+
+ONE_CALL = AgentSteps()
+"""A node without tools."""
+
+
 def estimate_job(
     items: Sequence[InputItem],
     instruction: str,
@@ -26,8 +47,7 @@ def estimate_job(
     aggregate_model: ModelSpec,
     max_tokens: int | None = None,
     *,
-    steps: int = 1,
-    step_growth_tokens: int = 0,
+    agent: AgentSteps = ONE_CALL,
     context: str | None = None,
     warmup_min_tokens: int | None = None,
     answer_tokens: int | None = None,
@@ -35,18 +55,17 @@ def estimate_job(
 ) -> JobEstimate:
     """Bound of a job's cost: one call per input, then the aggregation over every result.
 
-    An agent node makes up to ``steps`` calls, each prompt longer than the one before by at
-    most ``step_growth_tokens`` (the model's turn and the tool results it got). ``context``
-    is the job's shared context; ``warmup_min_tokens`` the warm-up's floor
-    (SWARM_CACHE_WARMUP_MIN_TOKENS; None: no warm-up): when the warm-up runs, the estimate
-    also counts the prompt-cache hits of the shared prefix (swarm.cost.cache). With the
-    models' typical answer lengths (``answer_tokens``, ``aggregate_answer_tokens``), the
-    estimate also carries the expected cost: the same prompts, answers that long (at most
-    their cap), the aggregation quoting results that long.
+    An agent node makes the calls ``agent`` bounds. ``context`` is the job's shared
+    context; ``warmup_min_tokens`` the warm-up's floor (SWARM_CACHE_WARMUP_MIN_TOKENS; None:
+    no warm-up): when the warm-up runs, the estimate also counts the prompt-cache hits of
+    the shared prefix (swarm.cost.cache). With the models' typical answer lengths
+    (``answer_tokens``, ``aggregate_answer_tokens``), the estimate also carries the expected
+    cost: the same prompts, answers that long (at most their cap), the aggregation quoting
+    results that long.
     """
     node_max = max_tokens or model.max_tokens
     firsts = [_node_prompt(instruction, item.ref, item.text, context) for item in items]
-    prompts = [p + k * step_growth_tokens for p in firsts for k in range(steps)]
+    prompts = [p for first in firsts for p in agent.prompts(first)]
     agg_max = aggregate_model.max_tokens
     context_tokens = estimate_tokens(context or "")
 
@@ -89,19 +108,18 @@ def estimate_plan(
     attempts: int,
     max_tokens: int | None = None,
     *,
-    steps: int = 1,
-    step_growth_tokens: int = 0,
+    agent: AgentSteps = ONE_CALL,
 ) -> JobEstimate:
     """Bound of a planned job whose plan gives each document one sub-task: ``attempts``
-    planner calls, each document on the priciest model a plan may route it to (``steps``
-    calls for an agent, as in estimate_job), then the aggregation. The plan decides the
+    planner calls, each document on the priciest model a plan may route it to (the calls
+    ``agent`` bounds, as in estimate_job), then the aggregation. The plan decides the
     calls: one with more sub-tasks costs more."""
     kinds = plannable_kinds(catalog)
     models = list({catalog.route(kind).name: catalog.route(kind) for kind in kinds}.values())
     plan_prompt = prompt_estimate(m["content"] for m in planner_messages(query, items, kinds))
     node_max = max(max_tokens or m.max_tokens for m in models)
     firsts = [_node_prompt(query, item.ref, item.text) for item in items]
-    prompts = [p + k * step_growth_tokens for p in firsts for k in range(steps)]
+    prompts = [p for first in firsts for p in agent.prompts(first)]
     nodes = [
         max(call_bound_nusd(m, p, max_tokens or m.max_tokens) for m in models) for p in prompts
     ]
@@ -124,8 +142,7 @@ def estimate_rerun(
     texts: Mapping[str, str],
     catalog: Catalog,
     *,
-    steps: int = 1,
-    step_growth_tokens: int = 0,
+    agent: AgentSteps = ONE_CALL,
 ) -> JobEstimate:
     """Bound of a resume: the nodes in ``texts`` (node id -> input text) run again, each
     on its own task's model, then the aggregation over every node of the job."""
@@ -136,7 +153,7 @@ def estimate_rerun(
         model = catalog.model(task.model)
         first = _node_prompt(task.instruction, refs[node_id], text, spec.context)
         node_max = spec.max_tokens or model.max_tokens
-        calls += [(model, first + k * step_growth_tokens, node_max) for k in range(steps)]
+        calls += [(model, prompt, node_max) for prompt in agent.prompts(first)]
     aggregate = catalog.model(spec.aggregate_model)
     result_max = spec.max_tokens or max([c[0].max_tokens for c in calls], default=0)
     agg_prompt = _aggregation_prompt(

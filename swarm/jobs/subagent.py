@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Literal
 
 from swarm import tracing
@@ -39,25 +40,32 @@ fails a next model of its own at once, unsent: swarm.calls.backend_health)."""
 
 log = logging.getLogger(__name__)
 
-__all__ = ["SUMMARIZE_KIND", "call_node", "cancel_node", "run_node"]
+__all__ = ["SUMMARIZE_KIND", "NodeCall", "call_node", "cancel_node", "run_node"]
 
 
-def run_node(
-    rt: Runtime,
-    job_id: str,
-    node_id: str,
-    *,
-    may_requeue: bool = False,
-    progress: Mapping[str, CallProgress] | None = None,
-    fence: Lease | None = None,
-) -> NodeEnvelope:
-    """Run (or reuse) one node and return its stored envelope.
+@dataclass(frozen=True)
+class NodeCall:
+    """How a run calls a node's model, beside the node itself (run_node, call_node)."""
 
-    With ``may_requeue``, a long wait for admission raises swarm.errors.RetryLater (the
-    task goes back to the queue) instead of sleeping in the task; ``progress`` (per call
-    slot) is what the runs before such a requeue did. ``fence`` is the lease of the task
-    running the node: lost, the envelope is not stored (another run took over).
-    """
+    may_requeue: bool = False
+    """A long wait for admission raises swarm.errors.RetryLater (the task goes back to the
+    queue) instead of sleeping in the task."""
+    progress: Mapping[str, CallProgress] = field(default_factory=dict)
+    """What the runs before such a requeue did, per call slot."""
+    fence: Lease | None = None
+    """The lease of the task running the node: lost, the envelope is not stored (another
+    run took over)."""
+    via: Literal["live", "batch"] = "live"
+    """``batch``: the answer stored under the node's key came from a batch file
+    (swarm.batch), so an ok envelope says so."""
+
+
+IN_TASK = NodeCall()
+"""A call that waits for admission in the task, unfenced, live."""
+
+
+def run_node(rt: Runtime, job_id: str, node_id: str, call: NodeCall = IN_TASK) -> NodeEnvelope:
+    """Run (or reuse) one node and return its stored envelope."""
     spec = rt.store.spec(job_id)
     stored = rt.store.envelope(job_id, node_id)
     if stored is not None and stored.ok:
@@ -66,56 +74,35 @@ def run_node(
         return cancel_node(rt, spec, node_id)
     text = rt.store.input_text(job_id, node_id)
     rt.store.mark_running(job_id, node_id, spec.task(node_id).model)
-    return call_node(
-        rt, spec, node_id, text, may_requeue=may_requeue, progress=progress, fence=fence
-    )
+    return call_node(rt, spec, node_id, text, call)
 
 
 def call_node(
-    rt: Runtime,
-    spec: JobSpec,
-    node_id: str,
-    text: str,
-    *,
-    may_requeue: bool = False,
-    progress: Mapping[str, CallProgress] | None = None,
-    fence: Lease | None = None,
-    via: Literal["live", "batch"] = "live",
+    rt: Runtime, spec: JobSpec, node_id: str, text: str, call: NodeCall = IN_TASK
 ) -> NodeEnvelope:
     """Call a node's model (then its fallbacks) on ``text`` and store its envelope; the
-    caller has checked that no ok envelope is stored and marked the node running.
-    ``via`` batch: the answer stored under the node's key came from a batch file
-    (swarm.batch), so an ok envelope says so."""
-    with tracing.node(spec, node_id, via) as span:  # a no-op while tracing is off
-        envelope = _call_node(rt, spec, node_id, text, may_requeue, progress, fence, via)
+    caller has checked that no ok envelope is stored and marked the node running."""
+    with tracing.node(spec, node_id, call.via) as span:  # a no-op while tracing is off
+        envelope = _call_node(rt, spec, node_id, text, call)
         tracing.node_ended(span, envelope, rt.catalog)
         return envelope
 
 
-def _call_node(
-    rt: Runtime,
-    spec: JobSpec,
-    node_id: str,
-    text: str,
-    may_requeue: bool,
-    progress: Mapping[str, CallProgress] | None,
-    fence: Lease | None,
-    via: Literal["live", "batch"],
-) -> NodeEnvelope:
+def _call_node(rt: Runtime, spec: JobSpec, node_id: str, text: str, call: NodeCall) -> NodeEnvelope:
     job_id = spec.job_id
     task = spec.task(node_id)
     tally = Tally()
     try:
-        envelope = _envelope(rt, spec, node_id, text, tally, may_requeue, progress or {})
+        envelope = _envelope(rt, spec, node_id, text, tally, call)
     except BaseException:
         if tally.held is not None:  # the answer held for the envelope: written alone now
             tally.held.commit()
         raise
-    if via != "live" and envelope.ok and envelope.model == task.model:
-        envelope = envelope.model_copy(update={"via": via})
+    if call.via != "live" and envelope.ok and envelope.model == task.model:
+        envelope = envelope.model_copy(update={"via": call.via})
     seconds = envelope.latency_ms / 1000
     safely(rt.listener.node_finished, envelope.model, envelope.ok, envelope.attempts, seconds)
-    return _finish(rt, job_id, envelope, fence, tally.held)
+    return _finish(rt, job_id, envelope, call.fence, tally.held)
 
 
 def _envelope(
@@ -124,15 +111,14 @@ def _envelope(
     node_id: str,
     text: str,
     tally: Tally,
-    may_requeue: bool,
-    progress: Mapping[str, CallProgress],
+    call: NodeCall,
 ) -> NodeEnvelope:
     """The node's envelope on its model, then on each fallback while one is worth trying."""
     task = spec.task(node_id)
     envelope: NodeEnvelope | None = None
     for position, name in enumerate(task.models()):
         model = rt.catalog.model(name)
-        run = ModelRun(rt, spec, node_id, task, model, may_requeue, progress)
+        run = ModelRun(rt, spec, node_id, task, model, call.may_requeue, call.progress)
         envelope = run.envelope(text, node_id if position == 0 else f"{node_id}@{name}", tally)
         if envelope.ok or envelope.error_kind not in FALLBACK_KINDS:
             break

@@ -105,7 +105,7 @@ class RedisAdmission(AdmissionController):
                 args.charge + int(expected), at_limit=at_limit,
             )  # fmt: skip
             with self._lock:
-                self._held[(args.leases, args.lease_id)] = None
+                self._held[(args.lease_keys.leases, args.lease_id)] = None
             return Decision(permit, start_in_s=float(wait_ms) / 1000.0)
         return Decision(None, float(wait_ms) / 1000.0, Refusal(_text(reason)))
 
@@ -129,7 +129,7 @@ class RedisAdmission(AdmissionController):
     def _let_go(self, args: PermitFinishArgs) -> None:
         """Stop renewing the permit's lease (the finish is on its way)."""
         with self._lock:
-            self._held.pop((args.leases, args.lease_id), None)
+            self._held.pop((args.lease_keys.leases, args.lease_id), None)
 
     def _verdict(self, spec: ModelSpec, outcome: Outcome, reply: Any) -> Verdict:
         _released, paused = reply

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from swarm.calls.admission.base import Ask, Outcome, Permit
 from swarm.calls.admission.limits import AdmissionPolicy, Limit, key_prefix, model_limits
-from swarm.calls.admission.script_args import AcquireArgs, PermitFinishArgs
+from swarm.calls.admission.script_args import AcquireArgs, LeaseKeys, PermitFinishArgs
 from swarm.calls.admission.script_args import Limit as ScriptLimit
 from swarm.catalog import ModelSpec
 from swarm.unique import unique_hex
@@ -42,6 +42,10 @@ class GatewayArgs:
         prefix = key_prefix(self.gateway, model)
         return [f"{prefix}:{name}" for name in names]
 
+    def lease_keys(self, model: str) -> LeaseKeys:
+        """The keys of ``model``'s in-flight leases."""
+        return LeaseKeys(*self.keys(model, "state", "leases", "owners", "jobs"))
+
     def limits(self, spec: ModelSpec) -> ScriptLimits:
         """The model's limits as the scripts read them, built once per set of rates."""
         rates = (spec.rpm, spec.rps, spec.tpm, spec.limit_window)
@@ -59,14 +63,9 @@ class GatewayArgs:
     def acquire(self, spec: ModelSpec, ask: Ask) -> AcquireArgs:
         """The acquire script's arguments for ``ask`` on ``spec``."""
         policy = self.policy
-        state, leases, owners, jobs, waiters, wjobs, log, tenants = self.keys(
-            spec.name, "state", "leases", "owners", "jobs", "waiters", "wjobs", "log", "tenants"
-        )
+        waiters, wjobs, log, tenants = self.keys(spec.name, "waiters", "wjobs", "log", "tenants")
         return AcquireArgs(
-            state=state,
-            leases=leases,
-            owners=owners,
-            jobs=jobs,
+            lease_keys=self.lease_keys(spec.name),
             waiters=waiters,
             waiting_jobs=wjobs,
             log=log,
@@ -99,14 +98,9 @@ class GatewayArgs:
         pause_s = outcome.retry_after_s or policy.default_pause_s
         limits = self.limits(spec)
         tpm = limits.tpm
-        state, leases, owners, jobs, job429, window_log, tenants = self.keys(
-            spec.name, "state", "leases", "owners", "jobs", "job429", "log", "tenants"
-        )
+        job429, window_log, tenants = self.keys(spec.name, "job429", "log", "tenants")
         return PermitFinishArgs(
-            state=state,
-            leases=leases,
-            owners=owners,
-            jobs=jobs,
+            lease_keys=self.lease_keys(spec.name),
             job_429=job429,
             log=window_log,
             tenants=tenants,

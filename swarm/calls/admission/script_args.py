@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from swarm.store.scripts import ScriptArgs
+from swarm.store.scripts import ScriptArgs, ScriptPart
 
 Limit = tuple[str, float, float, float, int]
 """One rate limit as acquire.lua reads it: name, limit, window ms, burst, windowed 0/1."""
@@ -18,15 +18,22 @@ class _AdmissionScript(ScriptArgs):
 
 
 @dataclass(frozen=True)
-class AcquireArgs(_AdmissionScript):
-    """Admit one call or say how long to wait."""
+class LeaseKeys(ScriptPart):
+    """The keys of a model's in-flight leases, KEYS[1..4] of acquire.lua and finish.lua."""
 
-    SCRIPT: ClassVar[str] = "acquire"
-    KEYS: ClassVar[int] = 9
     state: str
     leases: str
     owners: str
     jobs: str
+
+
+@dataclass(frozen=True)
+class AcquireArgs(_AdmissionScript):
+    """Admit one call or say how long to wait."""
+
+    SCRIPT: ClassVar[str] = "acquire"
+    KEYS: ClassVar[int] = 6
+    lease_keys: LeaseKeys
     waiters: str
     waiting_jobs: str
     log: str
@@ -55,11 +62,8 @@ class PermitFinishArgs(_AdmissionScript):
     """Release a lease, reconcile its tokens, apply 429 feedback."""
 
     SCRIPT: ClassVar[str] = "finish"
-    KEYS: ClassVar[int] = 7
-    state: str
-    leases: str
-    owners: str
-    jobs: str
+    KEYS: ClassVar[int] = 4
+    lease_keys: LeaseKeys
     job_429: str
     log: str
     tenants: str

@@ -19,7 +19,7 @@ from swarm.catalog import load_catalog
 from swarm.errors import RetryLater
 from swarm.jobs.aggregation import run_aggregation
 from swarm.jobs.batch import progress_of
-from swarm.jobs.subagent import run_node
+from swarm.jobs.subagent import NodeCall, run_node
 from swarm.records import ErrorKind
 from swarm.settings import Settings
 from swarm.store import MemoryJobStore
@@ -42,11 +42,11 @@ def test_the_attempt_bound_holds_across_requeues() -> None:
     rt, gw = runtime(always_429)
     new_job(rt, n=1)
     with pytest.raises(RetryLater) as first:
-        run_node(rt, "j1", "n0", may_requeue=True)
+        run_node(rt, "j1", "n0", NodeCall(may_requeue=True))
     assert first.value.attempted and first.value.attempts == 1 and first.value.slot == "n0"
     carried = unpack_progress(pack_progress(progress_of(first.value)))  # as a task message
     earlier = CallProgress(carried["n0"].attempts, time.time() - 5.0)
-    envelope = run_node(rt, "j1", "n0", may_requeue=True, progress={"n0": earlier})
+    envelope = run_node(rt, "j1", "n0", NodeCall(may_requeue=True, progress={"n0": earlier}))
     assert envelope.error_kind is ErrorKind.RATE_LIMITED
     assert envelope.attempts == 2 == len(gw.requests)  # SWARM_MAX_ATTEMPTS, not 1 per run
     assert envelope.latency_ms >= 5000  # from the first run's start, queue time included
@@ -60,7 +60,7 @@ def test_an_admission_wait_before_the_request_is_not_an_attempt() -> None:
         model, rt.admission.acquire(model, Ask("other", 1)).permit, _limited(3.0)
     )
     with pytest.raises(RetryLater) as refused:
-        run_node(rt, "j1", "n0", may_requeue=True)
+        run_node(rt, "j1", "n0", NodeCall(may_requeue=True))
     assert not refused.value.attempted and refused.value.attempts == 0 and gw.requests == []
 
 

@@ -18,6 +18,7 @@ from swarm.jobs import batch
 from swarm.jobs.batch import run_nodes
 from swarm.jobs.fanout import header_signatures, node_batches, nodes_per_task
 from swarm.jobs.queueing import SUBAGENT_TASK, SUBAGENTS_TASK, make_celery
+from swarm.jobs.subagent import NodeCall
 from swarm.records import JobSpec, NodeTask
 from swarm.settings import Settings
 
@@ -161,10 +162,10 @@ def test_only_the_nodes_admission_sends_back_are_requeued(
 
     real = batch.call_node
 
-    def fake(rt: Runtime, spec: JobSpec, node_id: str, text: str, **kw: Any) -> Any:
+    def fake(rt: Runtime, spec: JobSpec, node_id: str, text: str, call: NodeCall) -> Any:
         if node_id == "n02":
             raise RetryLater(1.5, "rpm")
-        return real(rt, spec, node_id, text, **kw)
+        return real(rt, spec, node_id, text, call)
 
     monkeypatch.setattr(batch, "call_node", fake)
     outcome = run_nodes(rt, "j1", ["n00", "n01", "n02"], may_requeue=True)

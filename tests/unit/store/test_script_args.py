@@ -9,7 +9,7 @@ from importlib import resources
 
 import pytest
 
-from swarm.calls.admission.script_args import ADMISSION_SCRIPTS, AcquireArgs
+from swarm.calls.admission.script_args import ADMISSION_SCRIPTS, AcquireArgs, LeaseKeys
 from swarm.store.script_args import (
     STORE_SCRIPTS,
     CallLine,
@@ -73,8 +73,8 @@ def test_the_header_parser_reads_names_in_order_and_rejects_gaps() -> None:
 
 def test_a_variadic_tail_is_flattened_after_the_fixed_values() -> None:
     args = AcquireArgs(
-        *"abcdefghi", "lease", "job", 10, 1000, 5, 100.0, 50.0, 0.1, 1.0, 0.0, 1000.0,
-        "team-a", 3.0, 40, 60000.0,
+        LeaseKeys(*"abcd"), *"efghi", "lease", "job", 10, 1000, 5, 100.0, 50.0, 0.1, 1.0, 0.0,
+        1000.0, "team-a", 3.0, 40, 60000.0,
         limits=(("rpm", 60, 60000, 1, 1), ("tpm", 1000, 60000, 10, 0)),
     )  # fmt: skip
     assert args.keys() == list("abcdefghi")

@@ -27,7 +27,7 @@ from swarm.calls.runtime import Runtime
 from swarm.catalog import load_catalog
 from swarm.errors import RetryLater
 from swarm.jobs.aggregation import run_aggregation
-from swarm.jobs.subagent import call_node, run_node
+from swarm.jobs.subagent import NodeCall, call_node, run_node
 from swarm.records import JobSpec, Usage
 from swarm.settings import Settings
 from swarm.store import MemoryJobStore
@@ -191,9 +191,9 @@ def test_a_429_that_requeues_is_the_attempts_error_and_the_nodes_requeue_event(
     rt = Runtime(settings, load_catalog(), MemoryJobStore(), gw.client(), admission=admission)
     spec = stored_job(rt)
     with pytest.raises(RetryLater) as later:
-        run_node(rt, spec.job_id, "n00", may_requeue=True)
+        run_node(rt, spec.job_id, "n00", NodeCall(may_requeue=True))
     progress = {"n00": CallProgress(later.value.attempts, time.time())}
-    run_node(rt, spec.job_id, "n00", may_requeue=False, progress=progress)  # the next run
+    run_node(rt, spec.job_id, "n00", NodeCall(may_requeue=False, progress=progress))  # the next run
     spans = exported.get_finished_spans()
     (root,) = by_name(spans, "submit")
     first_run, second_run = by_name(spans, "invoke_agent sub-agent")

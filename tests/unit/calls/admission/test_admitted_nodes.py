@@ -14,7 +14,7 @@ from swarm.calls.admission import AdmissionPolicy, MemoryAdmission
 from swarm.calls.runtime import Runtime
 from swarm.errors import RetryLater
 from swarm.jobs.aggregation import run_aggregation
-from swarm.jobs.subagent import run_node
+from swarm.jobs.subagent import NodeCall, run_node
 
 MakeRuntime = Callable[..., tuple[Runtime, MockGateway]]
 
@@ -52,7 +52,7 @@ def test_a_long_retry_after_sends_only_its_node_back_to_the_queue(
     new_job(rt, 2)
     for node in ("n0", "n1"):  # an isolated 429 pauses nobody else: n1 calls too
         with pytest.raises(RetryLater) as info:
-            run_node(rt, "j1", node, may_requeue=True)
+            run_node(rt, "j1", node, NodeCall(may_requeue=True))
         assert info.value.attempted and 25 < info.value.delay_s <= 30
     assert len(gw.requests) == 2
 
@@ -66,9 +66,9 @@ def test_a_long_pause_sends_the_node_back_to_the_queue(make_runtime: MakeRuntime
     rt = dataclasses.replace(rt, admission=MemoryAdmission(AdmissionPolicy()))
     new_job(rt, 2)
     with pytest.raises(RetryLater) as info:  # first attempt 429 -> the model pauses 30 s
-        run_node(rt, "j1", "n0", may_requeue=True)
+        run_node(rt, "j1", "n0", NodeCall(may_requeue=True))
     assert info.value.reason == "paused" and 25 < info.value.delay_s <= 30
     with pytest.raises(RetryLater):  # another node of the model does not call at all
-        run_node(rt, "j1", "n1", may_requeue=True)
+        run_node(rt, "j1", "n1", NodeCall(may_requeue=True))
     assert len(gw.requests) == 1
     assert rt.store.envelope("j1", "n1") is None  # nothing final was stored
