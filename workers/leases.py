@@ -47,6 +47,7 @@ from celery.exceptions import Ignore
 
 from swarm.calls.runtime import Runtime
 from swarm.errors import LeaseLostError
+from swarm.jobs.lost_messages import probes_broker
 from swarm.jobs.queueing import (
     AGGREGATE_TASK,
     BATCH_POLL_TASK,
@@ -55,6 +56,7 @@ from swarm.jobs.queueing import (
     WATCH_TASK,
 )
 from swarm.jobs.takeover import resend_signature, sweep, sweep_every_s
+from swarm.settings import Settings
 from swarm.store.leases import Lease, task_lease
 from swarm.store.outages import STORE_OUTAGES
 from workers import process
@@ -65,6 +67,17 @@ LEASED_TASKS = frozenset(
 )
 """Tasks whose messages are leased (the watch too: a worker killed while checking would
 hold the job's watch chain until the visibility timeout)."""
+KEPT_ON_REDIS = frozenset({WATCH_TASK})
+"""Tasks whose message a sweeper sent stays held until a run leases it, on kombu's Redis
+transport (swarm.jobs.takeover): the watch, whose message lost there nothing else sends."""
+
+
+def kept_tasks(settings: Settings) -> frozenset[str]:
+    """The tasks whose sent message a sweeper keeps held (``sweep``'s ``kept``): KEPT_ON_REDIS
+    on kombu's Redis transport, none elsewhere (RabbitMQ loses no message a worker took)."""
+    return KEPT_ON_REDIS if probes_broker(settings) else frozenset()
+
+
 KILL_ON_RECEIPT = os.environ.get("SWARM_TEST_SIGKILL_ON_RECEIPT", "")
 """Tests only: the name of a leased task whose next run (``retries`` of 1 or more), once
 received, SIGKILLs this worker before it is leased and after the run before it released
@@ -287,10 +300,11 @@ class Sweeper:
         lease_s = self.rt.settings.lease_s
         every_s = sweep_every_s(lease_s)
         hook = _kill_before_resend if KILL_BEFORE_RESEND else None
+        kept = kept_tasks(self.rt.settings)
         # Spread the sweeps of workers started together over the interval.
         while self._wait(time.monotonic() + every_s * random.uniform(0.8, 1.2)):
             try:
-                sweep(self.rt.store, self.app, lease_s, before_send=hook)
+                sweep(self.rt.store, self.app, lease_s, before_send=hook, kept=kept)
             except Exception as exc:  # Redis or the broker down: the next sweep tries again
                 log.debug("swarm sweeper: sweep failed (%s)", exc)
 

@@ -22,6 +22,16 @@ later of them calls nothing.
 
 The same index holds deferred tasks (workers.deferral): a task's next run, listed as due
 at the end of its countdown with no lease set, is sent by the sweep that finds it due.
+
+A message of a ``kept`` task (the job's watch, on kombu's Redis transport) is sent and not
+settled: the hold lapses after ``hold_s`` unless a run that received the message took it over
+(receive.lua), and a sweeper then sends it again. That transport loses a message a worker took
+off its queue (BRPOP) and could not record as unacked: the worker killed in between, or the
+Redis primary failing over (the BRPOP replicated, the record not). The watch's probes find a
+node's or the aggregation's message lost so (swarm.jobs.lost_messages), but nothing would find
+the watch's own: the job would be left without the check that re-sends what a failover lost.
+A watch that waits in its queue longer than a hold is sent again, and the copy runs one check
+more (the next check stays one index member: every run defers it under the same task id).
 """
 
 from __future__ import annotations
@@ -62,12 +72,14 @@ def sweep(
     hold_s: float,
     limit: int = SWEEP_LIMIT,
     before_send: Callable[[Signature], None] | None = None,
+    kept: frozenset[str] = frozenset(),
 ) -> int:
     """Send every lapsed (or deferred and due) task this sweeper wins, ``limit`` at a time
     while whole batches are sent, each held for ``hold_s`` until sent; how many it sent.
-    ``before_send`` sees each message between its take and its send (a test's hook)."""
+    ``before_send`` sees each message between its take and its send (a test's hook);
+    the messages of tasks named in ``kept`` stay held once sent (module docstring)."""
     sent = 0
-    while (batch := _sweep_once(store, app, hold_s, limit, before_send)) == limit:
+    while (batch := _sweep_once(store, app, hold_s, limit, before_send, kept)) == limit:
         sent += batch
     return sent + batch
 
@@ -78,11 +90,12 @@ def _sweep_once(
     hold_s: float,
     limit: int,
     before_send: Callable[[Signature], None] | None,
+    kept: frozenset[str],
 ) -> int:
     token = unique_hex()  # this sweep's holds
     sent = 0
     for member in store.lapsed_tasks(limit):
-        sent += _send_lapsed(store, app, member, token, hold_s, before_send)
+        sent += _send_lapsed(store, app, member, token, hold_s, before_send, kept)
     return sent
 
 
@@ -93,8 +106,10 @@ def _send_lapsed(
     token: str,
     hold_s: float,
     before_send: Callable[[Signature], None] | None,
+    kept: frozenset[str],
 ) -> int:
-    """Take one lapse and send its message again: 1 when this sweeper sent it."""
+    """Take one lapse and send its message again: 1 when this sweeper sent it (a ``kept``
+    task's hold left to lapse, the others settled)."""
     raw = store.take_lapse(member, token, hold_s)
     if raw is None:
         return 0
@@ -108,5 +123,6 @@ def _send_lapsed(
     except Exception as exc:  # the broker refused it: a sweep after the hold tries again
         log.debug("swarm takeover: could not send %s again (%s)", member, exc)
         return 0
-    store.settle_lapse(member, token)
+    if signature.task not in kept:
+        store.settle_lapse(member, token)
     return 1

@@ -6,9 +6,10 @@ two `celery -A workers worker` processes started after the fault was staged on a
 one message taken off its queue list (a worker killed after its BRPOP, before kombu recorded
 it as unacked), or moved from the list into kombu's ``unacked`` hash and ``unacked_index``
 with a delivery a minute old (a worker killed after recording it, before ``task_received``
-leased it). Leases are 2 s (``SWARM_TEST_LEASE_S`` sets another length, e.g. 10, the
-default) and the visibility timeout is the default 900 s, so only the job's watch probing
-the broker (swarm.jobs.lost_messages) can finish the job within the wait.
+leased it), or the job's watch lost as the first, beside a lost node message. Leases are 2 s
+(``SWARM_TEST_LEASE_S`` sets another length, e.g. 10, the default) and the visibility
+timeout is the default 900 s, so only the job's watch probing the broker
+(swarm.jobs.lost_messages) can finish the job within the wait.
 """
 
 from __future__ import annotations
@@ -21,9 +22,13 @@ from typing import Any
 
 import procs
 import pytest
+from celery.canvas import Signature
 from faults import FaultStack, aggregate_runs, fault_stack, inputs, wait_until
 
+from swarm.jobs.takeover import sweep
 from swarm.jobs.watchdog import stall_s
+from swarm.store.leases import task_lease
+from workers.leases import kept_tasks
 
 pytestmark = pytest.mark.integration
 
@@ -89,6 +94,34 @@ def test_a_message_lost_after_its_brpop_is_sent_again_within_leases(fs: FaultSta
     print(
         f"\nFIGURE lost-message-probe: lease_s={LEASE_S} workers_start_to_report_s={took_s:.1f}"
         f" wall_s={report['wall_s']:.1f} stall_s={stall_s(fs.client().settings):.0f}"
+    )
+
+
+def test_a_lost_watch_message_is_sent_again_and_finds_a_lost_node(
+    fs: FaultStack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The watch's first check, deferred at submit, is sent by a sweep as a worker's sweeper
+    sends it, and the broker loses it as it loses a node's message (a worker killed after
+    its BRPOP, or a Redis primary failing over between the BRPOP and kombu's record of it);
+    a node's message is lost too. Only the watch can find the node: it is sent again once
+    its hold lapses."""
+
+    def stage(job_id: str) -> None:
+        take_off_queue(fs, f"{job_id}-n0002")
+        client = fs.client()
+        watch = task_lease(job_id, f"{job_id}-watch", "").member
+        wait_until(lambda: watch in client.store.lapsed_tasks(100), WAIT_S, "the watch due")
+        lost: list[str] = []
+        with monkeypatch.context() as patch:  # sent, and lost by the broker
+            patch.setattr(Signature, "apply_async", lambda sig, *_, **__: lost.append(sig.id))
+            sweep(client.store, client.app, float(LEASE_S), kept=kept_tasks(client.settings))
+        assert f"{job_id}-watch" in lost
+
+    report, took_s, logs = run_job(fs, "watch", stage)
+    assert "lost the message(s) of n0002 in the broker" in logs
+    print(
+        f"\nFIGURE lost-watch-probe: lease_s={LEASE_S} workers_start_to_report_s={took_s:.1f}"
+        f" wall_s={report['wall_s']:.1f}"
     )
 
 
