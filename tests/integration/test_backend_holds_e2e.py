@@ -98,6 +98,10 @@ def restart_sim(st: Stack, args: list[str], logs: Path) -> None:
 
 
 OUTAGE_ARGS = ["--latency-ms", "2000"]
+HOLDING_ARGS = ["--latency-ms", "60000"]
+"""The gateway before the outage answers after 60 s (the node timeout is raised above it), so
+its 20 calls stay in flight until the kill however slowly a loaded machine sends them: with
+2 s answers the first calls could end before the last were sent, and 20 at once never came."""
 
 
 @pytest.mark.parametrize(
@@ -108,9 +112,13 @@ OUTAGE_ARGS = ["--latency-ms", "2000"]
 def test_a_gateway_outage_is_waited_out_within_its_window(
     redis_server: Any, tmp_path: Path, window_s: int, down_s: float | None, status: str
 ) -> None:
-    env = {"SWARM_OUTAGE_WINDOW_S": str(window_s), "SWARM_NODES_PER_TASK": "1"}
+    env = {
+        "SWARM_OUTAGE_WINDOW_S": str(window_s),
+        "SWARM_NODES_PER_TASK": "1",
+        "SWARM_NODE_TIMEOUT_S": "90",  # above the held answers' 60 s
+    }
     worker = Worker("w1", c=24, env=env)
-    with running_stack(redis_server, tmp_path, OUTAGE_ARGS, [worker], env=env) as st:
+    with running_stack(redis_server, tmp_path, HOLDING_ARGS, [worker], env=env) as st:
         handle = st.client().submit(inputs(20), "Summarise this document")
         wait_until(lambda: st.stats()["inflight"] >= 20, "20 calls in flight")
         st.sim.kill()
