@@ -44,11 +44,17 @@ log = logging.getLogger(__name__)
 
 
 def retry_later(
-    task: Task, job_id: str, countdown_s: float, args: tuple[Any, ...] | None = None
+    task: Task,
+    job_id: str,
+    countdown_s: float,
+    args: tuple[Any, ...] | None = None,
+    *,
+    hasten: bool = True,
 ) -> Exception:
     """What to raise for ``task``'s next run in ``countdown_s`` (with ``args``, else the
     same): the run deferred in Redis (module docstring) and Celery's Retry, which records
-    the retry and acknowledges this delivery; or, without leases, ``task.retry``'s own."""
+    the retry and acknowledges this delivery; or, without leases, ``task.retry``'s own.
+    ``hasten`` False: a cancelled job does not make this run due at once (``defer``)."""
     rt = process.get()
     request = task.request
     if rt.leases is None or request.id is None or request.called_directly:
@@ -62,7 +68,7 @@ def retry_later(
     held = leases.run_lease(task)
     lease = held if held is not None else task_lease(job_id, str(request.id))
     try:
-        defer(lease, countdown_s, signature)
+        defer(lease, countdown_s, signature, hasten=hasten)
     except STORE_OUTAGES as exc:  # Redis went away since the run: the broker holds it
         log.warning("swarm: Redis unreachable (%s); %s waits in the broker", exc, request.id)
         fallback: Exception = task.retry(args=args, countdown=countdown_s, throw=False)
@@ -76,15 +82,19 @@ def send_later(job_id: str, task_id: str, signature: Signature, delay_s: float) 
     defer(task_lease(job_id, task_id, ""), delay_s, signature)
 
 
-def defer(lease: Lease, delay_s: float, signature: Signature) -> None:
+def defer(lease: Lease, delay_s: float, signature: Signature, *, hasten: bool = True) -> None:
     """Store ``signature`` as due in ``delay_s`` under ``lease``'s member, releasing
-    ``lease`` (no longer renewed from here on), and wake this process's sweeper then."""
+    ``lease`` (no longer renewed from here on), and wake this process's sweeper then.
+    ``hasten``: in a cancelled job the run is due at once, so a node's next run ends it
+    cancelled without waiting out its countdown. The job's watch passes False: a watch due
+    at once in a cancelled job whose nodes cannot end (their queue has no worker) ran its
+    check again and again, tens of times a second, until the job ended."""
     rt = process.get()
     assert rt.leases is not None
     rt.leases.drop(lease)  # before the write: a renewal after it would move the due time
     sent = resend_signature(signature)
     rt.store.defer_task(lease, max(delay_s, 0.0), sent)
-    if delay_s > 0 and rt.store.cancelled(lease.job_id):  # after the write: see below
+    if hasten and delay_s > 0 and rt.store.cancelled(lease.job_id):  # after the write: below
         rt.store.defer_task(lease, 0.0, sent)
         delay_s = 0.0
     log.debug("swarm: %s deferred by %.1f s", lease.member, delay_s)

@@ -149,7 +149,8 @@ def watch(self: Task, job_id: str, seen: dict[str, Any] | None = None) -> dict[s
         suffix = f"-w{check.seen.resends}"
         client.fan_out(rt.store.spec(job_id), only=only, suffix=suffix, watch=False)
     next_check = (job_id, asdict(check.seen))
-    raise deferral.retry_later(self, job_id, check_every_s(rt.settings), next_check)
+    every_s = check_every_s(rt.settings)
+    raise deferral.retry_later(self, job_id, every_s, next_check, hasten=False)
 
 
 def again_later(task: Task, exc: Exception) -> Exception:

@@ -83,3 +83,31 @@ def test_redis_down_since_the_run_sends_a_broker_countdown(store: Store) -> None
         task.pop_request()
     assert isinstance(raised, Retry)
     assert retried == [{"args": ("job", "n1"), "countdown": 3.0, "throw": False}]
+
+
+class CancelledStore(Store):
+    def cancelled(self, job_id: str) -> bool:
+        return True
+
+
+@pytest.fixture
+def cancelled_store() -> Any:
+    found = CancelledStore(down=False)
+    leases = SimpleNamespace(drop=lambda lease: None)
+    process.install(SimpleNamespace(leases=leases, store=found))  # type: ignore[arg-type]
+    yield found
+    process.install(None)
+
+
+@pytest.mark.parametrize(("hasten", "due_s"), [(True, [3.0, 0.0]), (False, [3.0])])
+def test_a_cancelled_job_makes_a_run_due_at_once_unless_told_not_to(
+    cancelled_store: CancelledStore, hasten: bool, due_s: list[float]
+) -> None:
+    """A node's next run in a cancelled job is due at once (it ends cancelled); the watch's
+    is not (it would check again at once, again and again, while the nodes cannot end)."""
+    task = run_in_task([])
+    try:
+        deferral.retry_later(task, "job", 3.0, ("job", "n1"), hasten=hasten)
+    finally:
+        task.pop_request()
+    assert [delay for _, delay in cancelled_store.deferred] == due_s
