@@ -123,6 +123,8 @@ def _send_lapsed(
     except Exception as exc:  # the broker refused it: a sweep after the hold tries again
         log.debug("swarm takeover: could not send %s again (%s)", member, exc)
         return 0
-    if signature.task not in kept:
+    if signature.task in kept:
+        log.debug("swarm takeover: sent %s again, held until a run leases it", member)
+    else:
         store.settle_lapse(member, token)
     return 1
