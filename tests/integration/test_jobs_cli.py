@@ -297,26 +297,29 @@ def test_a_worker_without_the_key_its_gateway_needs_warns_at_start(
 
 
 def test_status_watch_on_a_terminal_draws_the_live_view(stack: Stack) -> None:
+    """The view is drawn before any answer can come: the stack's worker is frozen from the
+    submit until the CLI has drawn its first frame (a loaded machine can take longer to start
+    the CLI than the job takes to run, and then only the final table is printed)."""
     import pty
 
-    # 8 s answers: the live view is drawn a few times, within the stack's 10 s node timeout
+    # 8 s answers: the live view is redrawn while they run, within the stack's 10 s node timeout
     items = [f"document {i} [[sim:latency_ms=8000]]" for i in range(4)]
-    job_id = stack.client().submit(items, "Summarise").id
-    leader, follower = pty.openpty()
-    watch = subprocess.Popen(
-        [*CLI, "status", job_id, "--watch"], env={**os.environ, **stack.env, "COLUMNS": "120"},
-        stdout=subprocess.PIPE, stderr=follower, text=True,
-    )  # fmt: skip
-    os.close(follower)
-    drawn = b""
-    while True:
-        try:
-            chunk = os.read(leader, 65536)
-        except OSError:  # the terminal closed with the process
-            break
-        if not chunk:
-            break
-        drawn += chunk
+    frozen = [worker.pid for worker in stack.workers]
+    for pid in frozen:
+        os.killpg(pid, signal.SIGSTOP)
+    try:
+        job_id = stack.client().submit(items, "Summarise").id
+        leader, follower = pty.openpty()
+        watch = subprocess.Popen(
+            [*CLI, "status", job_id, "--watch"], env={**os.environ, **stack.env, "COLUMNS": "120"},
+            stdout=subprocess.PIPE, stderr=follower, text=True,
+        )  # fmt: skip
+        os.close(follower)
+        drawn = read_terminal(leader, b"\x1b[", deadline=time.monotonic() + 120)
+    finally:
+        for pid in frozen:
+            os.killpg(pid, signal.SIGCONT)
+    drawn += read_terminal(leader, None, deadline=time.monotonic() + 120)
     out, _ = watch.communicate(timeout=120)
     os.close(leader)
     screen = drawn.decode("utf-8", "replace")
@@ -327,6 +330,23 @@ def test_status_watch_on_a_terminal_draws_the_live_view(stack: Stack) -> None:
     assert "sub-agents ended: done " in text and "cost so far $" in text
     for head in ("model", "done", "failed", "in flight", "429s", "cost so far"):
         assert head in text
+
+
+def read_terminal(fd: int, wanted: bytes | None, deadline: float) -> bytes:
+    """What the terminal ``fd`` shows until ``wanted`` is in it, or (None) until it closes."""
+    import select
+
+    got = b""
+    while time.monotonic() < deadline and (wanted is None or wanted not in got):
+        ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
+        try:
+            chunk = os.read(fd, 65536) if ready else b""
+        except OSError:  # the terminal closed with the process
+            break
+        if ready and not chunk:
+            break
+        got += chunk
+    return got
 
 
 def test_the_gateway_warning_is_said_once_and_strict_refuses(stack: Stack, tmp_path: Path) -> None:
