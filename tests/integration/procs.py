@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
+import subprocess
 import tempfile
 import time
 import urllib.parse
@@ -299,3 +301,23 @@ def start_sim(
         port,
     )  # fmt: skip
     return proc, f"http://127.0.0.1:{chosen}/v1"
+
+
+def interruptible_popen(cmd: Sequence[str], **popen: Any) -> subprocess.Popen[str]:
+    """``cmd`` started (text mode, ``popen`` passed on) with SIGINT's default disposition, as
+    a terminal's shell starts it: the tests that press Ctrl-C start their CLI with this.
+
+    A process inherits an ignored signal across exec, and Python leaves an inherited
+    SIG_IGN for SIGINT in place (no KeyboardInterrupt). A non-interactive shell starts its
+    background commands with SIGINT ignored, so a suite started as ``./ops/test ... &`` (or
+    under nohup) ran every CLI of these tests with Ctrl-C ignored: the cause of the Ctrl-C
+    tests' "SIGINT not acted on" (SigIgn 0x2 in the state interrupt() reports).
+    """
+    ignored = signal.getsignal(signal.SIGINT) == signal.SIG_IGN
+    if ignored:  # a Python handler is reset to the default by exec: the child catches it
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        return subprocess.Popen(list(cmd), text=True, **popen)
+    finally:
+        if ignored:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)

@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import procs
+
 CONTRACT = {
     "job_id",
     "status",
@@ -76,10 +78,11 @@ def test_demo_text_report(tmp_path: Path) -> None:
 
 
 def start_embedded(cwd: Path, args: list[str], stdin: str = "") -> subprocess.Popen[str]:
-    """`swarm ARGS` in embedded mode (no SWARM_* set), stderr piped, ``stdin`` written."""
+    """`swarm ARGS` in embedded mode (no SWARM_* set), stderr piped, ``stdin`` written,
+    Ctrl-C acted on as in a terminal (procs.interruptible_popen)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SWARM_", "OPENAI_"))}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "swarm.cli.main", *args], cwd=cwd, env=env, text=True,
+    proc = procs.interruptible_popen(
+        [sys.executable, "-m", "swarm.cli.main", *args], cwd=cwd, env=env,
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
     )  # fmt: skip
     assert proc.stdin is not None

@@ -46,38 +46,21 @@ def swarm(
 
 def start(args: list[str], env: dict[str, str]) -> subprocess.Popen[str]:
     """`swarm ARGS` in the background, stderr piped (so not a terminal), Ctrl-C acted on as
-    in a terminal (interruptible_popen)."""
-    return interruptible_popen([*CLI, *args], env={**os.environ, **env})
-
-
-def interruptible_popen(cmd: list[str], env: dict[str, str]) -> subprocess.Popen[str]:
-    """``cmd`` started with SIGINT's default disposition, as a terminal's shell starts it.
-
-    A process inherits an ignored signal across exec, and Python leaves an inherited
-    SIG_IGN for SIGINT in place (no KeyboardInterrupt). A non-interactive shell starts its
-    background commands with SIGINT ignored, so a suite started as ``./ops/test ... &`` (or
-    under nohup) ran every CLI of these tests with Ctrl-C ignored: the cause of the two
-    Ctrl-C tests' "SIGINT not acted on" (SigIgn 0x2 in the state interrupt() reports).
-    """
-    ignored = signal.getsignal(signal.SIGINT) == signal.SIG_IGN
-    if ignored:  # a Python handler is reset to the default by exec: the child catches it
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-    try:
-        return subprocess.Popen(
-            cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-        )
-    finally:
-        if ignored:
-            signal.signal(signal.SIGINT, signal.SIG_IGN)
+    in a terminal (procs.interruptible_popen)."""
+    return procs.interruptible_popen(
+        [*CLI, *args], env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
 
 
 def test_a_cli_started_where_sigint_is_ignored_still_takes_ctrl_c() -> None:
-    """What interruptible_popen is for: this process ignoring SIGINT (a suite started in
+    """What procs.interruptible_popen is for: this process ignoring SIGINT (a suite started in
     the background of a script) does not make the CLI's Ctrl-C ignored."""
     probe = "import signal; print(signal.getsignal(signal.SIGINT) is signal.default_int_handler)"
     before = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
-        proc = interruptible_popen([sys.executable, "-c", probe], dict(os.environ))
+        proc = procs.interruptible_popen(
+            [sys.executable, "-c", probe], env=dict(os.environ), stdout=subprocess.PIPE
+        )
     finally:
         signal.signal(signal.SIGINT, before)
     out, err = proc.communicate(timeout=60)
