@@ -15,7 +15,7 @@ import logging
 import random
 import time
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import KW_ONLY, dataclass, replace
 
 from swarm import tracing
 from swarm.calls import thread_share
@@ -118,6 +118,7 @@ def outcome_of_answer(answer: Answer | None) -> Outcome:
     )
 
 
+@dataclass(eq=False)
 class Gate:
     """Admission for the attempts of one call (one node or one aggregation): acquire a
     permit, send, finish the permit with the attempt's outcome.
@@ -125,34 +126,23 @@ class Gate:
     The hooks ``_stop_waiting``, ``_stay_in_task`` and ``_freed`` are what a local backend's
     gate changes (swarm.calls.local.gate); here they never act."""
 
-    def __init__(
-        self,
-        controller: AdmissionController,
-        spec: ModelSpec,
-        job_id: str,
-        tokens: int,
-        *,
-        max_wait_s: float,
-        max_countdown_s: float,
-        may_requeue: bool,
-        reserve_s: float = 0.0,
-        tenant: Tenant = DEFAULT,
-        charge: int | None = None,
-        sleep: Callable[[float], None] = time.sleep,
-        rand: Callable[[], float] = random.random,
-    ) -> None:
-        self.controller = controller
-        self.spec = spec
-        self.job_id = job_id
-        self.tokens = tokens
-        self.max_wait_s = max_wait_s
-        self.max_countdown_s = max_countdown_s
-        self.may_requeue = may_requeue
-        self.reserve_s = min(reserve_s, max_wait_s)
-        self.tenant = tenant
-        self.charge = charge
-        self.sleep = sleep
-        self.rand = rand
+    controller: AdmissionController
+    spec: ModelSpec
+    job_id: str
+    tokens: int
+    _: KW_ONLY
+    max_wait_s: float
+    max_countdown_s: float
+    may_requeue: bool
+    reserve_s: float = 0.0
+    """Capped at ``max_wait_s``."""
+    tenant: Tenant = DEFAULT
+    charge: int | None = None
+    sleep: Callable[[float], None] = time.sleep
+    rand: Callable[[], float] = random.random
+
+    def __post_init__(self) -> None:
+        self.reserve_s = min(self.reserve_s, self.max_wait_s)
 
     def acquire(self, first: PendingAcquire | None = None) -> Permit:
         """Block until admitted, or raise RetryLater (see module docstring); ``first``: an
