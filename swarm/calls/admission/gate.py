@@ -166,7 +166,7 @@ class Gate:
         if first.decision is not None and first.decision.permit:
             log.debug("admission: %s's permit asked with the claim given back unused",
                       self.spec.name)  # fmt: skip
-            self._settle_through_outage(first.decision.permit, unsent=True)
+            self._settle_through_outage(first.decision.permit)
 
     def _ask(self, lease_id: str) -> Decision:
         """One acquire of this call's permit."""
@@ -180,7 +180,7 @@ class Gate:
         while True:
             if self._stop_waiting():
                 if decided is not None and decided.permit is not None:
-                    self._settle_through_outage(decided.permit, unsent=True)
+                    self._settle_through_outage(decided.permit)
                 return None
             decision = decided or self._ask(lease_id)
             decided = None
@@ -246,7 +246,7 @@ class Gate:
             if self.controller.pause_left_s(self.spec) <= 0:
                 return True
         except STORE_OUTAGES:  # Redis unreachable: the permit goes back or lapses
-            self._settle_through_outage(permit, error=None, unsent=True)
+            self._settle_through_outage(permit)
             raise
         self.controller.finish(self.spec, permit, Outcome(used_tokens=0, sent=False))
         return False
@@ -283,22 +283,14 @@ class Gate:
         return answer
 
     def _settle_through_outage(
-        self,
-        permit: Permit,
-        answer: Answer | None = None,
-        error: BaseException | None = None,
-        *,
-        unsent: bool = False,
+        self, permit: Permit, answer: Answer | None = None, error: BaseException | None = None
     ) -> None:
-        """``settle`` (``unsent``: give the permit back unused), unless Redis cannot be
-        reached (a failover under way): then the attempt's own outcome goes on (an answer
-        the gateway billed must reach the ledger, a billed error keeps its usage) and the
-        permit's lease lapses on its own."""
+        """``settle`` (neither ``answer`` nor ``error``: give the permit back unused), unless
+        Redis cannot be reached (a failover under way): then the attempt's own outcome goes
+        on (an answer the gateway billed must reach the ledger, a billed error keeps its
+        usage) and the permit's lease lapses on its own."""
         try:
-            if unsent:
-                self.controller.finish(self.spec, permit, Outcome(used_tokens=0, sent=False))
-            else:
-                self.settle(permit, answer=answer, error=error)
+            self.settle(permit, answer=answer, error=error)
         except STORE_OUTAGES as exc:
             log.debug("admission: %s's permit not finished, Redis unreachable (%s); it lapses",
                       self.spec.name, exc)  # fmt: skip

@@ -58,7 +58,7 @@ class HoldingGate(Gate):
         permit = self._acquire()
         if (answer := self.late.take()) is not None:
             if permit is not None:
-                self._settle_through_outage(permit, unsent=True)
+                self._settle_through_outage(permit)
             return answer
         assert permit is not None  # None only when a late answer is kept
         backend, sent_at = self.spec.backend, self.abandoned.clock()
