@@ -17,28 +17,15 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Any, overload
+from typing import Any
+
+from swarm.positional import Positional
 
 
-class _Generated(Sequence[str]):
-    """A read-only sequence whose items are made from a position when read (``_at``)."""
+class _Generated(Positional[str]):
+    """Ids or refs made from a position when read (swarm.positional), hashed as a tuple."""
 
     __slots__ = ()
-
-    def _at(self, position: int) -> str:
-        raise NotImplementedError
-
-    @overload
-    def __getitem__(self, index: int) -> str: ...
-    @overload
-    def __getitem__(self, index: slice) -> Sequence[str]: ...
-    def __getitem__(self, index: int | slice) -> str | Sequence[str]:
-        if isinstance(index, slice):
-            return tuple(self._at(i) for i in range(*index.indices(len(self))))
-        position = index + len(self) if index < 0 else index
-        if not 0 <= position < len(self):
-            raise IndexError(index)
-        return self._at(position)
 
     def __hash__(self) -> int:
         return hash(tuple(self))

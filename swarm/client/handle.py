@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from swarm.catalog import Catalog
@@ -80,24 +81,22 @@ def phase_of(progress: Progress) -> Phase:
     return "nodes"
 
 
+@dataclass(frozen=True, eq=False, repr=False)
 class SwarmHandle:
     """A submitted job, by id; cheap to create, safe to hold in any process."""
 
-    def __init__(
-        self,
-        job_id: str,
-        store: JobStore,
-        catalog: Catalog | None = None,
-        page: int = 1000,
-        idle_check: IdleCheck | None = None,
-    ) -> None:
-        self.id = job_id
-        self._store = store
-        self._catalog = catalog
-        self._page = page
-        """A report of more nodes than this reads them in pages as they are used."""
-        self._idle_check = idle_check
-        """Asks the workers which of the job's queues none consumes (swarm.client.idle)."""
+    job_id: str
+    store: JobStore
+    catalog: Catalog | None = None
+    page: int = 1000
+    """A report of more nodes than this reads them in pages as they are used."""
+    idle_check: IdleCheck | None = None
+    """Asks the workers which of the job's queues none consumes (swarm.client.idle)."""
+
+    @property
+    def id(self) -> str:
+        """The job's id."""
+        return self.job_id
 
     def __repr__(self) -> str:
         return f"SwarmHandle({self.id!r})"
@@ -106,10 +105,10 @@ class SwarmHandle:
         """Units of work total and done (the nodes and the aggregation), nodes total, done,
         failed and in flight (per model too), the phase, and the cost so far;
         JobNotFoundError for an unknown job."""
-        counts = self._store.progress(self.id)
+        counts = self.store.progress(self.id)
         cost = None
-        if self._catalog is not None:
-            lines = model_lines(self._catalog, self._store.ledger(self.id))
+        if self.catalog is not None:
+            lines = model_lines(self.catalog, self.store.ledger(self.id))
             cost = round(sum(line.cost_usd for line in lines.values()), 6)
         fields = {name: value for name, value in counts if name not in ("phase", "total", "done")}
         return JobProgress(
@@ -126,35 +125,35 @@ class SwarmHandle:
     def status(self) -> str | None:
         """The report's status once it is written (``succeeded``, ``partial``, ...), else
         None."""
-        summary = self._store.report_summary(self.id)
+        summary = self.store.report_summary(self.id)
         return None if summary is None else str(summary.get("status"))
 
     def done(self) -> bool:
         """True once the job's report is written (whatever its status)."""
-        return self._store.progress(self.id).finished
+        return self.store.progress(self.id).finished
 
     def report(self) -> Report | None:
         """The final report, or None while the job runs. Its billing includes calls the
         ledger recorded after it was written (``late_calls``; needs the catalog). Its
         ``nodes`` are read from the store a page at a time as they are used when the job has
         more than a page of them (``SWARM_REPORT_PAGE_NODES``)."""
-        summary = self._settled(self._store.report_summary(self.id))
+        summary = self._settled(self.store.report_summary(self.id))
         return None if summary is None else self._typed(summary)
 
     def _typed(self, summary: dict[str, Any]) -> Report:
         total = int(summary.get("total", 0))
-        if total > self._page:
+        if total > self.page:
             nodes: list[dict[str, Any]] | PagedNodes = PagedNodes(
-                self._store, self.id, total, self._page
+                self.store, self.id, total, self.page
             )
         else:
-            nodes = self._store.report_nodes(self.id)
+            nodes = self.store.report_nodes(self.id)
         return Report.from_dict({**summary, "nodes": nodes})
 
     def _settled(self, report: dict[str, Any] | None) -> dict[str, Any] | None:
-        if report is None or self._catalog is None:
+        if report is None or self.catalog is None:
             return report
-        return with_late_billing(report, self._store.ledger(self.id), self._catalog)
+        return with_late_billing(report, self.store.ledger(self.id), self.catalog)
 
     def wait(self, timeout: float | None = None, poll_s: float = 0.05) -> Report:
         """Block until the report exists and return it; JobTimeoutError after ``timeout``
@@ -167,13 +166,13 @@ class SwarmHandle:
         started = time.monotonic()
         deadline = None if timeout is None else started + timeout
         hint: str | None = None
-        checked = self._idle_check is None
+        checked = self.idle_check is None
         while True:
             now = time.monotonic()
             left_s = WAIT_CHUNK_S if deadline is None else deadline - now
             if not checked:
                 left_s = min(left_s, started + IDLE_CHECK_S - now)
-            waited = self._store.wait_report(self.id, max(left_s, 0.0), poll_s, summary=True)
+            waited = self.store.wait_report(self.id, max(left_s, 0.0), poll_s, summary=True)
             report = self._settled(waited)
             if report is not None:
                 return self._typed(report)
@@ -192,14 +191,14 @@ class SwarmHandle:
 
     def _idle_hint(self) -> str | None:
         """The idle check's line, unless the job ended or something of it runs."""
-        if self._idle_check is None or not waiting_stage(self._store.progress(self.id)):
+        if self.idle_check is None or not waiting_stage(self.store.progress(self.id)):
             return None
-        return self._idle_check(self.id)
+        return self.idle_check(self.id)
 
     def cancel(self) -> None:
         """Stop the job: nodes that have not called the gateway end as cancelled without
         calling it; calls in flight finish and are billed; the report says cancelled.
         Nodes waiting in a countdown (a requeue, a batch's next poll) run at once, to end."""
-        self._store.cancel(self.id)
-        hastened = self._store.hasten_deferred(self.id)
+        self.store.cancel(self.id)
+        hastened = self.store.hasten_deferred(self.id)
         log.debug("job %s cancelled: %d deferred task(s) due now", self.id, hastened)

@@ -44,12 +44,9 @@ class PagedNodes(NodeList):
             self._start, self._held = start, [node_record(row) for row in rows]
         return self._held
 
-    def _node(self, index: int) -> NodeEnvelope:
-        if not -self._total <= index < self._total:
-            raise IndexError("node index out of range")
-        index %= self._total
-        start = index - index % self._page
-        return self._read(start)[index - start]
+    def _at(self, position: int) -> NodeEnvelope:
+        start = position - position % self._page
+        return self._read(start)[position - start]
 
     def __iter__(self) -> Iterator[NodeEnvelope]:
         for start in range(0, self._total, self._page):

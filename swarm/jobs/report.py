@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import Any, Literal, overload
+from typing import Any, Literal
 
 from pydantic import Field, GetCoreSchemaHandler
 from pydantic_core import core_schema
@@ -13,6 +13,7 @@ from swarm.cost.batch import batch_cost_usd, split_ledger_name
 from swarm.cost.cache import cache_saved_usd
 from swarm.cost.pricing import cost_usd
 from swarm.jobs.tally import NodeCounts, tally
+from swarm.positional import Positional
 from swarm.records import Frozen, JobSpec, NodeEnvelope, Usage
 from swarm.store.base import HedgeCounts, LedgerLine
 
@@ -46,7 +47,7 @@ class ModelLine(Frozen):
     prices times the batch discount)."""
 
 
-class NodeList(Sequence[NodeEnvelope]):
+class NodeList(Positional[NodeEnvelope]):
     """A report's nodes, each record built from its stored JSON when first read: a report
     read back from the job store validates no node until one is asked for, and dumps the
     ones never read as they were stored."""
@@ -75,26 +76,20 @@ class NodeList(Sequence[NodeEnvelope]):
             json_schema_input_schema=handler.generate_schema(list[NodeEnvelope]),
         )
 
-    def _node(self, index: int) -> NodeEnvelope:
-        item = self._items[index]
+    def _at(self, position: int) -> NodeEnvelope:
+        item = self._items[position]
         if not isinstance(item, NodeEnvelope):
-            item = self._items[index] = node_record(item)
+            item = self._items[position] = node_record(item)
         return item
 
-    @overload
-    def __getitem__(self, index: int) -> NodeEnvelope: ...
-    @overload
-    def __getitem__(self, index: slice) -> list[NodeEnvelope]: ...
-    def __getitem__(self, index: int | slice) -> NodeEnvelope | list[NodeEnvelope]:
-        if isinstance(index, slice):
-            return [self._node(i) for i in range(len(self))[index]]
-        return self._node(index)
+    def _slice(self, index: slice) -> list[NodeEnvelope]:
+        return [self._at(i) for i in range(len(self))[index]]
 
     def __len__(self) -> int:
         return len(self._items)
 
     def __iter__(self) -> Iterator[NodeEnvelope]:
-        return (self._node(i) for i in range(len(self)))
+        return (self._at(i) for i in range(len(self)))
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, NodeList | list | tuple):

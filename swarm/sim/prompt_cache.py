@@ -18,7 +18,7 @@ from __future__ import annotations
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from swarm.sim.content import ChatRequest, prefixes
 
@@ -32,30 +32,26 @@ class Arrival:
     """(key, tokens) of each leading run of messages long enough to cache, shortest first."""
 
 
+@dataclass(eq=False)
 class PromptCache:
     """Cached prefixes per model: key -> (cached since, expires at)."""
 
-    def __init__(
-        self,
-        min_tokens: int,
-        ttl_s: float,
-        max_entries: int = 100_000,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self.min_tokens = min_tokens
-        self.ttl_s = ttl_s
-        self.max_entries = max_entries
-        self._clock = clock
-        self._entries: OrderedDict[bytes, tuple[float, float]] = OrderedDict()
+    min_tokens: int
+    ttl_s: float
+    max_entries: int = 100_000
+    clock: Callable[[], float] = time.monotonic
+    _entries: OrderedDict[bytes, tuple[float, float]] = field(
+        init=False, default_factory=OrderedDict
+    )
 
     def arrive(self, request: ChatRequest) -> Arrival:
         """Note a request's arrival (call it when the request is admitted)."""
-        return Arrival(self._clock(), tuple(prefixes(request, self.min_tokens)))
+        return Arrival(self.clock(), tuple(prefixes(request, self.min_tokens)))
 
     def answered(self, arrival: Arrival) -> int:
         """The request's cached tokens, once answered; its prefixes are cached from now on
         for later arrivals (the hits' entries live ``ttl_s`` longer)."""
-        now = self._clock()
+        now = self.clock()
         cached = 0
         for key, tokens in arrival.prefixes:
             entry = self._entries.get(key)

@@ -8,11 +8,13 @@ that: its length is known, its items are made as they are iterated.
 
 from __future__ import annotations
 
+import itertools
 import tempfile
 from collections.abc import Iterable, Iterator, Sequence
-from typing import IO, overload
+from typing import IO
 
 from swarm.errors import InputError
+from swarm.positional import Positional
 from swarm.records import InputItem
 from swarm.sources.text import decode_text
 
@@ -59,9 +61,10 @@ class SpooledLines:
         self._file.close()
 
 
-class StreamedInputs(Sequence[InputItem]):
+class StreamedInputs(Positional[InputItem]):
     """Inputs in order from segments: lists of items (files) and spooled lines (stdin);
-    iterating reads the spools again each time (index access walks to the item)."""
+    iterating reads the spools again each time (index access walks to the item, a slice
+    reads them all once)."""
 
     def __init__(self, segments: Sequence[Sequence[InputItem] | SpooledLines]) -> None:
         self._segments = list(segments)
@@ -74,20 +77,11 @@ class StreamedInputs(Sequence[InputItem]):
         for segment in self._segments:
             yield from segment
 
-    @overload
-    def __getitem__(self, index: int) -> InputItem: ...
-    @overload
-    def __getitem__(self, index: slice) -> Sequence[InputItem]: ...
-    def __getitem__(self, index: int | slice) -> InputItem | Sequence[InputItem]:
-        if isinstance(index, slice):
-            return list(self)[index]
-        position = index + self._length if index < 0 else index
-        if not 0 <= position < self._length:
-            raise IndexError(index)
-        for i, item in enumerate(self):
-            if i == position:
-                return item
-        raise IndexError(index)  # pragma: no cover - the length counts every item
+    def _at(self, position: int) -> InputItem:
+        return next(itertools.islice(self, position, None))
+
+    def _slice(self, index: slice) -> Sequence[InputItem]:
+        return list(self)[index]  # one pass over the spools, not one per item
 
     def close(self) -> None:
         """Delete the spooled files."""

@@ -14,6 +14,7 @@ caller keeps its own in-process values.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import threading
@@ -29,27 +30,20 @@ TTL_S = 7 * 86400
 """The hash goes when nothing was learned for a week."""
 
 
+@dataclasses.dataclass(eq=False)
 class SharedHash:
     """One hash: ``read_due`` (throttled), ``read_next`` (unthrottled once), ``put``
     (throttled per field)."""
 
-    def __init__(
-        self,
-        client: redis.Redis,
-        key: str,
-        what: str,
-        clock: Callable[[], float] = time.monotonic,
-        every_s: float = READ_EVERY_S,
-    ) -> None:
-        self.client = client
-        self.key = key
-        self.what = what
-        self.clock = clock
-        self.every_s = every_s
-        self._read_at = -math.inf
-        self._written_at: dict[str, float] = {}
-        self._pending: dict[str, str] = {}
-        self._lock = threading.Lock()
+    client: redis.Redis = dataclasses.field(repr=False)
+    key: str
+    what: str
+    clock: Callable[[], float] = time.monotonic
+    every_s: float = READ_EVERY_S
+    _read_at: float = dataclasses.field(init=False, default=-math.inf)
+    _written_at: dict[str, float] = dataclasses.field(init=False, default_factory=dict)
+    _pending: dict[str, str] = dataclasses.field(init=False, default_factory=dict)
+    _lock: threading.Lock = dataclasses.field(init=False, default_factory=threading.Lock)
 
     def read_next(self) -> None:
         """The next ``read_due`` reads, however recent the last read."""

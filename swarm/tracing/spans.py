@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from typing import Any
 
 from opentelemetry import context as otel_context
@@ -146,19 +147,18 @@ class Tracing:
         self.provider.shutdown()
 
 
+@dataclass(eq=False)
 class Attempts:
     """``chat <model>`` spans of one call, one per HTTP attempt (its admission wait and
     hedges included)."""
 
-    def __init__(
-        self, tracing: Tracing, model: ModelSpec, provider: str, server: str | None, earlier: int
-    ) -> None:
-        self.tracing = tracing
-        self.number = earlier
-        self.model = model
-        self.provider = provider
-        self.server = server
-        self.last_error: str | None = None
+    tracing: Tracing = field(repr=False)
+    model: ModelSpec
+    provider: str
+    server: str | None
+    number: int
+    """Attempts made so far (the call's earlier ones included)."""
+    last_error: str | None = field(init=False, default=None)
 
     def run(
         self,

@@ -15,7 +15,7 @@ import logging
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from swarm.backends import BackendSpec
 from swarm.calls.admission.base import (
@@ -105,24 +105,18 @@ UNSENT = Outcome(used_tokens=0, sent=False)
 """The outcome of a permit given back before its request was sent."""
 
 
+@dataclass(eq=False)
 class BackendAdmission(AdmissionController):
     """``inner`` for the models, plus each model's backend limits (adaptive where unset).
 
     ``adaptive`` is None when no backend of the catalog is adaptive (swarm.calls.local.kit
     builds it only for a catalog that has one): the backends keep their configured limits."""
 
-    def __init__(
-        self,
-        inner: AdmissionController,
-        catalog: Catalog,
-        adaptive: InflightLimits | None,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self.inner = inner
-        self.catalog = catalog
-        self.adaptive = adaptive
-        self.clock = clock
-        self._held: dict[str, _Held] = {}
+    inner: AdmissionController
+    catalog: Catalog = field(repr=False)
+    adaptive: InflightLimits | None
+    clock: Callable[[], float] = time.monotonic
+    _held: dict[str, _Held] = field(init=False, default_factory=dict)
 
     def backend_spec(self, backend: BackendSpec) -> ModelSpec:
         """The backend as the inner controller admits it, its adaptive limit applied."""

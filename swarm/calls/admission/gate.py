@@ -15,7 +15,7 @@ import logging
 import random
 import time
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import KW_ONLY, dataclass, replace
 
 from swarm import tracing
 from swarm.calls import thread_share
@@ -118,6 +118,7 @@ def outcome_of_answer(answer: Answer | None) -> Outcome:
     )
 
 
+@dataclass(eq=False)
 class Gate:
     """Admission for the attempts of one call (one node or one aggregation): acquire a
     permit, send, finish the permit with the attempt's outcome.
@@ -125,34 +126,23 @@ class Gate:
     The hooks ``_stop_waiting``, ``_stay_in_task`` and ``_freed`` are what a local backend's
     gate changes (swarm.calls.local.gate); here they never act."""
 
-    def __init__(
-        self,
-        controller: AdmissionController,
-        spec: ModelSpec,
-        job_id: str,
-        tokens: int,
-        *,
-        max_wait_s: float,
-        max_countdown_s: float,
-        may_requeue: bool,
-        reserve_s: float = 0.0,
-        tenant: Tenant = DEFAULT,
-        charge: int | None = None,
-        sleep: Callable[[float], None] = time.sleep,
-        rand: Callable[[], float] = random.random,
-    ) -> None:
-        self.controller = controller
-        self.spec = spec
-        self.job_id = job_id
-        self.tokens = tokens
-        self.max_wait_s = max_wait_s
-        self.max_countdown_s = max_countdown_s
-        self.may_requeue = may_requeue
-        self.reserve_s = min(reserve_s, max_wait_s)
-        self.tenant = tenant
-        self.charge = charge
-        self.sleep = sleep
-        self.rand = rand
+    controller: AdmissionController
+    spec: ModelSpec
+    job_id: str
+    tokens: int
+    _: KW_ONLY
+    max_wait_s: float
+    max_countdown_s: float
+    may_requeue: bool
+    reserve_s: float = 0.0
+    """Capped at ``max_wait_s``."""
+    tenant: Tenant = DEFAULT
+    charge: int | None = None
+    sleep: Callable[[float], None] = time.sleep
+    rand: Callable[[], float] = random.random
+
+    def __post_init__(self) -> None:
+        self.reserve_s = min(self.reserve_s, self.max_wait_s)
 
     def acquire(self, first: PendingAcquire | None = None) -> Permit:
         """Block until admitted, or raise RetryLater (see module docstring); ``first``: an
@@ -176,7 +166,7 @@ class Gate:
         if first.decision is not None and first.decision.permit:
             log.debug("admission: %s's permit asked with the claim given back unused",
                       self.spec.name)  # fmt: skip
-            self._settle_through_outage(first.decision.permit, unsent=True)
+            self._settle_through_outage(first.decision.permit)
 
     def _ask(self, lease_id: str) -> Decision:
         """One acquire of this call's permit."""
@@ -190,7 +180,7 @@ class Gate:
         while True:
             if self._stop_waiting():
                 if decided is not None and decided.permit is not None:
-                    self._settle_through_outage(decided.permit, unsent=True)
+                    self._settle_through_outage(decided.permit)
                 return None
             decision = decided or self._ask(lease_id)
             decided = None
@@ -256,7 +246,7 @@ class Gate:
             if self.controller.pause_left_s(self.spec) <= 0:
                 return True
         except STORE_OUTAGES:  # Redis unreachable: the permit goes back or lapses
-            self._settle_through_outage(permit, error=None, unsent=True)
+            self._settle_through_outage(permit)
             raise
         self.controller.finish(self.spec, permit, Outcome(used_tokens=0, sent=False))
         return False
@@ -293,22 +283,14 @@ class Gate:
         return answer
 
     def _settle_through_outage(
-        self,
-        permit: Permit,
-        answer: Answer | None = None,
-        error: BaseException | None = None,
-        *,
-        unsent: bool = False,
+        self, permit: Permit, answer: Answer | None = None, error: BaseException | None = None
     ) -> None:
-        """``settle`` (``unsent``: give the permit back unused), unless Redis cannot be
-        reached (a failover under way): then the attempt's own outcome goes on (an answer
-        the gateway billed must reach the ledger, a billed error keeps its usage) and the
-        permit's lease lapses on its own."""
+        """``settle`` (neither ``answer`` nor ``error``: give the permit back unused), unless
+        Redis cannot be reached (a failover under way): then the attempt's own outcome goes
+        on (an answer the gateway billed must reach the ledger, a billed error keeps its
+        usage) and the permit's lease lapses on its own."""
         try:
-            if unsent:
-                self.controller.finish(self.spec, permit, Outcome(used_tokens=0, sent=False))
-            else:
-                self.settle(permit, answer=answer, error=error)
+            self.settle(permit, answer=answer, error=error)
         except STORE_OUTAGES as exc:
             log.debug("admission: %s's permit not finished, Redis unreachable (%s); it lapses",
                       self.spec.name, exc)  # fmt: skip

@@ -14,9 +14,8 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from functools import partial
-from typing import Any
 
 from swarm.calls.admission.base import Permit
 from swarm.calls.admission.gate import Gate, outcome_of_error
@@ -31,17 +30,15 @@ LATE_POLL_S = 1.0
 """Longest sleep of a call waiting for a permit while one of its requests is still read."""
 
 
+@dataclass(eq=False)
 class HoldingGate(Gate):
     """A local backend's gate: the lean gate, plus held permits and late answers."""
 
-    def __init__(self, *args: Any, abandoned: AbandonedPermits | None = None,
-                 **kwargs: Any) -> None:  # fmt: skip
-        super().__init__(*args, **kwargs)
-        self.abandoned = abandoned or AbandonedPermits()
-        """The process's permits of abandoned requests (the Runtime's; a gate's own when
-        none is given)."""
-        self.late = LateAnswers()
-        """The call's late answer, for its next attempt."""
+    abandoned: AbandonedPermits = field(default_factory=AbandonedPermits, kw_only=True)
+    """The process's permits of abandoned requests (the Runtime's; a gate's own when none is
+    given)."""
+    late: LateAnswers = field(init=False, default_factory=LateAnswers)
+    """The call's late answer, for its next attempt."""
 
     def _stop_waiting(self) -> bool:
         return self.late.ready()
@@ -61,7 +58,7 @@ class HoldingGate(Gate):
         permit = self._acquire()
         if (answer := self.late.take()) is not None:
             if permit is not None:
-                self._settle_through_outage(permit, unsent=True)
+                self._settle_through_outage(permit)
             return answer
         assert permit is not None  # None only when a late answer is kept
         backend, sent_at = self.spec.backend, self.abandoned.clock()
