@@ -10,6 +10,7 @@ import logging
 import os
 import re
 from pathlib import Path
+from typing import Any
 
 from pydantic import (
     AliasChoices,
@@ -326,6 +327,13 @@ class Settings(BaseSettings):
                 "or unset the variable for a server that needs none"
             )
         return self.usable_key()
+
+
+def default_of(name: str) -> Any:
+    """The default of setting ``name``. The records built from Settings at the edge (the
+    policies of admission, hedging and backend holds) take their fields' defaults from
+    here, so a default is written once."""
+    return Settings.model_fields[name].default
 
 
 def _check_scheme(url: str | None, schemes: tuple[str, ...]) -> str | None:

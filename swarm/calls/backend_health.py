@@ -35,7 +35,7 @@ from swarm.calls.retries import one_line
 from swarm.calls.retry_policy import classify, refusal_of
 from swarm.errors import BackendHeldError
 from swarm.records import ErrorKind
-from swarm.settings import Settings
+from swarm.settings import Settings, default_of
 from swarm.store.backend_holds import BackendHolds, Hold, MemoryBackendHolds
 from swarm.store.outages import STORE_OUTAGES
 
@@ -54,10 +54,10 @@ UNREACHABLE = frozenset({ErrorKind.CONNECTION, ErrorKind.TIMEOUT})
 class HealthPolicy:
     """The settings of backend holds (swarm.settings)."""
 
-    outage_window_s: float = 120.0
-    outage_min_calls: int = 3
-    daily_limit_wait_s: float = 600.0
-    hold_s: float = 900.0
+    outage_window_s: float = default_of("outage_window_s")
+    outage_min_calls: int = default_of("outage_min_calls")
+    daily_limit_wait_s: float = default_of("daily_limit_wait_s")
+    hold_s: float = default_of("backend_hold_s")
     probe_every_s: float = PROBE_EVERY_S
 
     @classmethod

@@ -55,11 +55,11 @@ StepCall = Callable[[str, list[Message], tuple[dict[str, Any], ...]], CallResult
 class AgentLimits:
     """Per-node limits of the loop (settings: SWARM_AGENT_*, SWARM_TOOL_*)."""
 
-    max_steps: int = 8
-    max_tool_calls: int = 24
-    token_budget: int = 200_000
-    timeout_s: float = 300.0
-    tools: ToolLimits = field(default_factory=ToolLimits)
+    max_steps: int
+    max_tool_calls: int
+    token_budget: int
+    timeout_s: float
+    tools: ToolLimits
 
     @classmethod
     def of(cls, settings: Settings) -> AgentLimits:

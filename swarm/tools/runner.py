@@ -28,10 +28,10 @@ CUT_MARKER = "\n[... output cut: {kept} of {total} characters shown ...]"
 
 @dataclass(frozen=True)
 class ToolLimits:
-    """Defaults for tools that do not set their own."""
+    """Defaults for tools that do not set their own (SWARM_TOOL_*)."""
 
-    timeout_s: float = 10.0
-    max_output_chars: int = 20_000
+    timeout_s: float
+    max_output_chars: int
 
 
 @dataclass(frozen=True)

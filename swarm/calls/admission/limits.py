@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from swarm.catalog import ModelSpec
-from swarm.settings import Settings
+from swarm.settings import Settings, default_of
 
 MINUTE_MS = 60_000.0
 SECOND_MS = 1_000.0
@@ -29,18 +29,18 @@ LEASE_MARGIN_S = 15.0
 class AdmissionPolicy:
     """Tuning shared by every model; built from Settings at the edge."""
 
-    max_wait_s: float = 2.0
+    max_wait_s: float = default_of("admission_max_wait_s")
     """A wait up to this long happens in the task; a longer one goes back to the queue."""
     lease_s: float = 60.0
     """Lifetime of an in-flight lease; a dead worker's permit returns after this."""
-    window_slack_s: float = 0.05
+    window_slack_s: float = default_of("admission_window_slack_s")
     """Shift of arrival times at the gateway against admission times that is tolerated."""
     poll_s: float = 0.05
     """Shortest retry hint when the in-flight cap or the fair share refuses (no exact time
     exists); with many waiters the hint grows (``slot_poll_ms``) up to ``max_poll_s``."""
     max_poll_s: float = 1.0
     """Longest retry hint for in-flight and fair-share waits."""
-    max_countdown_s: float = 60.0
+    max_countdown_s: float = default_of("admission_max_countdown_s")
     """Longest delay a requeued task is given (keeps it inside the visibility timeout)."""
     decrease: float = 0.7
     """Multiplicative decrease of the rate factor on a 429."""
@@ -66,7 +66,7 @@ class AdmissionPolicy:
     """Bucket size of the request limits (1 = evenly spaced, no burst)."""
     token_burst_share: float = 0.05
     """Bucket size of the token limit as a share of TPM."""
-    tenant_window_s: float = 60.0
+    tenant_window_s: float = default_of("admission_tenant_window_s")
     """Time constant of each tenant's recent token use (swarm.calls.admission.shares)."""
 
     @classmethod

@@ -13,20 +13,20 @@ import math
 from dataclasses import dataclass
 
 from swarm.records import JobSpec
-from swarm.settings import Settings
+from swarm.settings import Settings, default_of
 
 
 @dataclass(frozen=True)
 class HedgePolicy:
     """Hedging settings, read once at the edge."""
 
-    after_s: float | None = None
+    after_s: float | None = default_of("hedge_after_s")
     """Fixed hedge delay; None = none."""
-    quantile: float | None = None
+    quantile: float | None = default_of("hedge_quantile")
     """Hedge after the model's observed latency at this quantile; None = not adaptive."""
-    max_ratio: float = 0.1
+    max_ratio: float = default_of("hedge_max_ratio")
     """Hedges per job at most: this share of its nodes (at least one)."""
-    min_samples: int = 20
+    min_samples: int = default_of("hedge_min_samples")
     """Observed calls of a model before its quantile is used."""
 
     @classmethod
