@@ -37,7 +37,7 @@ import json
 import logging
 import math
 import threading
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, replace
 
 from swarm.calls.shared_learning import SharedLearning
 
@@ -77,19 +77,18 @@ class Rates:
 
 @dataclass(frozen=True)
 class Pace:
-    """One model's weighted sums of (prompt, completion, latency) and its loss cap."""
+    """One model's decayed sums of its answers and its loss cap."""
 
-    w: float = 0.0
-    sp: float = 0.0
-    sc: float = 0.0
-    sl: float = 0.0
-    pp: float = 0.0
-    pc: float = 0.0
-    cc: float = 0.0
-    pl: float = 0.0
-    cl: float = 0.0
+    sums: tuple[float, ...] = (0.0,) * 9
+    """Weight, then the sums of prompt tokens p, completion tokens c, latency l, and of
+    p*p, p*c, c*c, p*l, c*l: all a least-squares line needs."""
     loss_cap: float | None = None
     """Tokens allowed after timeouts (None: no timeout since the cap recovered)."""
+
+    @property
+    def weight(self) -> float:
+        """The answers observed, decayed."""
+        return self.sums[0]
 
     def observe(self, prompt: int, completion: int, latency_s: float, deadline_s: float) -> Pace:
         """After an answered call."""
@@ -97,18 +96,8 @@ class Pace:
         cap = self.loss_cap
         if cap is not None and lat < DEADLINE_SHARE * deadline_s:
             cap = cap * RECOVERY if cap < RECOVERED else None
-        return Pace(
-            w=self.w * DECAY + 1.0,
-            sp=self.sp * DECAY + p,
-            sc=self.sc * DECAY + c,
-            sl=self.sl * DECAY + lat,
-            pp=self.pp * DECAY + p * p,
-            pc=self.pc * DECAY + p * c,
-            cc=self.cc * DECAY + c * c,
-            pl=self.pl * DECAY + p * lat,
-            cl=self.cl * DECAY + c * lat,
-            loss_cap=cap,
-        )
+        point = (1.0, p, c, lat, p * p, p * c, c * c, p * lat, c * lat)
+        return Pace(tuple(s * DECAY + x for s, x in zip(self.sums, point, strict=True)), cap)
 
     def timed_out(self, sent_max_tokens: int) -> Pace:
         """After a call that asked for ``sent_max_tokens`` and got no answer in time: the
@@ -124,12 +113,12 @@ class Pace:
 
         The three-term fit when the prompts varied enough to separate prefill from the
         rest; else the prompt's time goes into the fixed term."""
-        if self.w < MIN_WEIGHT:
+        n, sp, sc, sl, pp, pc, cc, pl, cl = self.sums
+        if n < MIN_WEIGHT:
             return None
-        n = self.w
-        mp, mc, ml = self.sp / n, self.sc / n, self.sl / n
-        vpp, vcc = self.pp / n - mp * mp, self.cc / n - mc * mc
-        vpc, vpl, vcl = self.pc / n - mp * mc, self.pl / n - mp * ml, self.cl / n - mc * ml
+        mp, mc, ml = sp / n, sc / n, sl / n
+        vpp, vcc = pp / n - mp * mp, cc / n - mc * mc
+        vpc, vpl, vcl = pc / n - mp * mc, pl / n - mp * ml, cl / n - mc * ml
         if vcc <= (MIN_SPREAD * mc) ** 2 or vcc <= 0:
             return None
         det = vpp * vcc - vpc * vpc
@@ -189,7 +178,7 @@ class Pacing:
     def pace(self, model: str, backend: str) -> Pace:
         """The model's pace, or its backend's while the model has none."""
         own = self._get(model)
-        if own.w > 0 or own.loss_cap is not None:
+        if own.weight > 0 or own.loss_cap is not None:
             return own
         return self._get(_backend_key(backend))
 
@@ -225,9 +214,12 @@ class Pacing:
 
 
 def _pace_of(value: str) -> Pace:
-    """A pace as stored; fields another version stored are left out."""
-    known = {f.name for f in fields(Pace)}
-    return Pace(**{k: v for k, v in json.loads(value).items() if k in known})
+    """A pace as stored; one another version stored in another shape starts afresh."""
+    stored = json.loads(value)
+    sums = stored.get("sums")
+    if not isinstance(sums, list) or len(sums) != len(Pace().sums):
+        return Pace()
+    return Pace(tuple(sums), stored.get("loss_cap"))
 
 
 def _backend_key(backend: str) -> str:

@@ -101,7 +101,9 @@ def test_a_late_answer_is_billed_and_told_but_neither_paced_nor_the_calls_answer
     usage = _ledger_calls(rt, 2)
     assert usage == Usage(prompt_tokens=20, completion_tokens=302)
     assert listener.late == [Usage(prompt_tokens=10, completion_tokens=300)]
-    assert kit_of(rt).pacing.pace(MODEL, "").w < 1.5  # only the answer in time observed (weight 1)
+    assert (
+        kit_of(rt).pacing.pace(MODEL, "").weight < 1.5
+    )  # only the answer in time observed (weight 1)
     stored = rt.store.answer("j1", _request(rt).key)
     assert stored is not None and stored.content == "in time"
 

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import asdict, replace
 from typing import Any
 
 import httpx2
@@ -12,7 +13,7 @@ import pytest
 from doubles import Handler, MockGateway, as_local, completion, new_job
 
 from swarm.calls.local.kit import LocalKit
-from swarm.calls.local.pacing import MIN_BUDGET, Pace, Pacing
+from swarm.calls.local.pacing import MIN_BUDGET, Pace, Pacing, _pace_of
 from swarm.calls.local_steps import kit_of
 from swarm.calls.pipeline import run_call
 from swarm.calls.request import CallRequest
@@ -172,3 +173,9 @@ def test_a_model_not_answered_yet_starts_from_its_backends_pace() -> None:
     assert pacing.budget("elsewhere", "hosted", 2800, 2048, DEADLINE) == 2048
     pacing.timed_out("fallback", "local", 300)
     assert pacing.budget("fallback", "local", 200, 2048, DEADLINE) == 150  # its own from now
+
+
+def test_a_stored_pace_reads_back_and_another_shape_starts_afresh() -> None:
+    pace = cpu_server().timed_out(600)
+    assert _pace_of(json.dumps(asdict(pace))) == pace
+    assert _pace_of(json.dumps({"w": 3.0, "sp": 900.0, "loss_cap": 300.0})) == Pace()
