@@ -46,17 +46,13 @@ ledger, claims, reports, counters, transcripts).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import redis
 
 from swarm.errors import BrokerUnavailableError
+from swarm.settings import Settings, default_of
 from swarm.store import claims, counters, ledger, nodes, reports, specs, transcripts
 from swarm.store.base import JobStore
 from swarm.store.connect import SentinelOptions, redis_client
-
-if TYPE_CHECKING:
-    from swarm.settings import Settings
 
 JOB_INDEX, LEASE_INDEX = specs.JOB_INDEX, claims.LEASE_INDEX
 """The two keys outside the jobs (above; their concerns name them)."""
@@ -86,7 +82,7 @@ class RedisJobStore(
         *,
         wait_ms: int = 0,
         outage_s: float = 0.0,
-        read_timeout_s: float = 10.0,
+        read_timeout_s: float = default_of("store_read_timeout_s"),
     ) -> RedisJobStore:
         """Connect lazily to ``url`` (plain or ``sentinel://``, swarm.store.connect);
         check() verifies the connection. A command unanswered for ``read_timeout_s``
