@@ -4,8 +4,7 @@ run the nodes it already holds, on the Redis broker and on RabbitMQ.
 Celery counts prefetch in messages (``-c`` x multiplier). A swarm.subagents message carries
 up to 16 nodes (swarm.jobs.fanout), so a ``-c 50`` worker may take 50 messages, 800 nodes, for
 its 100 node threads while the other workers run out of work: the job's tail then runs on
-one worker (the sweep, 800 nodes on four workers: arrivals at the gateway fell from
-72 to 20-30 req/s for the last quarter of the job).
+one worker (ops/bench/results/README.md has what the sweep measured).
 
 A message held by the worker (Celery's ``reserved_requests``: received, not yet finished)
 costs ``max(k, per_message)`` units, where ``k`` is its node count and ``per_message`` is
