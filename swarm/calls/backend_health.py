@@ -35,7 +35,7 @@ from swarm.calls.retries import one_line
 from swarm.calls.retry_policy import classify, refusal_of
 from swarm.errors import BackendHeldError
 from swarm.records import ErrorKind
-from swarm.settings import Settings, default_of
+from swarm.settings import SettingsSlice, setting
 from swarm.store.backend_holds import BackendHolds, Hold, MemoryBackendHolds
 from swarm.store.outages import STORE_OUTAGES
 
@@ -51,25 +51,14 @@ UNREACHABLE = frozenset({ErrorKind.CONNECTION, ErrorKind.TIMEOUT})
 
 
 @dataclass(frozen=True)
-class HealthPolicy:
+class HealthPolicy(SettingsSlice):
     """The settings of backend holds (swarm.settings)."""
 
-    outage_window_s: float = default_of("outage_window_s")
-    outage_min_calls: int = default_of("outage_min_calls")
-    daily_limit_wait_s: float = default_of("daily_limit_wait_s")
-    hold_s: float = default_of("backend_hold_s")
+    outage_window_s: float = setting("outage_window_s")
+    outage_min_calls: int = setting("outage_min_calls")
+    daily_limit_wait_s: float = setting("daily_limit_wait_s")
+    hold_s: float = setting("backend_hold_s")
     probe_every_s: float = PROBE_EVERY_S
-
-    @classmethod
-    def from_settings(cls, settings: Settings) -> HealthPolicy:
-        """SWARM_OUTAGE_WINDOW_S, SWARM_OUTAGE_MIN_CALLS, SWARM_DAILY_LIMIT_WAIT_S and
-        SWARM_BACKEND_HOLD_S."""
-        return cls(
-            settings.outage_window_s,
-            settings.outage_min_calls,
-            settings.daily_limit_wait_s,
-            settings.backend_hold_s,
-        )
 
 
 class Action(StrEnum):

@@ -29,7 +29,7 @@ from typing import Any
 from swarm.calls.request import CallResult, Message
 from swarm.calls.runtime import Runtime
 from swarm.records import ErrorKind, JobSpec, ToolCall, Usage
-from swarm.settings import Settings
+from swarm.settings import SettingsSlice, setting
 from swarm.store.agents import ToolOutcome, Transcript
 from swarm.store.base import JobStore
 from swarm.tools.registry import Tool
@@ -52,25 +52,14 @@ StepCall = Callable[[str, list[Message], tuple[dict[str, Any], ...]], CallResult
 
 
 @dataclass(frozen=True)
-class AgentLimits:
-    """Per-node limits of the loop (settings: SWARM_AGENT_*, SWARM_TOOL_*)."""
+class AgentLimits(SettingsSlice):
+    """Per-node limits of the loop."""
 
-    max_steps: int
-    max_tool_calls: int
-    token_budget: int
-    timeout_s: float
     tools: ToolLimits
-
-    @classmethod
-    def of(cls, settings: Settings) -> AgentLimits:
-        """The limits the settings give."""
-        return cls(
-            max_steps=settings.agent_max_steps,
-            max_tool_calls=settings.agent_max_tool_calls,
-            token_budget=settings.agent_token_budget,
-            timeout_s=settings.agent_timeout_s,
-            tools=ToolLimits(settings.tool_timeout_s, settings.tool_max_output_chars),
-        )
+    max_steps: int = setting("agent_max_steps")
+    max_tool_calls: int = setting("agent_max_tool_calls")
+    token_budget: int = setting("agent_token_budget")
+    timeout_s: float = setting("agent_timeout_s")
 
 
 @dataclass
@@ -263,7 +252,7 @@ def run_agent(
         why = f"toolset {spec.tools!r} cannot be loaded on this worker: {exc}"
         failed = CallResult(None, Usage(), 0, 0, ErrorKind.TOOLS_UNAVAILABLE, why)
         return AgentOutcome(failed, {}, messages)
-    limits = AgentLimits.of(rt.settings)
+    limits = AgentLimits.from_settings(rt.settings, tools=ToolLimits.from_settings(rt.settings))
     agent = AgentRun(rt.store, spec.job_id, node_id, slot, tools, limits, call, echo_reasoning=echo)
     result = agent.run(messages)
     fields = {

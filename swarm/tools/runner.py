@@ -18,6 +18,7 @@ from pydantic import ValidationError
 
 from swarm import tracing
 from swarm.records import ToolCall
+from swarm.settings import SettingsSlice, setting
 from swarm.store.agents import ToolOutcome
 from swarm.tools.registry import Tool
 
@@ -27,11 +28,11 @@ CUT_MARKER = "\n[... output cut: {kept} of {total} characters shown ...]"
 
 
 @dataclass(frozen=True)
-class ToolLimits:
-    """Defaults for tools that do not set their own (SWARM_TOOL_*)."""
+class ToolLimits(SettingsSlice):
+    """Defaults for tools that do not set their own."""
 
-    timeout_s: float
-    max_output_chars: int
+    timeout_s: float = setting("tool_timeout_s")
+    max_output_chars: int = setting("tool_max_output_chars")
 
 
 @dataclass(frozen=True)

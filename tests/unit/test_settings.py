@@ -133,3 +133,36 @@ def test_no_key_variable_at_all_is_no_key_and_a_real_one_is_sent(
     assert load_settings().gateway_key() is None
     monkeypatch.setenv("SWARM_API_KEY", "sk-real")
     assert load_settings().gateway_key() == "sk-real"
+
+
+def test_a_settings_slice_reads_each_field_from_the_setting_it_names(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from swarm.calls.admission.limits import LEASE_MARGIN_S, AdmissionPolicy
+    from swarm.calls.backend_health import HealthPolicy
+    from swarm.calls.hedging.policy import HedgePolicy
+    from swarm.jobs.agent import AgentLimits
+    from swarm.tools.runner import ToolLimits
+
+    monkeypatch.setenv("SWARM_BACKEND_HOLD_S", "30")
+    monkeypatch.setenv("SWARM_HEDGE_QUANTILE", "0.9")
+    monkeypatch.setenv("SWARM_AGENT_MAX_STEPS", "3")
+    monkeypatch.setenv("SWARM_ADMISSION_WINDOW_SLACK_S", "0.25")
+    settings = load_settings()
+    assert HealthPolicy.from_settings(settings) == HealthPolicy(hold_s=30.0)
+    assert HedgePolicy.from_settings(settings) == HedgePolicy(quantile=0.9)
+    tools = ToolLimits.from_settings(settings)
+    assert AgentLimits.from_settings(settings, tools=tools) == AgentLimits(tools, max_steps=3)
+    policy = AdmissionPolicy.from_settings(settings)
+    assert policy.window_slack_s == 0.25 and policy.max_wait_s == 2.0
+    assert policy.lease_s == settings.node_timeout_s + LEASE_MARGIN_S  # given, no setting names it
+    assert AdmissionPolicy.from_settings(settings, renewed=True).lease_s == settings.lease_s
+
+
+def test_a_settings_slice_defaults_to_the_settings_defaults() -> None:
+    from swarm.calls.admission.limits import AdmissionPolicy
+    from swarm.calls.backend_health import HealthPolicy
+
+    defaults = Settings()
+    assert HealthPolicy().outage_window_s == defaults.outage_window_s
+    assert AdmissionPolicy().window_slack_s == defaults.admission_window_slack_s

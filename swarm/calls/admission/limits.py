@@ -15,9 +15,10 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any, Self
 
 from swarm.catalog import ModelSpec
-from swarm.settings import Settings, default_of
+from swarm.settings import Settings, SettingsSlice, setting
 
 MINUTE_MS = 60_000.0
 SECOND_MS = 1_000.0
@@ -26,21 +27,21 @@ LEASE_MARGIN_S = 15.0
 
 
 @dataclass(frozen=True)
-class AdmissionPolicy:
+class AdmissionPolicy(SettingsSlice):
     """Tuning shared by every model; built from Settings at the edge."""
 
-    max_wait_s: float = default_of("admission_max_wait_s")
+    max_wait_s: float = setting("admission_max_wait_s")
     """A wait up to this long happens in the task; a longer one goes back to the queue."""
     lease_s: float = 60.0
     """Lifetime of an in-flight lease; a dead worker's permit returns after this."""
-    window_slack_s: float = default_of("admission_window_slack_s")
+    window_slack_s: float = setting("admission_window_slack_s")
     """Shift of arrival times at the gateway against admission times that is tolerated."""
     poll_s: float = 0.05
     """Shortest retry hint when the in-flight cap or the fair share refuses (no exact time
     exists); with many waiters the hint grows (``slot_poll_ms``) up to ``max_poll_s``."""
     max_poll_s: float = 1.0
     """Longest retry hint for in-flight and fair-share waits."""
-    max_countdown_s: float = default_of("admission_max_countdown_s")
+    max_countdown_s: float = setting("admission_max_countdown_s")
     """Longest delay a requeued task is given (keeps it inside the visibility timeout)."""
     decrease: float = 0.7
     """Multiplicative decrease of the rate factor on a 429."""
@@ -66,22 +67,17 @@ class AdmissionPolicy:
     """Bucket size of the request limits (1 = evenly spaced, no burst)."""
     token_burst_share: float = 0.05
     """Bucket size of the token limit as a share of TPM."""
-    tenant_window_s: float = default_of("admission_tenant_window_s")
+    tenant_window_s: float = setting("admission_tenant_window_s")
     """Time constant of each tenant's recent token use (swarm.calls.admission.shares)."""
 
     @classmethod
-    def from_settings(cls, settings: Settings, *, renewed: bool = False) -> AdmissionPolicy:
+    def from_settings(cls, settings: Settings, renewed: bool = False, **values: Any) -> Self:
         """The policy named by SWARM_ADMISSION_* settings. ``renewed``: a heartbeat renews
         the permits (a worker), so unless SWARM_ADMISSION_LEASE_S says otherwise they live
         SWARM_LEASE_S, not the longest call."""
         default_s = settings.lease_s if renewed else settings.node_timeout_s + LEASE_MARGIN_S
-        return cls(
-            max_wait_s=settings.admission_max_wait_s,
-            lease_s=settings.admission_lease_s or default_s,
-            window_slack_s=settings.admission_window_slack_s,
-            max_countdown_s=settings.admission_max_countdown_s,
-            tenant_window_s=settings.admission_tenant_window_s,
-        )
+        lease_s = settings.admission_lease_s or default_s
+        return super().from_settings(settings, lease_s=lease_s, **values)
 
 
 @dataclass(frozen=True)

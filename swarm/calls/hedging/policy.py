@@ -13,31 +13,21 @@ import math
 from dataclasses import dataclass
 
 from swarm.records import JobSpec
-from swarm.settings import Settings, default_of
+from swarm.settings import SettingsSlice, setting
 
 
 @dataclass(frozen=True)
-class HedgePolicy:
+class HedgePolicy(SettingsSlice):
     """Hedging settings, read once at the edge."""
 
-    after_s: float | None = default_of("hedge_after_s")
+    after_s: float | None = setting("hedge_after_s")
     """Fixed hedge delay; None = none."""
-    quantile: float | None = default_of("hedge_quantile")
+    quantile: float | None = setting("hedge_quantile")
     """Hedge after the model's observed latency at this quantile; None = not adaptive."""
-    max_ratio: float = default_of("hedge_max_ratio")
+    max_ratio: float = setting("hedge_max_ratio")
     """Hedges per job at most: this share of its nodes (at least one)."""
-    min_samples: int = default_of("hedge_min_samples")
+    min_samples: int = setting("hedge_min_samples")
     """Observed calls of a model before its quantile is used."""
-
-    @classmethod
-    def from_settings(cls, settings: Settings) -> HedgePolicy:
-        """The policy named by the SWARM_HEDGE_* settings."""
-        return cls(
-            after_s=settings.hedge_after_s,
-            quantile=settings.hedge_quantile,
-            max_ratio=settings.hedge_max_ratio,
-            min_samples=settings.hedge_min_samples,
-        )
 
     @property
     def enabled(self) -> bool:
