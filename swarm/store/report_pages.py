@@ -64,8 +64,8 @@ def resolve(entries: Iterable[str], stored: Mapping[str, str | None]) -> list[di
 
 
 def public_summary(summary: Mapping[str, Any]) -> dict[str, Any]:
-    """The stored summary without its reference to the node lists."""
-    return {k: v for k, v in summary.items() if k != NODES_REF}
+    """The stored summary without its reference to the node lists (nor ``nodes``)."""
+    return {k: v for k, v in summary.items() if k not in (NODES_REF, "nodes")}
 
 
 def chunks(items: Iterable[T], size: int = CHUNK) -> Iterator[list[T]]:

@@ -168,9 +168,7 @@ class RedisReports(RedisCore, ReportStore):
     def report_summary(self, job_id: str) -> dict[str, Any] | None:
         """One GET: the summary as stored."""
         summary = self._stored_summary(job_id)
-        if summary is None:
-            return None
-        return {k: v for k, v in public_summary(summary).items() if k != "nodes"}
+        return None if summary is None else public_summary(summary)
 
     def report_nodes(
         self, job_id: str, offset: int = 0, limit: int | None = None, *, failed: bool = False
