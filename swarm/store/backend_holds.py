@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass
 import redis
 
 from swarm.records import ErrorKind
+from swarm.store.core import ms
 
 PREFIX = "swarm:backend"
 
@@ -145,10 +146,6 @@ def _key(backend: str, part: str) -> str:
     return f"{PREFIX}:{{{backend}}}:{part}"
 
 
-def _ms(seconds: float) -> int:
-    return max(int(seconds * 1000), 1)
-
-
 class RedisBackendHolds(BackendHolds):
     """The holds in Redis, seen by every worker (keys ``swarm:backend:{NAME}:*``, one
     Cluster slot per backend)."""
@@ -162,7 +159,7 @@ class RedisBackendHolds(BackendHolds):
         return Hold.unpack(found) if found else None
 
     def hold(self, backend: str, hold: Hold, ttl_s: float) -> None:
-        self.redis.set(_key(backend, "account"), hold.pack(), px=_ms(ttl_s))
+        self.redis.set(_key(backend, "account"), hold.pack(), px=ms(ttl_s))
 
     def connect_failed(
         self, backend: str, call: str, hold: Hold, *, window_s: float, min_calls: int, ttl_s: float
@@ -173,16 +170,16 @@ class RedisBackendHolds(BackendHolds):
         pipe.zadd(failed, {call: now})
         pipe.zremrangebyscore(failed, "-inf", now - window_s)
         pipe.zcard(failed)
-        pipe.pexpire(failed, _ms(window_s))
+        pipe.pexpire(failed, ms(window_s))
         count = int(pipe.execute()[2])
         outage = _key(backend, "outage")
         if count >= min_calls:
-            self.redis.set(outage, hold.pack(), px=_ms(ttl_s), nx=True)
+            self.redis.set(outage, hold.pack(), px=ms(ttl_s), nx=True)
         raw = self.redis.get(outage)
         return Hold.unpack(raw) if raw else None
 
     def take_probe(self, backend: str, ttl_s: float) -> bool:
-        return bool(self.redis.set(_key(backend, "probe"), "1", px=_ms(ttl_s), nx=True))
+        return bool(self.redis.set(_key(backend, "probe"), "1", px=ms(ttl_s), nx=True))
 
     def recovered(self, backend: str) -> None:
         self.redis.delete(_key(backend, "outage"), _key(backend, "failed"))

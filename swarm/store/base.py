@@ -41,9 +41,8 @@ class JobStore(
 
     def load_nodes(self, job_id: str, node_ids: Sequence[str]) -> NodeBatch:
         """Stored envelopes, inputs and the cancel flag of several nodes at once."""
-        found = {n: self.envelope(job_id, n) for n in node_ids}
         return NodeBatch(
-            envelopes={n: env for n, env in found.items() if env is not None},
+            envelopes=self.envelopes_of(job_id, node_ids),
             texts={n: self.input_text(job_id, n) for n in node_ids},
             cancelled=self.cancelled(job_id),
         )

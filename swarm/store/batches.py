@@ -20,6 +20,7 @@ import redis
 
 from swarm.records import Frozen
 from swarm.store.base import JobStore
+from swarm.store.core import job_key
 
 STATE_TTL_S = 8 * 24 * 3600
 """How long a job's batch records are kept after their last write (a batch window is 24 h)."""
@@ -84,12 +85,8 @@ class RedisBatchStore(BatchStore):
     def __init__(self, client: redis.Redis) -> None:
         self._r = client
 
-    @staticmethod
-    def _key(job_id: str) -> str:
-        return f"swarm:{{job:{job_id}}}:batches"
-
     def plan(self, job_id: str, files: Sequence[FileState]) -> None:
-        key = self._key(job_id)
+        key = job_key(job_id, "batches")
         pipe = self._r.pipeline(transaction=False)
         for state in files:
             pipe.hsetnx(key, str(state.index), state.model_dump_json())
@@ -97,18 +94,18 @@ class RedisBatchStore(BatchStore):
         pipe.execute()
 
     def get(self, job_id: str, index: int) -> FileState | None:
-        raw = self._r.hget(self._key(job_id), str(index))
+        raw = self._r.hget(job_key(job_id, "batches"), str(index))
         return None if raw is None else FileState.model_validate_json(raw)
 
     def put(self, job_id: str, state: FileState) -> None:
-        key = self._key(job_id)
+        key = job_key(job_id, "batches")
         pipe = self._r.pipeline(transaction=False)
         pipe.hset(key, str(state.index), state.model_dump_json())
         pipe.expire(key, STATE_TTL_S)
         pipe.execute()
 
     def files(self, job_id: str) -> list[FileState]:
-        raw = self._r.hgetall(self._key(job_id))
+        raw = self._r.hgetall(job_key(job_id, "batches"))
         states = [FileState.model_validate_json(v) for v in raw.values()]
         return sorted(states, key=lambda s: s.index)
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from swarm.store.billing import StoredAnswer
 from swarm.store.companion import Companion
-from swarm.store.core import Job, MemoryCore, RedisCore, job_key, ms, raised
+from swarm.store.core import MemoryCore, RedisCore, job_key, ms, raised
 from swarm.store.leases import CLAIM, HOLD, TASK, Lease, parse_member
 from swarm.store.script_args import (
     DueArgs,
@@ -122,21 +122,14 @@ class RedisClaims(RedisCore, ClaimStore):
         ``key``), and ``companion`` (swarm.store.companion) when it can go in the same pipeline.
         Durable (WAIT): a claim lost in a failover lets a duplicate run call at the same time."""
         claim = job_key(job_id, f"{CLAIM}{slot}")
-        reads = 2 if key is None else 3
-        queued = False
 
         def write(pipe: Any) -> None:
-            nonlocal queued
             pipe.set(claim, owner, nx=True, px=ms(ttl_s))
             pipe.get(claim)
             if key is not None:
                 pipe.hget(job_key(job_id, "answers"), key)
-            queued = companion is not None and companion.queue(pipe)
 
-        replies = self._durable.write(write, raise_on_error=False)
-        taken, holder, *raw = raised(replies[:reads])
-        if companion is not None:
-            companion.take(replies[reads]) if queued else companion.run()
+        taken, holder, *raw = raised(self._write_with(write, companion))
         stored = StoredAnswer.model_validate_json(raw[0]) if raw and raw[0] else None
         return bool(taken) or holder == owner, stored
 
@@ -263,16 +256,6 @@ def _lapse_args(mode: str, member: str, token: str, hold_s: float) -> LapseArgs:
     return LapseArgs(LEASE_INDEX, lease, resend, mode, member, token, ms(hold_s), task_id)
 
 
-def _claim(job: Job, slot: str, owner: str, ttl_s: float) -> bool:
-    """Take (or renew) ``owner``'s claim on ``slot`` unless another owner holds it."""
-    now = time.monotonic()
-    held = job.leases.get(CLAIM + slot)
-    if held is not None and held[1] > now and held[0] != owner:
-        return False
-    job.leases[CLAIM + slot] = (owner, now + ttl_s)
-    return True
-
-
 class MemoryClaims(MemoryCore, ClaimStore):
     """ClaimStore in process."""
 
@@ -286,8 +269,11 @@ class MemoryClaims(MemoryCore, ClaimStore):
         companion: Companion | None = None,
     ) -> tuple[bool, StoredAnswer | None]:
         with self._lock:
-            job = self._job(job_id)
-            claimed = _claim(job, slot, owner, ttl_s)
+            job, now = self._job(job_id), time.monotonic()
+            held = job.leases.get(CLAIM + slot)
+            claimed = held is None or held[1] <= now or held[0] == owner  # else another's
+            if claimed:  # taken, or renewed
+                job.leases[CLAIM + slot] = (owner, now + ttl_s)
             stored = job.answers.get(key) if key is not None else None
         if companion is not None:
             companion.run()

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,6 +22,7 @@ from swarm.errors import JobNotFoundError
 from swarm.records import JobSpec, NodeEnvelope
 from swarm.store.agents import ToolOutcome, Transcript
 from swarm.store.billing import BudgetState, LedgerLine, StoredAnswer
+from swarm.store.companion import Companion
 from swarm.store.durable import Durable
 from swarm.store.leases import Lease
 from swarm.store.script_args import STORE_SCRIPTS
@@ -90,6 +92,22 @@ class RedisCore:
             if raw is None:
                 raise JobNotFoundError(f"no job {job_id!r} (never submitted, or expired)")
             return self._specs.put(job_id, str(raw), revision)
+
+    def _write_with(self, build: Callable[[Any], object], companion: Companion | None) -> list[Any]:
+        """The replies of the commands ``build`` adds (an error is its reply), written durably
+        with ``companion``'s command (swarm.store.companion) in the same round trip when it
+        can go in it, else run alone after."""
+        queued = False
+
+        def write(pipe: Any) -> None:
+            nonlocal queued
+            build(pipe)
+            queued = companion is not None and companion.queue(pipe)
+
+        replies = self._durable.write(write, raise_on_error=False)
+        if companion is not None:
+            companion.take(replies.pop()) if queued else companion.run()
+        return replies
 
     def _hset(self, job_id: str, part: str, mapping: dict[Any, Any]) -> None:
         """HSET fields of a job's hash and renew its expiry, in one round trip."""

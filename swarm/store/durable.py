@@ -51,13 +51,12 @@ class Durable:
     client: redis.Redis
     wait_ms: int = 0
     outage_s: float = 0.0
-    clock: Callable[[], float] = time.monotonic
     _quiet_until: float = field(default=0.0, init=False)
-    """No WAIT before this (clock): the last one found no replica."""
+    """No WAIT before this (time.monotonic): the last one found no replica."""
 
     def waits(self) -> bool:
         """True when the next write sends a WAIT (``wait_ms``, and a replica answered lately)."""
-        return bool(self.wait_ms) and self.clock() >= self._quiet_until
+        return bool(self.wait_ms) and time.monotonic() >= self._quiet_until
 
     def __post_init__(self) -> None:
         self._group = GroupCommit(self._send)
@@ -81,7 +80,7 @@ class Durable:
             pipe.wait(REPLICAS, self.wait_ms)
         results = wire.execute(pipe, raise_on_error=False)
         if waits and int(_raised(results.pop())) < REPLICAS:
-            self._quiet_until = self.clock() + REPLICA_RECHECK_S
+            self._quiet_until = time.monotonic() + REPLICA_RECHECK_S
             log.debug("swarm store: no replica acknowledged a write in %d ms; no WAIT for "
                       "%.0f s", self.wait_ms, REPLICA_RECHECK_S)  # fmt: skip
         return results

@@ -102,7 +102,7 @@ def _text(value: bytes | str) -> str:
 def mismatch(own: str, workers: Iterable[str]) -> str | None:
     """One line when live workers are known and none calls ``own``, else None."""
     workers = set(workers)
-    if not workers or _same(own, workers):
+    if not workers or own.rstrip("/") in {url.rstrip("/") for url in workers}:
         return None
     theirs = ", ".join(sorted(workers))
     return (
@@ -110,7 +110,3 @@ def mismatch(own: str, workers: Iterable[str]) -> str | None:
         "workers' own SWARM_BASE_URL and key decide where calls go; the same gateway under "
         "another name, such as a compose service seen from the host, is fine)"
     )
-
-
-def _same(own: str, workers: set[str]) -> bool:
-    return own.rstrip("/") in {url.rstrip("/") for url in workers}

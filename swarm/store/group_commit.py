@@ -136,29 +136,18 @@ class GroupCommit:
             log.debug("swarm store: %d writes in one round trip", len(batch))
         try:
             replies = self._send(build)
-        except DataError as exc:
+        except Exception as exc:
             # A value Redis cannot take (None, a bool), refused before anything was sent:
             # one write's mistake, so each is sent alone and only that one fails.
-            if len(spans) > 1:
-                for write, _, _ in spans:
-                    self._flush_alone(write)
-                return
-            _fail(spans, exc)
-            return
-        except Exception as exc:
-            _fail(spans, exc)
+            alone = isinstance(exc, DataError) and len(spans) > 1
+            for write, _, _ in spans:
+                if not alone:
+                    write.error = exc
+                    continue
+                try:
+                    write.replies = self._send(write.build)
+                except Exception as own:
+                    write.error = own
             return
         for write, start, end in spans:
             write.replies = replies[start:end]
-
-    def _flush_alone(self, write: _Write) -> None:
-        try:
-            write.replies = self._send(write.build)
-        except Exception as exc:
-            write.error = exc
-
-
-def _fail(spans: list[tuple[_Write, int, int]], error: Exception) -> None:
-    """``error`` is the outcome of every write of ``spans``."""
-    for write, _, _ in spans:
-        write.error = error

@@ -137,20 +137,14 @@ class RedisLedger(RedisCore, LedgerStore):
         waits = self._durable.waits()
         if companion is None and not waits:
             return self._scripts.run(args)
-        queued = False
 
         def build(pipe: Any) -> None:
-            nonlocal queued
             if waits:
                 self._scripts.run(args, client=pipe)
             else:
                 self._scripts.queue(args, pipe)
-            queued = companion is not None and companion.queue(pipe)
 
-        replies = self._durable.write(build, raise_on_error=False)
-        if companion is not None:
-            companion.take(replies[1]) if queued else companion.run()
-        return self._scripts.reply(args, replies[0])
+        return self._scripts.reply(args, self._write_with(build, companion)[0])
 
     def answer(self, job_id: str, key: str) -> StoredAnswer | None:
         raw = self._r.hget(job_key(job_id, "answers"), key)

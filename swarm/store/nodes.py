@@ -11,15 +11,15 @@ from swarm.records import NodeEnvelope
 from swarm.store.core import MemoryCore, RedisCore, fence_key, fence_token, job_key
 from swarm.store.leases import Lease
 from swarm.store.script_args import FinishNodeArgs, NodeKeys, NodeWrite
-from swarm.store.views import RUNNING, NodeBatch, should_replace, state_of
+from swarm.store.views import RUNNING, NodeBatch, state_of
 
 
 class NodeStore(ABC):
     """The node part of the JobStore interface."""
 
     @abstractmethod
-    def mark_running(self, job_id: str, node_id: str, model: str) -> None:
-        """Record that a node started (for progress)."""
+    def mark_running_many(self, job_id: str, models: Mapping[str, str]) -> None:
+        """Record that nodes started (node id -> model, for progress)."""
 
     @abstractmethod
     def finish_node(self, job_id: str, envelope: NodeEnvelope, fence: Lease | None = None) -> bool:
@@ -34,7 +34,7 @@ class NodeStore(ABC):
     def envelopes(self, job_id: str) -> list[NodeEnvelope]:
         """All stored envelopes in node order."""
 
-    # -- defaults built from the methods above (RedisJobStore pipelines them) --
+    # -- defaults built from the methods above (RedisJobStore pipelines the reads) --
     def envelopes_of(self, job_id: str, node_ids: Sequence[str]) -> dict[str, NodeEnvelope]:
         """The stored envelopes of ``node_ids`` (node id -> envelope; none for a node that
         has not ended)."""
@@ -47,10 +47,9 @@ class NodeStore(ABC):
         found = self.envelopes_of(job_id, node_ids)
         return [n for n in node_ids if n not in found]
 
-    def mark_running_many(self, job_id: str, models: Mapping[str, str]) -> None:
-        """mark_running for several nodes (node id -> model)."""
-        for node_id, model in models.items():
-            self.mark_running(job_id, node_id, model)
+    def mark_running(self, job_id: str, node_id: str, model: str) -> None:
+        """Record that a node started (for progress)."""
+        self.mark_running_many(job_id, {node_id: model})
 
 
 def node_keys(job_id: str, fence: Lease | None) -> NodeKeys:
@@ -71,9 +70,6 @@ def node_write(envelope: NodeEnvelope, fence: Lease | None, ttl_s: int) -> NodeW
 
 class RedisNodes(RedisCore, NodeStore):
     """NodeStore on Redis."""
-
-    def mark_running(self, job_id: str, node_id: str, model: str) -> None:
-        self._hset(job_id, "state", {node_id: f"{RUNNING}|{model}"})
 
     def mark_running_many(self, job_id: str, models: Mapping[str, str]) -> None:
         if models:
@@ -137,16 +133,18 @@ def _parsed(node_ids: Sequence[str], raw: Sequence[Any]) -> dict[str, NodeEnvelo
 class MemoryNodes(MemoryCore, NodeStore):
     """NodeStore in process."""
 
-    def mark_running(self, job_id: str, node_id: str, model: str) -> None:
+    def mark_running_many(self, job_id: str, models: Mapping[str, str]) -> None:
         with self._lock:
-            self._job(job_id).states[node_id] = f"{RUNNING}|{model}"
+            states = self._job(job_id).states
+            states.update((n, f"{RUNNING}|{model}") for n, model in models.items())
 
     def finish_node(self, job_id: str, envelope: NodeEnvelope, fence: Lease | None = None) -> bool:
         with self._lock:
             job = self._job(job_id)
             if fence is not None and not job.holds(fence):
                 return False
-            if not should_replace(job.envelopes.get(envelope.node_id)):
+            existing = job.envelopes.get(envelope.node_id)
+            if existing is not None and existing.ok:  # final; an error may be replaced
                 return False
             job.envelopes[envelope.node_id] = envelope
             job.states[envelope.node_id] = state_of(envelope)

@@ -12,29 +12,16 @@ ok: their entries name them (``STORED``) instead of holding a second copy.
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 NODES_REF = "_nodes"
 """The summary's field naming its node lists (removed before the summary is returned)."""
 CHUNK = 1000
 """Nodes written or read per Redis command."""
-
-
-@dataclass(frozen=True)
-class SplitReport:
-    """A report as stored: the summary and the nodes as JSON lines."""
-
-    summary: dict[str, Any]
-    nodes: list[str]
-
-
-def split_report(report: Mapping[str, Any]) -> SplitReport:
-    """The summary (without ``nodes``) and each node's JSON."""
-    summary = {k: v for k, v in report.items() if k != "nodes"}
-    return SplitReport(summary, [json.dumps(node) for node in report.get("nodes", ())])
+T = TypeVar("T")
 
 
 STORED = "@"
@@ -77,19 +64,14 @@ def resolve(entries: Iterable[str], stored: Mapping[str, str | None]) -> list[di
 
 
 def public_summary(summary: Mapping[str, Any]) -> dict[str, Any]:
-    """The stored summary without its reference to the node lists."""
-    return {k: v for k, v in summary.items() if k != NODES_REF}
+    """The stored summary without its reference to the node lists (nor ``nodes``)."""
+    return {k: v for k, v in summary.items() if k not in (NODES_REF, "nodes")}
 
 
-def chunks(items: Iterable[str], size: int = CHUNK) -> Iterator[list[str]]:
+def chunks(items: Iterable[T], size: int = CHUNK) -> Iterator[list[T]]:
     """``items`` in runs of ``size`` (consumed as they come)."""
-    run: list[str] = []
-    for item in items:
-        run.append(item)
-        if len(run) == size:
-            yield run
-            run = []
-    if run:
+    rest = iter(items)
+    while run := list(itertools.islice(rest, size)):
         yield run
 
 

@@ -22,7 +22,6 @@ from swarm.store.report_pages import (
     public_summary,
     report_entries,
     resolve,
-    split_report,
     stored_ids,
 )
 
@@ -103,8 +102,8 @@ class RedisReports(RedisCore, ReportStore):
         publish; the status beside it, for listing, only by the call that stored it."""
         if "nodes" not in report:
             return self._save_summary(job_id, dict(report), ())
-        split = split_report(report)
-        return self.save_report_parts(job_id, split.summary, split.nodes)
+        summary = {k: v for k, v in report.items() if k != "nodes"}
+        return self.save_report_parts(job_id, summary, (json.dumps(n) for n in report["nodes"]))
 
     def save_report_parts(
         self, job_id: str, summary: Fields, node_lines: Iterable[str], *, ok_stored: bool = False
@@ -169,9 +168,7 @@ class RedisReports(RedisCore, ReportStore):
     def report_summary(self, job_id: str) -> dict[str, Any] | None:
         """One GET: the summary as stored."""
         summary = self._stored_summary(job_id)
-        if summary is None:
-            return None
-        return {k: v for k, v in public_summary(summary).items() if k != "nodes"}
+        return None if summary is None else public_summary(summary)
 
     def report_nodes(
         self, job_id: str, offset: int = 0, limit: int | None = None, *, failed: bool = False

@@ -228,18 +228,5 @@ class CountStatesArgs(_StoreScript):
     states: str
 
 
-STORE_SCRIPTS: tuple[type[ScriptArgs], ...] = (
-    FinishNodeArgs,
-    FinishBilledArgs,
-    RecordArgs,
-    ReserveArgs,
-    ReleaseArgs,
-    UnclaimArgs,
-    ReopenArgs,
-    RenewArgs,
-    IndexArgs,
-    DueArgs,
-    LapseArgs,
-    ReceiveArgs,
-    CountStatesArgs,
-)
+STORE_SCRIPTS: tuple[type[ScriptArgs], ...] = tuple(_StoreScript.__subclasses__())
+"""The record of every script in swarm/store/lua (each class above)."""

@@ -3,7 +3,6 @@ progress, the index of jobs by submit time, and reopening it for a resume."""
 
 from __future__ import annotations
 
-import itertools
 import json
 import time
 from abc import ABC, abstractmethod
@@ -16,7 +15,7 @@ from swarm.errors import JobNotFoundError
 from swarm.records import JobSpec
 from swarm.store.billing import BudgetState
 from swarm.store.core import Job, MemoryCore, RedisCore, job_key
-from swarm.store.report_pages import CHUNK
+from swarm.store.report_pages import CHUNK, chunks
 from swarm.store.script_args import CountStatesArgs, ReopenArgs
 from swarm.store.spec_cache import spec_revision
 from swarm.store.views import (
@@ -100,8 +99,7 @@ class RedisSpecs(RedisCore, SpecStore):
         for good), then the spec, its revision, the budget's cap and the job's place in
         the index of jobs, durable (WAIT: a job lost in a failover would have its tasks
         find nothing; the WAIT covers the chunks written before it)."""
-        pairs = zip(spec.node_ids, texts, strict=True)
-        while part := list(itertools.islice(pairs, chunk)):
+        for part in chunks(zip(spec.node_ids, texts, strict=True), chunk):
             self._hset(spec.job_id, "inputs", dict(part))
         inputs = job_key(spec.job_id, "inputs")
 

@@ -149,8 +149,3 @@ class HedgeCounts(Frozen):
     """Duplicate requests sent for calls that ran past the hedge delay."""
     won: int = 0
     """Hedges whose answer came first (the original was cancelled)."""
-
-
-def should_replace(existing: NodeEnvelope | None) -> bool:
-    """A stored envelope is final once ok; an error may be replaced by a later run."""
-    return existing is None or not existing.ok
