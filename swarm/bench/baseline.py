@@ -91,13 +91,6 @@ async def _task(
     return TaskResult(False, 0.0)
 
 
-async def _aggregate(
-    session: aiohttp.ClientSession, url: str, model: str, sem: asyncio.Semaphore, ok: int
-) -> TaskResult:
-    """The seed's last step: one call over the results, retried like the others."""
-    return await _task(session, url, model, -ok, sem)
-
-
 async def _run(
     base_url: str, model: str, tasks: int, concurrency: int, aggregate: bool = False
 ) -> RunResult:
@@ -111,9 +104,9 @@ async def _run(
         url = f"{base_url}/chat/completions"
         started = time.perf_counter()
         results = await asyncio.gather(*(_task(session, url, model, i, sem) for i in range(tasks)))
-        if aggregate:
+        if aggregate:  # the seed's last step: one call over the results, retried like the others
             ok = sum(1 for r in results if r.ok)
-            results.append(await _aggregate(session, url, model, sem, ok))
+            results.append(await _task(session, url, model, -ok, sem))
         return RunResult(list(results), time.perf_counter() - started)
 
 

@@ -19,7 +19,14 @@ from pathlib import Path
 from swarm.bench import procs
 from swarm.bench.baseline import run_baseline
 from swarm.bench.swarm_load import close_client, inputs
-from swarm.bench.sweep import MODEL, QUEUE, WINDOW_CLEAR_S, swarm_env, swarm_settings
+from swarm.bench.sweep import (
+    MODEL,
+    QUEUE,
+    WINDOW_CLEAR_S,
+    bench_catalog,
+    swarm_env,
+    swarm_settings,
+)
 from swarm.client import SwarmClient
 
 WORKERS = 2
@@ -167,19 +174,8 @@ class Result:
 
 def catalog(folder: Path, gw: Gateway) -> Path:
     """A one-model catalog stating the row's limits (far above the load where it has none)."""
-    lines = [
-        f'[models."{MODEL}"]', f'gateway_name = "{MODEL}"', f'queue = "{QUEUE}"',
-        "input_per_mtok_usd = 1.5", "output_per_mtok_usd = 0.6",
-        "cached_input_per_mtok_usd = 0.15", f"rpm = {gw.rpm or UNLIMITED_RPM}",
-        "tpm = 1000000000", "max_inflight = 10000", "context_window = 262144",
-        "max_tokens = 2048", f'limit_window = "{gw.window}"',
-    ]  # fmt: skip
-    if gw.rps:
-        lines.append(f"rps = {gw.rps}")
-    lines += ["", "[routing]", f'default = ["{MODEL}"]', f'aggregate = ["{MODEL}"]', ""]
-    path = folder / "peers-catalog.toml"
-    path.write_text("\n".join(lines), "utf-8")
-    return path
+    rpm = gw.rpm or UNLIMITED_RPM
+    return bench_catalog(folder, rpm=rpm, rps=gw.rps, max_inflight=10_000, window=gw.window)
 
 
 def run_script(folder: Path, gw: Gateway) -> Run:

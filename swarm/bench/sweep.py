@@ -69,14 +69,17 @@ def make_row(
     return Row(client, concurrency, tasks, p50, p99, 100.0 * ok / tasks, ok / elapsed_s, rl)
 
 
-def bench_catalog(folder: Path, *, rpm: int, rps: int | None, max_inflight: int) -> Path:
-    """A one-model catalog with the gateway's limits (the admission ceiling)."""
+def bench_catalog(
+    folder: Path, *, rpm: int, rps: int | None, max_inflight: int, window: str = "bucket"
+) -> Path:
+    """A one-model catalog with the gateway's limits (the admission ceiling), counted as
+    ``window`` says (the catalog's ``limit_window``)."""
     rps_line = f"rps = {rps}\n" if rps else ""
     text = (
         f'[models."{MODEL}"]\ngateway_name = "{MODEL}"\nqueue = "{QUEUE}"\n'
         "input_per_mtok_usd = 1.5\noutput_per_mtok_usd = 0.6\ncached_input_per_mtok_usd = 0.15\n"
         f"rpm = {rpm}\n{rps_line}tpm = 1000000000\nmax_inflight = {max_inflight}\n"
-        "context_window = 262144\nmax_tokens = 2048\n\n"
+        f'context_window = 262144\nmax_tokens = 2048\nlimit_window = "{window}"\n\n'
         f'[routing]\ndefault = ["{MODEL}"]\naggregate = ["{MODEL}"]\n'
     )
     path = folder / "catalog.toml"

@@ -14,7 +14,7 @@ from rich.table import Table
 from swarm.catalog import Catalog, load_catalog
 from swarm.cli.decorators import check_job_id
 from swarm.cli.render import print_json
-from swarm.cli.snapshot import JobSnapshot, money, take_snapshot
+from swarm.cli.snapshot import JobSnapshot, take_snapshot
 from swarm.cost.pricing import usd_text
 from swarm.cost.projections import CostRow, CostTable, cost_table
 from swarm.errors import ConfigError, InputError
@@ -50,11 +50,11 @@ def running_line(snap: JobSnapshot) -> str:
     the sub-agents end near $0.0410 (the aggregation comes on top)``."""
     line = (
         f"job {snap.job_id} is running ({snap.finished_nodes} of {snap.progress.total} "
-        f"sub-agents ended, {snap.phase}): billed so far {money(snap.cost_usd)}"
+        f"sub-agents ended, {snap.phase}): billed so far {usd_text(snap.cost_usd)}"
     )
     projected = projected_usd(snap)
     if projected is not None:
-        line += f"; at this pace the sub-agents end near {money(projected)} (the aggregation "
+        line += f"; at this pace the sub-agents end near {usd_text(projected)} (the aggregation "
         line += "comes on top)"
     return line
 

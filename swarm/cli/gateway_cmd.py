@@ -9,6 +9,7 @@ job runs. Each request is a call the gateway bills (16 completion tokens at most
 from __future__ import annotations
 
 import json
+import os
 from typing import TYPE_CHECKING
 
 import click
@@ -48,7 +49,7 @@ def check_command() -> None:
     refused = 0
     for model, kind in _shapes(catalog):
         try:
-            check_job_requests(settings, catalog, [(model, kind)], key, _environ())
+            check_job_requests(settings, catalog, [(model, kind)], key, os.environ)
         except ConfigError as exc:
             refused += 1
             click.echo(f"refused: {exc}", err=True)
@@ -73,9 +74,3 @@ def _shapes(catalog: Catalog) -> list[tuple[ModelSpec, str]]:
                 seen.add(key)
                 shapes.append((model, kind))
     return shapes
-
-
-def _environ() -> dict[str, str]:
-    import os
-
-    return dict(os.environ)

@@ -8,7 +8,7 @@ import click
 from rich.table import Table
 
 from swarm.cli.render import print_json, stdout_console
-from swarm.cli.snapshot import money
+from swarm.cost.pricing import usd_text
 from swarm.errors import ConfigError
 from swarm.settings import Settings
 from swarm.store import JobSummary, RedisJobStore
@@ -41,7 +41,7 @@ def jobs_table(jobs: list[JobSummary], now: float) -> Table:
             str(job.failed),
             str(job.cancelled),
             str(job.in_flight),
-            money(job.cost_usd),
+            usd_text(job.cost_usd),
             age(now - job.submitted_at),
             job.phase or "",
         )

@@ -9,7 +9,8 @@ from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
-from swarm.cli.snapshot import JobSnapshot, clock, counts, money
+from swarm.cli.snapshot import JobSnapshot, clock, counts
+from swarm.cost.pricing import usd_text
 
 
 def live_view(s: JobSnapshot) -> RenderableType:
@@ -23,9 +24,9 @@ def live_view(s: JobSnapshot) -> RenderableType:
         ProgressBar(total=max(p.total, 1), completed=s.finished_nodes, width=30),
         Text(f"{s.finished_nodes}/{p.total} sub-agents ended: {counts(p)}"),
     )
-    money_line = f"cost so far {money(s.cost_usd)}"
+    money_line = f"cost so far {usd_text(s.cost_usd)}"
     if s.budget_usd is not None:
-        money_line += f" of budget {money(s.budget_usd)}"
+        money_line += f" of budget {usd_text(s.budget_usd)}"
     if s.eta_s is not None:
         money_line += f"   ETA {clock(s.eta_s)} (sub-agents)"
     return Group(head, tally, _models_table(s), Text(money_line))
@@ -49,6 +50,6 @@ def _models_table(s: JobSnapshot) -> Table:
             str(m.in_flight if m else 0),
             str(s.rate_limited.get(name, 0)),
             str(s.retries.get(name, 0)),
-            money(s.model_cost_usd.get(name, 0.0)),
+            usd_text(s.model_cost_usd.get(name, 0.0)),
         )
     return table

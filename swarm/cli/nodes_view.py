@@ -8,6 +8,7 @@ per line (every node unless ``--limit`` is given, read a page at a time).
 
 from __future__ import annotations
 
+import itertools
 import json
 import sys
 from dataclasses import dataclass
@@ -61,9 +62,7 @@ def _write_jsonl(
     if limit is not None:
         nodes: Any = store.report_nodes(job_id, offset, limit, failed=failed)
     else:
-        nodes = store.iter_report_nodes(job_id, failed=failed)
-        for _ in range(offset):
-            next(nodes, None)
+        nodes = itertools.islice(store.iter_report_nodes(job_id, failed=failed), offset, None)
     for node in nodes:
         sys.stdout.write(json.dumps(node, ensure_ascii=False) + "\n")
 

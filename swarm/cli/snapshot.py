@@ -105,11 +105,6 @@ def clock(seconds: float) -> str:
     return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
 
 
-def money(usd: float) -> str:
-    """``$0.0123``: swarm.cost.pricing.usd_text, the one money format."""
-    return usd_text(usd)
-
-
 def counts(p: Progress) -> str:
     """``done 37 failed 0 in flight 16 pending 68`` (``cancelled N`` after ``failed`` once
     some nodes ended cancelled: they are not failures)."""
@@ -130,8 +125,8 @@ def plain_line(s: JobSnapshot) -> str:
         f"job {s.job_id} [{clock(s.elapsed_s)}] {s.phase}: {counts(s.progress)} "
         f"of {s.progress.total}",
         f"429s {s.rate_limited_total} retries {s.retries_total}",
-        f"cost so far {money(s.cost_usd)}"
-        + (f" of budget {money(s.budget_usd)}" if s.budget_usd is not None else ""),
+        f"cost so far {usd_text(s.cost_usd)}"
+        + (f" of budget {usd_text(s.budget_usd)}" if s.budget_usd is not None else ""),
     ]
     if s.eta_s is not None:
         parts.append(f"ETA {clock(s.eta_s)}")

@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING
 
 import click
 
-from swarm.errors import ConfigError, SwarmError
+from swarm.cli.decorators import one_line_errors
+from swarm.errors import ConfigError
 from swarm.stack import DEFAULT_RUN_DIR, DEFAULT_TIMEOUT_S
 
 if TYPE_CHECKING:
@@ -36,24 +37,7 @@ def _pairs(_: click.Context, param: click.Parameter, values: tuple[str, ...]) ->
     return out
 
 
-class _OneLine(click.ClickException):
-    """A SwarmError as `swarm: <message>` on stderr, exit status 2 (like the other commands)."""
-
-    exit_code = 2
-
-    def show(self, file: object = None) -> None:
-        click.echo(f"swarm: {self.message}", err=True)
-
-
-class _Group(click.Group):
-    def invoke(self, ctx: click.Context) -> object:
-        try:
-            return super().invoke(ctx)
-        except SwarmError as exc:
-            raise _OneLine(str(exc)) from None
-
-
-@click.group(name="stack", cls=_Group)
+@click.group(name="stack")
 def stack_group() -> None:
     """Run docker-compose.yml's services as local processes (no Docker needed)."""
 
@@ -80,6 +64,7 @@ def stack_group() -> None:
 @click.option("--port", "ports", multiple=True, callback=_pairs, help="SERVICE=PORT (repeat).")
 @click.option("--timeout", "timeout_s", type=float, default=DEFAULT_TIMEOUT_S, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the started processes as JSON.")
+@one_line_errors
 def up_command(
     compose_file: Path,
     env_file: Path | None,
@@ -111,6 +96,7 @@ def up_command(
 
 @stack_group.command(name="down")
 @_DIR
+@one_line_errors
 def down_command(run_dir: Path) -> None:
     """Stop exactly the processes `up` started (workers first)."""
     from swarm.stack.runner import down
@@ -122,6 +108,7 @@ def down_command(run_dir: Path) -> None:
 @stack_group.command(name="status")
 @_DIR
 @click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
+@one_line_errors
 def status_command(run_dir: Path, as_json: bool) -> None:
     """What the stack runs: pid, state, ports and log of each process."""
     from swarm.stack.runner import status

@@ -9,6 +9,7 @@ nodes; ``--json`` still prints the whole report unless ``--summary``)."""
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -115,14 +116,11 @@ def _watch(
     from swarm.cli.follow import Watch, follow
     from swarm.cli.idle import celery_idle_check
 
-    app: list[Celery] = []
-
+    @functools.cache  # made once, when the job first waits for a worker
     def celery() -> Celery:
-        if not app:
-            from swarm.jobs.queueing import make_celery
+        from swarm.jobs.queueing import make_celery
 
-            app.append(make_celery(settings, catalog))
-        return app[0]
+        return make_celery(settings, catalog)
 
     watch = Watch(store, catalog, job_id, idle_check=celery_idle_check(celery, catalog))
     return follow(watch, None)

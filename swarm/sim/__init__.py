@@ -131,31 +131,19 @@ class RunningSim:
 
 
 def _thread_main(
-    loop: asyncio.AbstractEventLoop,
     app: web.Application,
     address: tuple[str, int],
-    started: concurrent.futures.Future[web.AppRunner],
+    started: concurrent.futures.Future[tuple[asyncio.AbstractEventLoop, web.AppRunner]],
 ) -> None:
-    asyncio.set_event_loop(loop)
-    try:
-        runner = loop.run_until_complete(_start(app, *address, THREAD_SHUTDOWN_TIMEOUT_S))
-    except BaseException as exc:
-        started.set_exception(exc)
-        loop.close()
-        return
-    started.set_result(runner)
-    loop.run_forever()
-    _cancel_leftovers(loop)
-    loop.close()
-
-
-def _cancel_leftovers(loop: asyncio.AbstractEventLoop) -> None:
-    tasks = asyncio.all_tasks(loop)
-    for task in tasks:
-        task.cancel()
-    if tasks:
-        loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
-    loop.run_until_complete(loop.shutdown_asyncgens())
+    # The Runner's close, once stop() stopped the loop, cancels the tasks left and closes it.
+    with asyncio.Runner() as runner:
+        try:
+            app_runner = runner.run(_start(app, *address, THREAD_SHUTDOWN_TIMEOUT_S))
+        except BaseException as exc:
+            started.set_exception(exc)
+            return
+        started.set_result((runner.get_loop(), app_runner))
+        runner.get_loop().run_forever()
 
 
 def start_in_thread(
@@ -163,13 +151,14 @@ def start_in_thread(
 ) -> RunningSim:
     """Start a simulator in a daemon thread; returns once it listens (port 0 = any free)."""
     app = build_app(config)
-    loop = asyncio.new_event_loop()
-    started: concurrent.futures.Future[web.AppRunner] = concurrent.futures.Future()
+    started: concurrent.futures.Future[tuple[asyncio.AbstractEventLoop, web.AppRunner]] = (
+        concurrent.futures.Future()
+    )
     thread = threading.Thread(
-        target=_thread_main, args=(loop, app, (host, port), started), name="swarm-sim", daemon=True
+        target=_thread_main, args=(app, (host, port), started), name="swarm-sim", daemon=True
     )
     thread.start()
-    runner = started.result(START_TIMEOUT_S)
+    loop, runner = started.result(START_TIMEOUT_S)
     return RunningSim(loop, thread, runner, host)
 
 

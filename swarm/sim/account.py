@@ -85,12 +85,6 @@ class AccountConfig(BaseModel):
     """Whose error bodies the refusals copy."""
 
 
-def body_of(refusal: Refusal) -> dict[str, Any]:
-    """The JSON body of a refusal."""
-    _status, kind, code, message = refusal
-    return error_body(message, kind, code)
-
-
 class Account:
     """The account's state on one running simulator."""
 
@@ -114,8 +108,8 @@ class Account:
         self.refused[kind] += 1
         if kind == "balance" and self.first_refusal_at is None:
             self.first_refusal_at = self.requests
-        refusal = REFUSALS[self.format][kind]
-        return refusal[0], body_of(refusal)
+        status, error_type, code, message = REFUSALS[self.format][kind]
+        return status, error_body(message, error_type, code)
 
     def answered(self) -> None:
         """An answer was served (and billed): the balance pays for it."""

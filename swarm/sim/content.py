@@ -177,11 +177,6 @@ def natural_completion_tokens(digest: str) -> int:
     return COMPLETION_MIN_TOKENS + int(digest[12:20], 16) % span
 
 
-def count_result_tags(text: str) -> int:
-    """How many ``<result `` tags ``text`` holds."""
-    return text.count("<result ")
-
-
 def pseudo_words(digest: str, chars: int) -> str:
     """Deterministic pseudo-words from ``digest``, about ``chars`` characters long."""
     rng = random.Random(digest)
@@ -245,7 +240,7 @@ def make_completion(
     cap = request.max_tokens
     tokens = natural if cap is None else min(natural, cap)
     finish = "length" if cap is not None and natural > cap else "stop"
-    results = count_result_tags(request.last_user_content)
+    results = request.last_user_content.count("<result ")
     header = f"sim:{request.model}:{digest[:12]}"
     words = pseudo_words(digest, max(0, int(tokens * CHARS_PER_TOKEN) - len(header) - 12))
     scripted = scripted_reply(request.last_user_content)
@@ -310,10 +305,6 @@ class PrefixCache:
         while len(self._seen) > self.max_entries:
             self._seen.popitem(last=False)
         return cached
-
-    def clear(self) -> None:
-        """Forget every prefix."""
-        self._seen.clear()
 
 
 def completion_body(

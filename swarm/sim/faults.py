@@ -34,6 +34,7 @@ import random
 import re
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
 
 from swarm.sim.config import SimConfig
 
@@ -70,39 +71,26 @@ class Markers:
 
 
 _FLAGS = frozenset({"hang", "bad_json", "drop", "empty_choices", "no_usage"})
+_NUMBERS = {
+    "status": (400, 599),
+    "latency_ms": (0, math.inf),
+    "straggle_ms": (0, math.inf),
+    "answer_tokens": (1, math.inf),
+}
+"""The markers that take a number, and the range it must be in (else it is ignored)."""
 
 
 def parse_markers(text: str) -> Markers:
     """Markers in ``text``; unknown names and statuses outside 400..599 are ignored."""
     if "[[sim:" not in text:
         return Markers()
-    flags: set[str] = set()
-    status: int | None = None
-    latency: int | None = None
-    straggle: int | None = None
-    answer: int | None = None
+    found: dict[str, Any] = {}  # Markers' fields (a marker repeated: the last one wins)
     for name, value in MARKER_RE.findall(text):
         if name in _FLAGS and not value:
-            flags.add(name)
-        elif name == "status" and value and 400 <= int(value) <= 599:
-            status = int(value)
-        elif name == "latency_ms" and value:
-            latency = int(value)
-        elif name == "straggle_ms" and value:
-            straggle = int(value)
-        elif name == "answer_tokens" and value and int(value) >= 1:
-            answer = int(value)
-    return Markers(
-        status=status,
-        hang="hang" in flags,
-        bad_json="bad_json" in flags,
-        drop="drop" in flags,
-        latency_ms=latency,
-        straggle_ms=straggle,
-        empty_choices="empty_choices" in flags,
-        no_usage="no_usage" in flags,
-        answer_tokens=answer,
-    )
+            found[name] = True
+        elif name in _NUMBERS and value and _NUMBERS[name][0] <= int(value) <= _NUMBERS[name][1]:
+            found[name] = int(value)
+    return Markers(**found)
 
 
 def marker_fault(markers: Markers) -> tuple[Fault, int | None]:

@@ -66,7 +66,3 @@ class PromptCache:
         while len(self._entries) > self.max_entries:
             self._entries.popitem(last=False)
         return cached
-
-    def clear(self) -> None:
-        """Forget every prefix."""
-        self._entries.clear()

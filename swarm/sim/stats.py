@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from swarm.sim.batch_records import BatchStats
@@ -34,24 +34,12 @@ class ModelStats:
     admitted_1s: PeakCounter = field(default_factory=lambda: PeakCounter(SECOND_S))
 
     def snapshot(self) -> dict[str, Any]:
-        """Counters as a JSON-ready dict (without the windows)."""
-        return {
-            "requests": self.requests,
-            "completed": self.completed,
-            "rate_limited": self.rate_limited,
-            "errors": self.errors,
-            "client_errors": self.client_errors,
-            "prompt_tokens": self.prompt_tokens,
-            "completion_tokens": self.completion_tokens,
-            "cached_tokens": self.cached_tokens,
-            "reasoning_tokens": self.reasoning_tokens,
-            "cancelled": self.cancelled,
-            "abandoned": self.abandoned,
-            "inflight": self.inflight,
-            "max_inflight_seen": self.max_inflight_seen,
-            "truncated": self.truncated,
-            "max_tokens_seen": dict(self.max_tokens_seen),
-        }
+        """Counters as a JSON-ready dict, in field order (without the windows)."""
+        counters = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in _WINDOWS}
+        return {**counters, "max_tokens_seen": dict(self.max_tokens_seen)}
+
+
+_WINDOWS = ("admitted_60s", "admitted_1s")
 
 
 def _fresh_faults() -> dict[str, int]:
@@ -148,12 +136,8 @@ class Stats:
 
     def snapshot(self) -> dict[str, Any]:
         """The JSON of GET /stats."""
-        out: dict[str, Any] = self.total.snapshot()
-        del out["requests"], out["completed"]
         return {
-            "requests": self.total.requests,
-            "completed": self.total.completed,
-            **out,
+            **self.total.snapshot(),
             "faults": dict(self.faults),
             "models": {name: stats.snapshot() for name, stats in self.models.items()},
             "slots": self.slots.snapshot(),

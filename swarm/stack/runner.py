@@ -80,18 +80,11 @@ def process_env(service_env: Mapping[str, str], environ: Mapping[str, str]) -> d
 
 
 def _recorded(proc: LocalProcess, child: Process) -> ProcessState:
-    return ProcessState(
-        name=proc.name,
-        service=proc.service,
-        wave=proc.wave,
-        pid=child.pid,
-        start_ticks=start_ticks(child.pid),
-        port=proc.port,
-        metrics_port=proc.metrics_port,
-        log=str(child.log_path.resolve()),
-        stop_signal=proc.stop_signal,
-        stop_grace_s=proc.stop_grace_s,
-    )
+    """``proc``'s fields that the state keeps, with what only the started child knows."""
+    planned = proc.model_dump(include=set(ProcessState.model_fields))
+    pid = child.pid
+    log = str(child.log_path.resolve())
+    return ProcessState(**planned, pid=pid, start_ticks=start_ticks(pid), log=log)
 
 
 def _wait_ready(started: Sequence[tuple[LocalProcess, Process]], timeout_s: float) -> None:

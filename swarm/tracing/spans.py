@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -70,22 +70,19 @@ class Tracing:
             return None
         return parent
 
-    @contextmanager
     def job_step(
         self, spec: JobSpec, name: str, attributes: Mapping[str, conv.AttributeValue]
-    ) -> Iterator[Span]:
+    ) -> AbstractContextManager[Span]:
         """A span of the job (fan-out, aggregation, a reduce level) under its trace. An
         exception ending it is named by its type only (``_ended_by``): its text may quote
         what the job sent."""
         attributes = {**_job_attributes(spec), **attributes}
-        with self._span(name, context=self.job_parent(spec), attributes=attributes) as span:
-            yield span
+        return self._span(name, context=self.job_parent(spec), attributes=attributes)
 
     # -- nodes --------------------------------------------------------------------------
-    @contextmanager
     def node(
         self, spec: JobSpec, node_id: str, via: str, start_time_ns: int | None = None
-    ) -> Iterator[Span]:
+    ) -> AbstractContextManager[Span]:
         """``invoke_agent sub-agent``: one run of a node (a requeued node has a span per
         run, each in the job's trace). ``start_time_ns``: a batch line's span starts at its
         file's upload."""
@@ -101,11 +98,10 @@ class Tracing:
         if isinstance(batch, tuple):
             attributes["swarm.batch.id"] = batch[0]
             start_time_ns = start_time_ns or batch[1]
-        with self._span(
+        return self._span(
             f"invoke_agent {conv.AGENT_NAME}", context=self.job_parent(spec),
             attributes=attributes, start_time=start_time_ns,
-        ) as span:  # fmt: skip
-            yield span
+        )  # fmt: skip
 
     # -- gateway attempts ---------------------------------------------------------------
     def attempts(
@@ -116,17 +112,13 @@ class Tracing:
         return Attempts(self, model, provider, conv.server_address(base_url), earlier)
 
     # -- tools and events ---------------------------------------------------------------
-    @contextmanager
-    def tool(self, name: str, call_id: str) -> Iterator[Span]:
+    def tool(self, name: str, call_id: str) -> AbstractContextManager[Span]:
         """``execute_tool <name>``: one tool call of an agent node (the tool's own errors
         are its outcome, swarm.tracing.tool_ended)."""
         attributes = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name,
                       "gen_ai.tool.call.id": call_id, "openinference.span.kind": "TOOL",
                       "tool.name": name}  # fmt: skip
-        with self._span(
-            f"execute_tool {name}", attributes=attributes, kind=SpanKind.INTERNAL
-        ) as span:
-            yield span
+        return self._span(f"execute_tool {name}", attributes=attributes, kind=SpanKind.INTERNAL)
 
     @contextmanager
     def _span(self, name: str, **options: Any) -> Iterator[Span]:
@@ -255,8 +247,7 @@ def node_outcome(span: Span, envelope: Any, catalog: Catalog) -> None:
     if envelope.model in catalog.models:
         span.set_attribute("swarm.cost_usd", cost_usd(catalog.model(envelope.model), usage))
     if envelope.error_kind is not None:
-        span.set_attribute("error.type", str(envelope.error_kind))
-        span.set_status(Status(StatusCode.ERROR, str(envelope.error_kind)))
+        failed(span, str(envelope.error_kind))
 
 
 def finished_attributes(span: Any) -> Mapping[str, Any]:
@@ -279,16 +270,11 @@ def add_to(name: str, amount: float) -> None:
         span.set_attribute(name, float(known) + amount)
 
 
-@contextmanager
-def batch_context(batch_id: str, created_at: float | None) -> Iterator[None]:
+def batch_context(batch_id: str, created_at: float | None) -> AbstractContextManager[None]:
     """The block runs with ``batch_id`` (and its creation time) in the trace context: the
     nodes it runs via batch, on any thread ``capture`` hands the context to, read it."""
     started = int(created_at * 1e9) if created_at is not None else None
-    token = otel_context.attach(otel_context.set_value(_BATCH, (batch_id, started)))
-    try:
-        yield
-    finally:
-        otel_context.detach(token)
+    return attached(otel_context.set_value(_BATCH, (batch_id, started)))
 
 
 def capture() -> otel_context.Context:

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from swarm.cli.snapshot import money
+from swarm.cli.snapshot import JobSnapshot, plain_line
 from swarm.cost.budget import JobEstimate, preflight
 from swarm.cost.pricing import usd_text
 from swarm.errors import BudgetExceededError
+from swarm.store import Progress
 
 
 @pytest.mark.parametrize(
@@ -26,7 +27,9 @@ from swarm.errors import BudgetExceededError
 def test_every_amount_has_one_format(usd: float, text: str) -> None:
     assert usd_text(usd) == text
     assert usd_text(usd, sign=False) == text.removeprefix("$")
-    assert money(usd) == text  # the live views' amounts
+    progress = Progress(total=1, done=0, failed=0, in_flight=1, models={})
+    snap = JobSnapshot("j1", progress, 1.0, usd, None, False)
+    assert plain_line(snap).endswith(f"cost so far {text}")  # the live views' amounts
 
 
 def test_the_budget_refusal_shows_its_amounts_in_that_format() -> None:
