@@ -253,13 +253,12 @@ def send_watch(
     settings: Settings,
     spec: JobSpec,
     queue: str,
-    suffix: str = "",
-    store: JobStore | None = None,
+    suffix: str,
+    store: JobStore,
 ) -> None:
     """Start the watch chain of a fan-out (on ``queue``, the aggregation's): its first check
-    deferred in ``store`` (a sweeper sends it when due: workers.deferral), or without a
-    store a countdown message; nothing in embedded mode, where the broker and the workers
-    live and die with one process."""
+    deferred in ``store`` (a sweeper sends it when due: workers.deferral); nothing in
+    embedded mode, where the broker and the workers live and die with one process."""
     if settings.embedded:
         return
     task_id = f"{spec.job_id}-watch{suffix}"
@@ -271,8 +270,5 @@ def send_watch(
         argsrepr=f"job={spec.job_id}",
         kwargsrepr=NO_KWARGS,
     )
-    if store is None:
-        signature.apply_async(countdown=check_every_s(settings))
-        return
     lease = task_lease(spec.job_id, task_id, "")
     store.defer_task(lease, check_every_s(settings), resend_signature(signature))
