@@ -10,10 +10,9 @@ from collections.abc import Sequence
 
 from swarm.records import JobSpec
 from swarm.store.base import JobStore
-from swarm.tools.registry import Tool, make_tool
+from swarm.tools.registry import Tool, line_range, make_tool
 
 MAX_HITS = 50
-MAX_LINES = 400
 
 
 class Documents:
@@ -53,10 +52,7 @@ class Documents:
         lines = self.texts.get(ref)
         if lines is None:
             raise KeyError(f"no document {ref!r}; documents: {', '.join(self.texts)}")
-        start = max(start_line, 1)
-        end = min(end_line, start + MAX_LINES - 1, len(lines))
-        body = [f"{n:>5}  {lines[n - 1]}" for n in range(start, end + 1)]
-        return "\n".join([f"{ref} lines {start}-{end} of {len(lines)}", *body])
+        return line_range(ref, lines, start_line, end_line)
 
 
 def toolset(spec: JobSpec, store: JobStore) -> Sequence[Tool]:

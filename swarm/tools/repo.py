@@ -15,10 +15,8 @@ from pathlib import Path
 
 from swarm.errors import InputError
 from swarm.sources.git import run_git
-from swarm.tools.registry import Tool, make_tool
+from swarm.tools.registry import Tool, line_range, make_tool
 
-MAX_LINES = 400
-"""Lines one read_file returns at most."""
 MAX_MATCHES = 200
 """Lines one grep returns at most."""
 SYMLINK_MODE = "120000"
@@ -94,11 +92,7 @@ class Repo:
         if entry is None or entry[1] != "blob":
             raise PathRefused(f"{path!r} is not a file (use list_dir for directories)")
         lines = self._git("cat-file", "blob", f"{self.rev}:{real}").splitlines()
-        start = max(start_line, 1)
-        end = min(end_line, start + MAX_LINES - 1, len(lines))
-        shown = [f"{n:>5}  {lines[n - 1]}" for n in range(start, end + 1)]
-        header = f"{real} lines {start}-{end} of {len(lines)}"
-        return "\n".join([header, *shown])
+        return line_range(real, lines, start_line, end_line)
 
     def list_dir(self, path: str = ".") -> str:
         """Entries of a directory, directories with a trailing slash."""
