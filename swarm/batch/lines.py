@@ -19,7 +19,7 @@ from typing import Any
 from swarm.calls.request import CallRequest
 from swarm.calls.runtime import Runtime
 from swarm.catalog import DEFAULT_KIND
-from swarm.jobs.context_fit import input_budget_tokens, split_for_budget
+from swarm.jobs.context_fit import fitting_window, input_budget_tokens, split_for_budget
 from swarm.jobs.prompts import subagent_messages
 from swarm.jobs.structured import schema_instruction
 from swarm.records import JobSpec
@@ -53,10 +53,8 @@ def node_request(rt: Runtime, spec: JobSpec, node_id: str, text: str) -> CallReq
     model = rt.catalog.model(task.model)
     max_tokens = spec.max_tokens or model.max_tokens
     instruction = schema_instruction(task.instruction, task.output_schema)
-    window = rt.windows.window(model.name, model.context_window)
-    scale = rt.windows.scale(model.name)
     overhead = estimate_tokens(instruction) + estimate_tokens(spec.context or "") + 256
-    budget = input_budget_tokens(int(window / scale), max_tokens, overhead)
+    budget = input_budget_tokens(fitting_window(rt, model), max_tokens, overhead)
     if split_for_budget(text, budget) is not None:
         return None
     messages = subagent_messages(instruction, spec.input_ref(node_id), text, spec.context)
