@@ -40,16 +40,12 @@ def idle_line(queues: list[str], consumed: set[str] | None, answered: int) -> st
     missing = [queue for queue in queues if queue not in consumed]
     if not missing:
         return None
-    start = f"start one: celery -A workers worker -Q {','.join(missing)}"
+    names = ", ".join(missing)
     if answered == 0:
-        return (
-            f"no worker answered on the broker (none running?): nothing consumes "
-            f"{', '.join(missing)}; {start} (still waiting)"
-        )
-    return (
-        f"no worker of the {answered} running consumes {', '.join(missing)}; {start} "
-        "(still waiting)"
-    )
+        said = f"no worker answered on the broker (none running?): nothing consumes {names}"
+    else:
+        said = f"no worker of the {answered} running consumes {names}"
+    return f"{said}; start one: celery -A workers worker -Q {','.join(missing)} (still waiting)"
 
 
 def consumers(app: Celery, timeout_s: float = INSPECT_TIMEOUT_S) -> tuple[set[str] | None, int]:
