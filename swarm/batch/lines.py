@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from swarm.batch.gateway import ENDPOINT
 from swarm.calls.request import CallRequest
 from swarm.calls.runtime import Runtime
 from swarm.catalog import DEFAULT_KIND
@@ -24,8 +25,6 @@ from swarm.jobs.prompts import subagent_messages
 from swarm.jobs.structured import schema_instruction
 from swarm.records import JobSpec
 from swarm.tokens import estimate_tokens
-
-ENDPOINT = "/v1/chat/completions"
 
 
 @dataclass(frozen=True)

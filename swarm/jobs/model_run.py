@@ -118,9 +118,8 @@ class ModelRun:
         instruction = schema_instruction(self.task.instruction, self.task.output_schema)
         json = self.task.output_schema is not None
         fitted, truncation = self.fit(text, instruction, tally)
-        messages = subagent_messages(
-            instruction, self.spec.input_ref(self.node_id), fitted, self.spec.context
-        )
+        ref = self.spec.input_ref(self.node_id)
+        messages = subagent_messages(instruction, ref, fitted, self.spec.context)
         if self.spec.tools:
             return self.acting(messages, slot, tally, truncation)
         # A plain node's own call: its answer is recorded with the envelope (one write). The
@@ -142,9 +141,7 @@ class ModelRun:
             log.debug("node %s: %s has a window of %d tokens (estimates x%.2f), refitting",
                       self.node_id, self.model.name, overflow.window, scale)  # fmt: skip
             fitted, truncation = self.fit(text, instruction, tally, scale)
-            messages = subagent_messages(
-                instruction, self.spec.input_ref(self.node_id), fitted, self.spec.context
-            )
+            messages = subagent_messages(instruction, ref, fitted, self.spec.context)
             outcome = self.call(f"{slot}:refit", messages, self.max_tokens, json=json)
         if outcome.answer is not None and not outcome.answer.usage_missing:
             estimated = estimate_messages(m["content"] for m in messages)

@@ -76,11 +76,6 @@ def check_every_s(settings: Settings) -> float:
     return max(1.0, every_s)
 
 
-def probe_every_s(settings: Settings) -> float | None:
-    """No progress for this long makes the first probe; None where nothing is probed."""
-    return probe_after_s(settings) if probes_broker(settings) else None
-
-
 class Action(StrEnum):
     """What one check decides."""
 
@@ -228,7 +223,8 @@ def check_job(store: JobStore, settings: Settings, job_id: str, seen: Seen | Non
             return Check(Action.DONE, seen or Seen("", time.time()))
         now = time.time()
         current = fingerprint(progress, batch_store(store).beats(job_id))
-        stall, probe = stall_s(settings), probe_every_s(settings)
+        stall = stall_s(settings)
+        probe = probe_after_s(settings) if probes_broker(settings) else None  # None: no probes
         missing: tuple[str, ...] = ()
         if needs_missing(seen, current, now=now, stall_after_s=stall, probe_after_s=probe):
             missing = missing_nodes(store, store.spec(job_id), settings.report_page_nodes)
