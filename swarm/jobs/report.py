@@ -74,9 +74,11 @@ class NodeList(Positional[NodeEnvelope]):
     def __get_pydantic_core_schema__(
         cls, source: Any, handler: GetCoreSchemaHandler
     ) -> core_schema.CoreSchema:
+        # serialized by the list's own dump (a subclass's: PagedNodes reads its pages)
+        dump = core_schema.plain_serializer_function_ser_schema(lambda nodes: nodes.dump())
         return core_schema.no_info_plain_validator_function(
             cls.of,
-            serialization=core_schema.plain_serializer_function_ser_schema(_dump_nodes),
+            serialization=dump,
             json_schema_input_schema=handler.generate_schema(list[NodeEnvelope]),
         )
 
@@ -111,11 +113,6 @@ class NodeList(Positional[NodeEnvelope]):
             item.model_dump(mode="json") if isinstance(item, NodeEnvelope) else dict(item)
             for item in self._items
         ]
-
-
-def _dump_nodes(nodes: NodeList) -> list[dict[str, Any]]:
-    """The serializer of a report's nodes (a subclass's own ``dump``)."""
-    return nodes.dump()
 
 
 class Report(Frozen):
