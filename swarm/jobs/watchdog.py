@@ -235,8 +235,7 @@ def check_job(store: JobStore, settings: Settings, job_id: str, seen: Seen | Non
 
 def missing_nodes(store: JobStore, spec: JobSpec, page: int) -> tuple[str, ...]:
     """The job's nodes that have no envelope, asked of the store ``page`` nodes at a time
-    (a 100,000-node job's envelope ids read at once were ~10 MB of strings in the worker
-    that ran the check, as the aggregation ran)."""
+    (a large job's ids are never all held at once by the worker that runs the check)."""
     ids = iter(spec.node_ids)
     missing: list[str] = []
     while chunk := list(itertools.islice(ids, page)):
