@@ -33,15 +33,11 @@ def clean_path(path: str) -> str:
     if path in ("", ".", "./"):
         return ""
     if path.startswith(("/", "\\", ":")) or re.match(r"^[A-Za-z]:", path) or "\0" in path:
-        _refuse(path, "absolute paths and pathspec magic are refused")
+        raise PathRefused(f"{path!r}: absolute paths and pathspec magic are refused")
     parts = [p for p in path.replace("\\", "/").split("/") if p not in ("", ".")]
     if ".." in parts:
-        _refuse(path, "'..' is refused: paths stay inside the repository")
+        raise PathRefused(f"{path!r}: '..' is refused: paths stay inside the repository")
     return "/".join(parts)
-
-
-def _refuse(path: str, why: str) -> str:
-    raise PathRefused(f"{path!r}: {why}")
 
 
 class Repo:
@@ -77,10 +73,8 @@ class Repo:
             if entry[0] != SYMLINK_MODE:
                 return current
             target = self._git("cat-file", "blob", f"{self.rev}:{current}")
-            if target.startswith("/"):
-                raise PathRefused(f"{path!r}: a symlink out of the repository is refused")
             joined = posixpath.normpath(posixpath.join(posixpath.dirname(current), target))
-            if joined == ".." or joined.startswith("../"):
+            if target.startswith("/") or joined == ".." or joined.startswith("../"):
                 raise PathRefused(f"{path!r}: a symlink out of the repository is refused")
             current = clean_path(joined)
         raise PathRefused(f"{path!r}: too many symlinks")
