@@ -7,6 +7,7 @@ The documents are the job's inputs, named by their references (the paths given t
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import cached_property
 
 from swarm.records import JobSpec
 from swarm.store.base import JobStore
@@ -21,17 +22,13 @@ class Documents:
     def __init__(self, spec: JobSpec, store: JobStore) -> None:
         self.spec = spec
         self.store = store
-        self._texts: dict[str, list[str]] | None = None
 
-    @property
+    @cached_property
     def texts(self) -> dict[str, list[str]]:
-        if self._texts is None:
-            pairs = zip(self.spec.input_refs, self.spec.node_ids, strict=True)
-            self._texts = {
-                ref: self.store.input_text(self.spec.job_id, node).splitlines()
-                for ref, node in pairs
-            }
-        return self._texts
+        pairs = zip(self.spec.input_refs, self.spec.node_ids, strict=True)
+        return {
+            ref: self.store.input_text(self.spec.job_id, node).splitlines() for ref, node in pairs
+        }
 
     def search(self, query: str, max_results: int = 20) -> str:
         words = [w for w in query.lower().split() if w]
