@@ -73,15 +73,9 @@ def file_lines(
     rt: Runtime, spec: JobSpec, node_ids: Sequence[str], texts: Mapping[str, str]
 ) -> FileLines:
     """The lines of ``node_ids`` (those whose input fits)."""
-    requests: dict[str, CallRequest] = {}
-    live: list[str] = []
-    for node_id in node_ids:
-        request = node_request(rt, spec, node_id, texts[node_id])
-        if request is None:
-            live.append(node_id)
-        else:
-            requests[node_id] = request
-    return FileLines(requests, tuple(live))
+    built = {node_id: node_request(rt, spec, node_id, texts[node_id]) for node_id in node_ids}
+    requests = {node_id: request for node_id, request in built.items() if request is not None}
+    return FileLines(requests, tuple(node_id for node_id in node_ids if node_id not in requests))
 
 
 def line_of(request: CallRequest) -> dict[str, Any]:
