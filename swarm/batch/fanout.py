@@ -15,7 +15,7 @@ from swarm.store.batches import FileState
 
 
 def poll_signatures(
-    app: Celery, catalog: Catalog, spec: JobSpec, files: Sequence[FileState], suffix: str = ""
+    app: Celery, catalog: Catalog, spec: JobSpec, files: Sequence[FileState], suffix: str
 ) -> list[Signature]:
     """The poll task of each file (id ``<job>-batch<i>``), on its model's queue."""
     priority = job_priority(len(spec.node_ids))

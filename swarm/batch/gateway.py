@@ -50,6 +50,7 @@ def view_of(batch: Any) -> BatchView:
     data = getattr(errors, "data", None) or []
     first = data[0] if data else None
     error = f"{first.code}: {first.message}" if first is not None else None
+    created = getattr(batch, "created_at", None)
     return BatchView(
         id=batch.id,
         status=batch.status,
@@ -59,12 +60,8 @@ def view_of(batch: Any) -> BatchView:
         output_file_id=batch.output_file_id,
         error_file_id=batch.error_file_id,
         error=error,
-        created_at=_seconds(getattr(batch, "created_at", None)),
+        created_at=float(created) if isinstance(created, int | float) else None,
     )
-
-
-def _seconds(value: Any) -> float | None:
-    return float(value) if isinstance(value, int | float) else None
 
 
 def metadata(job_id: str, index: int) -> dict[str, str]:

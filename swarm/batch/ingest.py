@@ -24,12 +24,6 @@ from swarm.store.billing import BilledCall, StoredAnswer
 log = logging.getLogger(__name__)
 
 
-def usage_of(body: Mapping[str, Any]) -> Usage | None:
-    """The usage of an answer's body (None when it has none)."""
-    raw = body.get("usage")
-    return usage_formats.usage_of(raw) if isinstance(raw, dict) else None
-
-
 def answer_of(body: Mapping[str, Any], usage: Usage | None) -> StoredAnswer | None:
     """The stored answer of a chat completion body (None without a text)."""
     choices = body.get("choices")
@@ -65,7 +59,8 @@ def record_output(
         body = response.get("body") if response.get("status_code") == 200 else None
         if custom_id not in keys or not isinstance(body, dict):
             continue
-        usage = usage_of(body)
+        raw_usage = body.get("usage")
+        usage = usage_formats.usage_of(raw_usage) if isinstance(raw_usage, dict) else None
         answer = answer_of(body, usage)
         billed = BilledCall(
             call_id=f"batch:{batch_id}:{custom_id}",

@@ -16,16 +16,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from swarm.batch.gateway import ENDPOINT
 from swarm.calls.request import CallRequest
 from swarm.calls.runtime import Runtime
 from swarm.catalog import DEFAULT_KIND
-from swarm.jobs.context_fit import input_budget_tokens, split_for_budget
+from swarm.jobs.context_fit import fitting_window, input_budget_tokens, split_for_budget
 from swarm.jobs.prompts import subagent_messages
 from swarm.jobs.structured import schema_instruction
 from swarm.records import JobSpec
 from swarm.tokens import estimate_tokens
-
-ENDPOINT = "/v1/chat/completions"
 
 
 @dataclass(frozen=True)
@@ -53,10 +52,8 @@ def node_request(rt: Runtime, spec: JobSpec, node_id: str, text: str) -> CallReq
     model = rt.catalog.model(task.model)
     max_tokens = spec.max_tokens or model.max_tokens
     instruction = schema_instruction(task.instruction, task.output_schema)
-    window = rt.windows.window(model.name, model.context_window)
-    scale = rt.windows.scale(model.name)
     overhead = estimate_tokens(instruction) + estimate_tokens(spec.context or "") + 256
-    budget = input_budget_tokens(int(window / scale), max_tokens, overhead)
+    budget = input_budget_tokens(fitting_window(rt, model), max_tokens, overhead)
     if split_for_budget(text, budget) is not None:
         return None
     messages = subagent_messages(instruction, spec.input_ref(node_id), text, spec.context)
@@ -76,15 +73,9 @@ def file_lines(
     rt: Runtime, spec: JobSpec, node_ids: Sequence[str], texts: Mapping[str, str]
 ) -> FileLines:
     """The lines of ``node_ids`` (those whose input fits)."""
-    requests: dict[str, CallRequest] = {}
-    live: list[str] = []
-    for node_id in node_ids:
-        request = node_request(rt, spec, node_id, texts[node_id])
-        if request is None:
-            live.append(node_id)
-        else:
-            requests[node_id] = request
-    return FileLines(requests, tuple(live))
+    built = {node_id: node_request(rt, spec, node_id, texts[node_id]) for node_id in node_ids}
+    requests = {node_id: request for node_id, request in built.items() if request is not None}
+    return FileLines(requests, tuple(node_id for node_id in node_ids if node_id not in requests))
 
 
 def line_of(request: CallRequest) -> dict[str, Any]:

@@ -126,7 +126,7 @@ def poll_file(
         return step.later()
     log.debug("batch %s: the deadline nears with %d of %d lines done; cancelling",
               view.id, view.completed, view.total)  # fmt: skip
-    return _settle(step, _cancel(step, view))
+    return _settle(step, _cancel(step, view.id, view))
 
 
 def _counted(step: _Step, view: BatchView) -> None:
@@ -157,7 +157,7 @@ def _start(step: _Step) -> PollOutcome:
         return _settle(step, None)
     step.save(batch_id=view.id, status=view.status, total=view.total)
     if step.now >= switch_at(step.spec):
-        return _settle(step, view if view.status in TERMINAL else _cancel(step, view))
+        return _settle(step, view if view.status in TERMINAL else _cancel(step, view.id, view))
     return step.later()
 
 
@@ -180,19 +180,22 @@ def _lines(step: _Step, node_ids: Sequence[str]) -> FileLines:
     return file_lines(step.rt, step.spec, node_ids, texts)
 
 
-def _cancel(step: _Step, view: BatchView) -> BatchView:
+def _cancel(step: _Step, batch_id: str, known: BatchView | None = None) -> BatchView | None:
+    """The batch's status once the gateway was asked to cancel it; ``known`` when it
+    could not be asked."""
     try:
-        return step.gateway.cancel(view.id)
+        return step.gateway.cancel(batch_id)
     except openai.APIError as exc:
-        log.debug("batch %s: cancel failed (%s)", view.id, exc)
-        return view
+        log.debug("batch %s: cancel failed (%s)", batch_id, exc)
+        return known
 
 
 def _settle(step: _Step, view: BatchView | None, problem: str | None = None) -> PollOutcome:
     """Record the batch's output (when it ended), then end every node of the file."""
     spec, state = step.spec, step.state
     loaded = step.rt.store.load_nodes(spec.job_id, state.node_ids)
-    pending = [n for n in state.node_ids if not _ok(loaded.envelopes.get(n))]
+    ok = {n for n, envelope in loaded.envelopes.items() if envelope.ok}
+    pending = [n for n in state.node_ids if n not in ok]
     problem = problem or (view.error if view is not None else None)
     if problem is not None:
         log.warning("swarm: job %s batch file %d: %s; its %d nodes run live", spec.job_id,
@@ -208,10 +211,6 @@ def _settle(step: _Step, view: BatchView | None, problem: str | None = None) -> 
     done = step.save(status=status, ingested=ended, ended=True, error=problem,
                      live_nodes=state.live_nodes + len(pending) - len(via))  # fmt: skip
     return PollOutcome(done, done=True, settle_later=view is not None and not ended)
-
-
-def _ok(envelope: object) -> bool:
-    return bool(getattr(envelope, "ok", False))
 
 
 def _ingest(
@@ -258,12 +257,8 @@ def _record_billing(step: _Step, view: BatchView) -> None:
 
 def _cancelled(step: _Step) -> PollOutcome:
     """The job was cancelled: cancel the batch, end the nodes (as cancelled)."""
-    view = None
-    if step.state.batch_id is not None:
-        try:
-            view = step.gateway.cancel(step.state.batch_id)
-        except openai.APIError as exc:
-            log.debug("batch %s: cancel failed (%s)", step.state.batch_id, exc)
+    batch_id = step.state.batch_id
+    view = None if batch_id is None else _cancel(step, batch_id)
     run_nodes(step.rt, step.spec.job_id, step.state.node_ids, pool=step.pool, fence=step.fence)
     ended = view is not None and view.status in TERMINAL
     if view is not None and ended:

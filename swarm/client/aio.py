@@ -10,7 +10,6 @@ report polls with ``asyncio.sleep`` in between, so the loop is never blocked.
 from __future__ import annotations
 
 import asyncio
-import functools
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -136,20 +135,20 @@ class AsyncSwarmClient:
     ) -> AsyncSwarmHandle:
         """See [SwarmClient.submit][swarm.client.SwarmClient.submit] (``options`` are its
         keyword arguments)."""
-        call = functools.partial(self.sync.submit, inputs, instruction, **options)
-        return AsyncSwarmHandle(await asyncio.to_thread(call))
+        sync = await asyncio.to_thread(self.sync.submit, inputs, instruction, **options)
+        return AsyncSwarmHandle(sync)
 
     async def plan(
         self, documents: Sequence[InputItem], query: str, **options: Any
     ) -> AsyncSwarmHandle:
         """See [SwarmClient.plan][swarm.client.SwarmClient.plan]."""
-        call = functools.partial(self.sync.plan, documents, query, **options)
-        return AsyncSwarmHandle(await asyncio.to_thread(call))
+        return AsyncSwarmHandle(
+            await asyncio.to_thread(self.sync.plan, documents, query, **options)
+        )
 
     async def resume(self, job_id: str, **options: Any) -> AsyncSwarmHandle:
         """See [SwarmClient.resume][swarm.client.SwarmClient.resume]."""
-        call = functools.partial(self.sync.resume, job_id, **options)
-        return AsyncSwarmHandle(await asyncio.to_thread(call))
+        return AsyncSwarmHandle(await asyncio.to_thread(self.sync.resume, job_id, **options))
 
     async def attach(self, job_id: str) -> AsyncSwarmHandle:
         """See [SwarmClient.attach][swarm.client.SwarmClient.attach]."""

@@ -217,7 +217,8 @@ class SwarmClient(AbstractContextManager["SwarmClient"]):
             raise InputError("the instruction is empty")
         check_budget(budget_usd)
         check_tenant(tenant)
-        spec_model, aggregate = self._route(model, kind)
+        spec_model = self.catalog.model(model) if model else self.catalog.route(kind)
+        aggregate = self.catalog.route(AGGREGATE_KIND)
         check_max_tokens(max_tokens, node_models(self.catalog, model, kind))
         self.check_gateway()
         if tools is not None:
@@ -283,25 +284,16 @@ class SwarmClient(AbstractContextManager["SwarmClient"]):
         models = (planner, self.catalog.route(AGGREGATE_KIND))
         spec = plan_spec(self.settings, items, query, aggregate_instruction, models, options)
         with broker_errors(), tracing.submitting(spec) as spec:  # the job's root span
-            self._plan(spec, planner, items)
+            self.store.create_job(spec, [item.text for item in items])
+            self.checks.bill(spec.job_id)
+            self.app.signature(
+                PLAN_TASK,
+                args=(spec.job_id,),
+                queue=planner.queue,
+                task_id=f"{spec.job_id}-plan",
+                argsrepr=f"job={spec.job_id}",
+            ).apply_async()
         return self._handle(spec.job_id)
-
-    def _plan(self, spec: JobSpec, planner: ModelSpec, items: Sequence[InputItem]) -> None:
-        """Store a planned job and send its planner task."""
-        self.store.create_job(spec, [item.text for item in items])
-        self.checks.bill(spec.job_id)
-        self.app.signature(
-            PLAN_TASK,
-            args=(spec.job_id,),
-            queue=planner.queue,
-            task_id=f"{spec.job_id}-plan",
-            argsrepr=f"job={spec.job_id}",
-        ).apply_async()
-
-    def _route(self, model: str | None, kind: str) -> tuple[ModelSpec, ModelSpec]:
-        """The sub-agents' model (named, or routed by kind) and the aggregation's."""
-        spec_model = self.catalog.model(model) if model else self.catalog.route(kind)
-        return spec_model, self.catalog.route(AGGREGATE_KIND)
 
     def resume(self, job_id: str, *, budget_usd: float | None = None) -> SwarmHandle:
         """Run again the nodes of an ended job that did not succeed, then aggregate again.

@@ -137,10 +137,14 @@ class SwarmHandle:
         ledger recorded after it was written (``late_calls``; needs the catalog). Its
         ``nodes`` are read from the store a page at a time as they are used when the job has
         more than a page of them (``SWARM_REPORT_PAGE_NODES``)."""
-        summary = self._settled(self.store.report_summary(self.id))
-        return None if summary is None else self._typed(summary)
+        return self._typed(self.store.report_summary(self.id))
 
-    def _typed(self, summary: dict[str, Any]) -> Report:
+    def _typed(self, summary: dict[str, Any] | None) -> Report | None:
+        """The stored summary as a Report, with its late billing (see ``report``)."""
+        if summary is None:
+            return None
+        if self.catalog is not None:
+            summary = with_late_billing(summary, self.store.ledger(self.id), self.catalog)
         total = int(summary.get("total", 0))
         if total > self.page:
             nodes: list[dict[str, Any]] | PagedNodes = PagedNodes(
@@ -149,11 +153,6 @@ class SwarmHandle:
         else:
             nodes = self.store.report_nodes(self.id)
         return Report.from_dict({**summary, "nodes": nodes})
-
-    def _settled(self, report: dict[str, Any] | None) -> dict[str, Any] | None:
-        if report is None or self.catalog is None:
-            return report
-        return with_late_billing(report, self.store.ledger(self.id), self.catalog)
 
     def wait(self, timeout: float | None = None, poll_s: float = 0.05) -> Report:
         """Block until the report exists and return it; JobTimeoutError after ``timeout``
@@ -173,9 +172,8 @@ class SwarmHandle:
             if not checked:
                 left_s = min(left_s, started + IDLE_CHECK_S - now)
             waited = self.store.wait_report(self.id, max(left_s, 0.0), poll_s, summary=True)
-            report = self._settled(waited)
-            if report is not None:
-                return self._typed(report)
+            if (report := self._typed(waited)) is not None:
+                return report
             now = time.monotonic()
             if not checked and now - started >= IDLE_CHECK_S:
                 checked, hint = True, self._idle_hint()

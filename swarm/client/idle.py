@@ -23,7 +23,7 @@ INSPECT_TIMEOUT_S = 1.0
 """How long the workers' answers are awaited (the call always takes about this long)."""
 
 
-def job_queues(spec: JobSpec, catalog: Catalog, stage: str = "nodes") -> list[str]:
+def job_queues(spec: JobSpec, catalog: Catalog, stage: str) -> list[str]:
     """The queues the job still needs from a stage on: before its nodes ran (``nodes``)
     its nodes' and its aggregation's, once they ended (``aggregate``) its aggregation's."""
     names = {spec.aggregate_model}
@@ -40,23 +40,19 @@ def idle_line(queues: list[str], consumed: set[str] | None, answered: int) -> st
     missing = [queue for queue in queues if queue not in consumed]
     if not missing:
         return None
-    start = f"start one: celery -A workers worker -Q {','.join(missing)}"
+    names = ", ".join(missing)
     if answered == 0:
-        return (
-            f"no worker answered on the broker (none running?): nothing consumes "
-            f"{', '.join(missing)}; {start} (still waiting)"
-        )
-    return (
-        f"no worker of the {answered} running consumes {', '.join(missing)}; {start} "
-        "(still waiting)"
-    )
+        said = f"no worker answered on the broker (none running?): nothing consumes {names}"
+    else:
+        said = f"no worker of the {answered} running consumes {names}"
+    return f"{said}; start one: celery -A workers worker -Q {','.join(missing)} (still waiting)"
 
 
-def consumers(app: Celery, timeout_s: float = INSPECT_TIMEOUT_S) -> tuple[set[str] | None, int]:
+def consumers(app: Celery) -> tuple[set[str] | None, int]:
     """The queues the running workers consume and how many workers answered; (None, 0)
     when the broker cannot be asked."""
     try:
-        replies = app.control.inspect(timeout=timeout_s).active_queues()
+        replies = app.control.inspect(timeout=INSPECT_TIMEOUT_S).active_queues()
     except Exception as exc:  # the broker is down: the wait itself will say so
         log.debug("cannot ask the workers for their queues: %s", exc)
         return None, 0

@@ -100,9 +100,7 @@ class AgentRun:
                 return stop
             self.sent = list(self.messages)
             last = self.call(f"{self.slot}:step:{k}", self.sent, schemas)
-            self.steps += int(
-                last.answer is not None or last.attempts > 0
-            )  # a refused call is none
+            self.steps += last.answer is not None or last.attempts > 0  # a refused call is none
             self.usage = self.usage + last.usage
             answer = last.answer
             if answer is None or last.error_kind is not None or not answer.tool_calls:

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import redis
@@ -17,8 +17,9 @@ from swarm.calls.runtime import Runtime
 from swarm.catalog import AGGREGATE_KIND, ModelSpec
 from swarm.cost.budget import messages_bound_nusd
 from swarm.cost.pricing import usd_of_nusd, usd_text
+from swarm.jobs.context_fit import fitting_window
 from swarm.jobs.prompts import aggregate_messages
-from swarm.jobs.reduce_calls import closing_call, fitting_window, reduce_results
+from swarm.jobs.reduce_calls import closing_call, reduce_results
 from swarm.jobs.report import JobStatus, build_report, decide_status, enough_succeeded
 from swarm.jobs.tally import node_pages, ok_nodes, tally
 from swarm.records import ErrorKind, JobSpec, NodeEnvelope
@@ -54,9 +55,9 @@ def run_aggregation(rt: Runtime, job_id: str) -> dict[str, Any]:
             f"{spec.min_success_ratio:.0%}); no aggregation call was made"
         )
     else:
-        ok = _OkNodes(rt, spec, page, counter.sizes)
+        ok = functools.partial(ok_nodes, rt.store, spec, page)
         with tracing.job_step(spec, "aggregate", nodes=counts.succeeded):
-            final, error, refused = _aggregate(rt, spec, ok)
+            final, error, refused = _aggregate(rt, spec, ok, counter.sizes)
     if counts.budget_cut and not cancelled:
         budget = usd_text(spec.budget_usd or 0)
         cut = f"{counts.budget_cut} of {counts.total} sub-agents never ran"
@@ -103,28 +104,21 @@ def _learn_answers(
         log.warning("job %s: answer lengths not recorded (%s)", spec.job_id, exc)
 
 
-@dataclass(frozen=True)
-class _OkNodes:
-    """The job's successful nodes, read from the store in pages each time they are asked
-    for, and their merge sizes."""
-
-    rt: Runtime
-    spec: JobSpec
-    page: int
-    sizes: Sequence[int]
-
-    def __call__(self) -> Iterator[NodeEnvelope]:
-        return ok_nodes(self.rt.store, self.spec, self.page)
+OkNodes = Callable[[], Iterable[NodeEnvelope]]
+"""The job's successful nodes, read from the store in pages each time it is called."""
 
 
-def _aggregate(rt: Runtime, spec: JobSpec, ok: _OkNodes) -> tuple[str, str | None, bool]:
+def _aggregate(
+    rt: Runtime, spec: JobSpec, ok: OkNodes, sizes: Sequence[int]
+) -> tuple[str, str | None, bool]:
     """The final text, or an error; the flag is True when the budget refused the call.
+    ``sizes``: the merge size of each successful node.
 
     A context-length 400 that states the window (a server smaller than the catalog says)
     teaches the model's window; the results are then reduced and merged again for it, once
     (the refused request was not billed)."""
     model = rt.catalog.model(spec.aggregate_model)
-    messages, outcome = _merge(rt, spec, model, ok, "")
+    messages, outcome = _merge(rt, spec, model, ok, sizes, "")
     if isinstance(outcome, str):
         return "", outcome, False
     overflow = parse_overflow(outcome.error or "")
@@ -134,7 +128,7 @@ def _aggregate(rt: Runtime, spec: JobSpec, ok: _OkNodes) -> tuple[str, str | Non
         rt.windows.calibrate(model.name, sent, overflow.requested or 0)
         log.debug("aggregation: %s has a window of %d tokens, merging again", model.name,
                   overflow.window)  # fmt: skip
-        messages, outcome = _merge(rt, spec, model, ok, "refit:")
+        messages, outcome = _merge(rt, spec, model, ok, sizes, "refit:")
         if isinstance(outcome, str):
             return "", outcome, False
     if outcome.error_kind is ErrorKind.BUDGET_EXCEEDED:
@@ -152,11 +146,11 @@ def _aggregate(rt: Runtime, spec: JobSpec, ok: _OkNodes) -> tuple[str, str | Non
 
 
 def _merge(
-    rt: Runtime, spec: JobSpec, model: ModelSpec, ok: _OkNodes, prefix: str
+    rt: Runtime, spec: JobSpec, model: ModelSpec, ok: OkNodes, sizes: Sequence[int], prefix: str
 ) -> tuple[list[Message], CallResult | str]:
     """The results reduced to fit the model's window, and the aggregation call on them (or
     the reduction's error)."""
-    results, error = reduce_results(rt, spec, model, ok, ok.sizes, prefix)
+    results, error = reduce_results(rt, spec, model, ok, sizes, prefix)
     if error is not None:
         return [], error
     window = fitting_window(rt, model)

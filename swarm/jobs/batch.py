@@ -18,9 +18,9 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Executor, ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -82,7 +82,12 @@ def run_nodes(
     carried: dict[str, CallProgress] = {}
     watch = _CancelWatch(rt, job_id)
     traced = tracing.capture()  # the task's span, for the node threads (None: not tracing)
-    with _executor(pool, len(todo)) as run_on:
+    executor: AbstractContextManager[Executor] = (
+        nullcontext(pool)
+        if pool is not None
+        else ThreadPoolExecutor(max_workers=max(len(todo), 1), thread_name_prefix="node")
+    )
+    with executor as run_on:
         futures = {
             n: run_on.submit(
                 _node,
@@ -181,12 +186,3 @@ def progress_of(later: RetryLater) -> dict[str, CallProgress]:
     if later.slot is None:
         return {}
     return {later.slot: CallProgress(later.attempts, later.started_at)}
-
-
-@contextmanager
-def _executor(pool: Executor | None, nodes: int) -> Iterator[Executor]:
-    if pool is not None:
-        yield pool
-        return
-    with ThreadPoolExecutor(max_workers=max(nodes, 1), thread_name_prefix="node") as own:
-        yield own

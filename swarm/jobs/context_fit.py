@@ -9,11 +9,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from swarm.catalog import Catalog, ModelSpec
 from swarm.errors import InputError
 from swarm.records import Truncation
 from swarm.tokens import estimate_tokens
+
+if TYPE_CHECKING:
+    from swarm.calls.runtime import Runtime
 
 HEAD_SHARE = 0.7
 TAIL_SHARE = 0.2
@@ -47,6 +51,14 @@ class Split:
         """The fitted input."""
         marker = f"[... {len(self.middle)} characters summarised: ...]"
         return f"{self.head}\n\n{marker}\n{summary}\n[...]\n\n{self.tail}"
+
+
+def fitting_window(rt: Runtime, model: ModelSpec, scale: float | None = None) -> int:
+    """The model's window in estimated tokens: the one the gateway stated when smaller than
+    the catalog's, divided by how many of its tokens one estimated token is (``scale``, by
+    default the one learned)."""
+    window = rt.windows.window(model.name, model.context_window)
+    return int(window / (scale or rt.windows.scale(model.name)))
 
 
 def input_budget_tokens(context_window: int, max_tokens: int, overhead_tokens: int) -> int:

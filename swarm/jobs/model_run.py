@@ -28,6 +28,7 @@ from swarm.jobs.agent import run_agent
 from swarm.jobs.context_fit import (
     clip_to_tokens,
     cut_by_cap,
+    fitting_window,
     input_budget_tokens,
     split_for_budget,
     summary_budget_tokens,
@@ -117,9 +118,8 @@ class ModelRun:
         instruction = schema_instruction(self.task.instruction, self.task.output_schema)
         json = self.task.output_schema is not None
         fitted, truncation = self.fit(text, instruction, tally)
-        messages = subagent_messages(
-            instruction, self.spec.input_ref(self.node_id), fitted, self.spec.context
-        )
+        ref = self.spec.input_ref(self.node_id)
+        messages = subagent_messages(instruction, ref, fitted, self.spec.context)
         if self.spec.tools:
             return self.acting(messages, slot, tally, truncation)
         # A plain node's own call: its answer is recorded with the envelope (one write). The
@@ -141,9 +141,7 @@ class ModelRun:
             log.debug("node %s: %s has a window of %d tokens (estimates x%.2f), refitting",
                       self.node_id, self.model.name, overflow.window, scale)  # fmt: skip
             fitted, truncation = self.fit(text, instruction, tally, scale)
-            messages = subagent_messages(
-                instruction, self.spec.input_ref(self.node_id), fitted, self.spec.context
-            )
+            messages = subagent_messages(instruction, ref, fitted, self.spec.context)
             outcome = self.call(f"{slot}:refit", messages, self.max_tokens, json=json)
         if outcome.answer is not None and not outcome.answer.usage_missing:
             estimated = estimate_messages(m["content"] for m in messages)
@@ -183,13 +181,12 @@ class ModelRun:
         smaller than the catalog's; ``scale`` = server tokens per estimated token), and
         what was cut."""
         overhead = estimate_tokens(instruction) + estimate_tokens(self.spec.context or "") + 256
-        window = self.rt.windows.window(self.model.name, self.model.context_window)
-        scale = scale or self.rt.windows.scale(self.model.name)
-        budget = input_budget_tokens(int(window / scale), self.max_tokens, overhead)
+        window = fitting_window(self.rt, self.model, scale)
+        budget = input_budget_tokens(window, self.max_tokens, overhead)
         split = split_for_budget(text, budget)
         if split is None:
             return text, None
-        cap = cut_by_cap(text, int(window / scale), overhead, self.spec.max_tokens,
+        cap = cut_by_cap(text, window, overhead, self.spec.max_tokens,
                          self.model.max_tokens)  # fmt: skip
         log.debug("node %s: input of %d tokens over the %d left for it by %s's window, "
                   "the answer's max_tokens %d%s: its middle is summarised", self.node_id,
@@ -222,9 +219,7 @@ class ModelRun:
 
     def summary_call(self, summarizer: ModelSpec, middle: str, limit: int, slot: str) -> CallResult:
         """One summarising call: the middle clipped to the summariser's (learned) window."""
-        window = self.rt.windows.window(summarizer.name, summarizer.context_window)
-        scale = self.rt.windows.scale(summarizer.name)
-        room = input_budget_tokens(int(window / scale), limit, 512)
+        room = input_budget_tokens(fitting_window(self.rt, summarizer), limit, 512)
         messages = [
             {"role": "system", "content": SUMMARIZER_ROLE},
             {"role": "user", "content": clip_to_tokens(middle, room)},
@@ -273,9 +268,8 @@ class ModelRun:
         to what the model's (learned) window leaves beside the prompt and a full answer,
         so the fix-up is not refused as too long where the first call fitted."""
         rejected = f"Rejected: {problem}. Answer again: JSON only."
-        window = self.rt.windows.window(self.model.name, self.model.context_window)
         used = estimate_messages([*(m.get("content") or "" for m in messages), rejected])
-        room = int(window / self.rt.windows.scale(self.model.name)) - used - self.max_tokens
+        room = fitting_window(self.rt, self.model) - used - self.max_tokens
         return [
             *messages,
             {"role": "assistant", "content": clip_to_tokens(answer, max(room - 64, 64))},

@@ -72,7 +72,7 @@ def aggregate_messages(
     as data (the task stays in the user message, "the task below" of the role).
 
     When the results would not fit ``context_tokens - reserve_tokens``, each is cut to an equal
-    share (the hierarchical reduce of a later issue replaces this guard).
+    share (a guard: the reduce levels, swarm.jobs.reduce_calls, make them fit first).
     """
     system = AGGREGATOR_ROLE if not context else f"{AGGREGATOR_ROLE}{_CONTEXT_HEAD}{context}"
     header = f"Task:\n{instruction}\n\nResults of {len(results)} sub-agents:\n"

@@ -19,6 +19,7 @@ from swarm.calls.reasoning import run_raising
 from swarm.calls.request import CallRequest, CallResult, Message
 from swarm.calls.runtime import Runtime
 from swarm.catalog import AGGREGATE_KIND, ModelSpec
+from swarm.jobs.context_fit import fitting_window
 from swarm.jobs.prompts import aggregate_messages
 from swarm.jobs.reduce import group_lengths, levels_after, needs_reduction
 from swarm.jobs.tally import RESULT_OVERHEAD_TOKENS, result_tokens
@@ -31,13 +32,6 @@ REDUCE_INSTRUCTION = (
     "Condense these sub-agent results for a later merge: keep every distinct finding, "
     "each with the inputs (input refs) it concerns; drop repetition."
 )
-
-
-def fitting_window(rt: Runtime, model: ModelSpec) -> int:
-    """The model's window in estimated tokens: the one the gateway stated when smaller than
-    the catalog's, divided by how many of its tokens one estimated token is."""
-    window = rt.windows.window(model.name, model.context_window)
-    return int(window / rt.windows.scale(model.name))
 
 
 def closing_call(

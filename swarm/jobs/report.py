@@ -47,6 +47,10 @@ class ModelLine(Frozen):
     prices times the batch discount)."""
 
 
+NO_CALLS = ModelLine(calls=0, prompt_tokens=0, completion_tokens=0, cached_tokens=0, cost_usd=0.0)
+"""A model's line before any billed call."""
+
+
 class NodeList(Positional[NodeEnvelope]):
     """A report's nodes, each record built from its stored JSON when first read: a report
     read back from the job store validates no node until one is asked for, and dumps the
@@ -70,9 +74,11 @@ class NodeList(Positional[NodeEnvelope]):
     def __get_pydantic_core_schema__(
         cls, source: Any, handler: GetCoreSchemaHandler
     ) -> core_schema.CoreSchema:
+        # serialized by the list's own dump (a subclass's: PagedNodes reads its pages)
+        dump = core_schema.plain_serializer_function_ser_schema(lambda nodes: nodes.dump())
         return core_schema.no_info_plain_validator_function(
             cls.of,
-            serialization=core_schema.plain_serializer_function_ser_schema(_dump_nodes),
+            serialization=dump,
             json_schema_input_schema=handler.generate_schema(list[NodeEnvelope]),
         )
 
@@ -107,11 +113,6 @@ class NodeList(Positional[NodeEnvelope]):
             item.model_dump(mode="json") if isinstance(item, NodeEnvelope) else dict(item)
             for item in self._items
         ]
-
-
-def _dump_nodes(nodes: NodeList) -> list[dict[str, Any]]:
-    """The serializer of a report's nodes (a subclass's own ``dump``)."""
-    return nodes.dump()
 
 
 class Report(Frozen):
@@ -237,23 +238,14 @@ def model_lines(
             lines[model] = with_batch_line(lines.get(model), catalog.model(model), line)
     for name, count in limited.items():
         if name not in lines:
-            lines[name] = ModelLine(
-                calls=0,
-                prompt_tokens=0,
-                completion_tokens=0,
-                cached_tokens=0,
-                cost_usd=0.0,
-                rate_limited=count,
-            )
+            lines[name] = NO_CALLS.model_copy(update={"rate_limited": count})
     return lines
 
 
 def with_batch_line(live: ModelLine | None, spec: ModelSpec, batch: LedgerLine) -> ModelLine:
     """A model's line with its batch lines added: their calls and tokens, their cost at
     the batch price, ``batch_calls``, and ``saved_usd`` against the live price."""
-    base = live or ModelLine(
-        calls=0, prompt_tokens=0, completion_tokens=0, cached_tokens=0, cost_usd=0.0
-    )
+    base = live or NO_CALLS
     usage, paid = batch.usage, batch_cost_usd(spec, batch.usage)
     return base.model_copy(
         update={

@@ -69,12 +69,11 @@ def opened_files(tools_used: list[str]) -> list[str]:
 
 
 def _node_lines(node: dict[str, Any]) -> list[str]:
-    opened = opened_files(node.get("tools_used") or [])
-    if node.get("steps"):
-        shown = ", ".join(f"`{p}`" for p in opened) or "nothing"
-        lines = [f"_{node['steps']} steps, {node['tool_calls']} tool calls; opened {shown}_", ""]
-        return lines + _review_lines(node)
-    return _review_lines(node)
+    if not node.get("steps"):
+        return _review_lines(node)
+    shown = ", ".join(f"`{p}`" for p in opened_files(node.get("tools_used") or [])) or "nothing"
+    head = f"_{node['steps']} steps, {node['tool_calls']} tool calls; opened {shown}_"
+    return [head, "", *_review_lines(node)]
 
 
 def _truncation_lines(node: dict[str, Any]) -> list[str]:

@@ -39,23 +39,25 @@ from celery.canvas import Signature
 log = logging.getLogger(__name__)
 
 
-def streams(app: Celery) -> bool:
-    """True when ``app``'s result backend joins a chord with a counter (Redis, Sentinel)."""
-    return isinstance(app.backend, RedisBackend)
-
-
 def send_chord(
     app: Celery,
     header: Iterable[Signature],
     body: Signature,
     group_id: str,
-    on_sent: Callable[[int], None] | None = None,
-) -> int:
+    on_sent: Callable[[int], None],
+) -> None:
     """Publish the chord of ``header`` (read once, one signature held at a time) and
-    ``body``, with group id ``group_id``; ``on_sent(count)`` after each message. How many
-    header tasks it published (0: none, and the body was sent with no results)."""
-    if not streams(app):
-        return _send_whole(app, header, body)
+    ``body``, with group id ``group_id``; ``on_sent(count)`` after each message. With no
+    header task, the body is sent with no results."""
+    if not isinstance(app.backend, RedisBackend):  # it joins a chord by polling every result
+        whole = list(header)
+        if whole:
+            # A lazy header: Celery's Redis backend then keeps only weak references to the
+            # header's results (celery#4824).
+            chord((sig for sig in whole), app=app)(body)
+        else:
+            body.clone(args=([],)).apply_async()
+        return
     body = body.clone()
     body.freeze(body.options["task_id"], group_id=group_id)
     sent = 0
@@ -77,20 +79,6 @@ def send_chord(
             )
             sent += 1
             task = following
-            if on_sent is not None:
-                on_sent(sent)
+            on_sent(sent)
     if not sent:
         body.clone(args=([],)).apply_async()
-    return sent
-
-
-def _send_whole(app: Celery, header: Iterable[Signature], body: Signature) -> int:
-    """Celery's own chord (every header result held until it is sent)."""
-    tasks = list(header)
-    if tasks:
-        # A lazy header: Celery's Redis backend then keeps only weak references to the
-        # header's results (celery#4824).
-        chord((sig for sig in tasks), app=app)(body)
-    else:
-        body.clone(args=([],)).apply_async()
-    return len(tasks)

@@ -27,7 +27,8 @@ class BadOutputError(ValueError):
 
 def extract_json(text: str) -> dict[str, Any] | list[Any]:
     """The JSON object or list in ``text``; BadOutputError when there is none."""
-    for candidate in _candidates(text):
+    fenced = [m.group(1).strip() for m in _FENCE.finditer(text)]
+    for candidate in [text.strip(), *fenced]:
         try:
             value = json.loads(candidate)
         except ValueError:
@@ -38,11 +39,6 @@ def extract_json(text: str) -> dict[str, Any] | list[Any]:
     if isinstance(repaired, dict | list) and repaired:
         return repaired
     raise BadOutputError(f"no JSON object in the answer: {text[:80]!r}")
-
-
-def _candidates(text: str) -> list[str]:
-    stripped = text.strip()
-    return [stripped, *(m.group(1).strip() for m in _FENCE.finditer(text))]
 
 
 def validate_output(text: str, schema: type[M]) -> M:

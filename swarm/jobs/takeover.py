@@ -70,33 +70,23 @@ def sweep(
     store: JobStore,
     app: Celery,
     hold_s: float,
-    limit: int = SWEEP_LIMIT,
     before_send: Callable[[Signature], None] | None = None,
     kept: frozenset[str] = frozenset(),
 ) -> int:
-    """Send every lapsed (or deferred and due) task this sweeper wins, ``limit`` at a time
+    """Send every lapsed (or deferred and due) task this sweeper wins, SWEEP_LIMIT at a time
     while whole batches are sent, each held for ``hold_s`` until sent; how many it sent.
     ``before_send`` sees each message between its take and its send (a test's hook);
     the messages of tasks named in ``kept`` stay held once sent (module docstring)."""
     sent = 0
-    while (batch := _sweep_once(store, app, hold_s, limit, before_send, kept)) == limit:
+    while True:
+        token = unique_hex()  # this pass's holds
+        batch = sum(
+            _send_lapsed(store, app, member, token, hold_s, before_send, kept)
+            for member in store.lapsed_tasks(SWEEP_LIMIT)
+        )
         sent += batch
-    return sent + batch
-
-
-def _sweep_once(
-    store: JobStore,
-    app: Celery,
-    hold_s: float,
-    limit: int,
-    before_send: Callable[[Signature], None] | None,
-    kept: frozenset[str],
-) -> int:
-    token = unique_hex()  # this sweep's holds
-    sent = 0
-    for member in store.lapsed_tasks(limit):
-        sent += _send_lapsed(store, app, member, token, hold_s, before_send, kept)
-    return sent
+        if batch < SWEEP_LIMIT:
+            return sent
 
 
 def _send_lapsed(

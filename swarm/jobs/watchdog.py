@@ -76,11 +76,6 @@ def check_every_s(settings: Settings) -> float:
     return max(1.0, every_s)
 
 
-def probe_every_s(settings: Settings) -> float | None:
-    """No progress for this long makes the first probe; None where nothing is probed."""
-    return probe_after_s(settings) if probes_broker(settings) else None
-
-
 class Action(StrEnum):
     """What one check decides."""
 
@@ -228,7 +223,8 @@ def check_job(store: JobStore, settings: Settings, job_id: str, seen: Seen | Non
             return Check(Action.DONE, seen or Seen("", time.time()))
         now = time.time()
         current = fingerprint(progress, batch_store(store).beats(job_id))
-        stall, probe = stall_s(settings), probe_every_s(settings)
+        stall = stall_s(settings)
+        probe = probe_after_s(settings) if probes_broker(settings) else None  # None: no probes
         missing: tuple[str, ...] = ()
         if needs_missing(seen, current, now=now, stall_after_s=stall, probe_after_s=probe):
             missing = missing_nodes(store, store.spec(job_id), settings.report_page_nodes)
@@ -239,8 +235,7 @@ def check_job(store: JobStore, settings: Settings, job_id: str, seen: Seen | Non
 
 def missing_nodes(store: JobStore, spec: JobSpec, page: int) -> tuple[str, ...]:
     """The job's nodes that have no envelope, asked of the store ``page`` nodes at a time
-    (a 100,000-node job's envelope ids read at once were ~10 MB of strings in the worker
-    that ran the check, as the aggregation ran)."""
+    (a large job's ids are never all held at once by the worker that runs the check)."""
     ids = iter(spec.node_ids)
     missing: list[str] = []
     while chunk := list(itertools.islice(ids, page)):
@@ -253,13 +248,12 @@ def send_watch(
     settings: Settings,
     spec: JobSpec,
     queue: str,
-    suffix: str = "",
-    store: JobStore | None = None,
+    suffix: str,
+    store: JobStore,
 ) -> None:
     """Start the watch chain of a fan-out (on ``queue``, the aggregation's): its first check
-    deferred in ``store`` (a sweeper sends it when due: workers.deferral), or without a
-    store a countdown message; nothing in embedded mode, where the broker and the workers
-    live and die with one process."""
+    deferred in ``store`` (a sweeper sends it when due: workers.deferral); nothing in
+    embedded mode, where the broker and the workers live and die with one process."""
     if settings.embedded:
         return
     task_id = f"{spec.job_id}-watch{suffix}"
@@ -271,8 +265,5 @@ def send_watch(
         argsrepr=f"job={spec.job_id}",
         kwargsrepr=NO_KWARGS,
     )
-    if store is None:
-        signature.apply_async(countdown=check_every_s(settings))
-        return
     lease = task_lease(spec.job_id, task_id, "")
     store.defer_task(lease, check_every_s(settings), resend_signature(signature))

@@ -30,8 +30,7 @@ class SpooledLines:
     text stream are checked as the bytes they came from (a surrogate escape stands for
     a byte that was not UTF-8)."""
 
-    def __init__(self, stream: Iterable[str | bytes], prefix: str = "stdin") -> None:
-        self._prefix = prefix
+    def __init__(self, stream: Iterable[str | bytes]) -> None:
         # Open as long as the inputs are (close(); the file has no name on disk).
         self._file: IO[str] = tempfile.TemporaryFile(  # noqa: SIM115
             "w+", encoding="utf-8", newline="\n"
@@ -41,7 +40,7 @@ class SpooledLines:
         try:
             for number, raw in enumerate(stream, start=1):
                 data = raw if isinstance(raw, bytes) else _bytes_of(raw)
-                line = decode_text(data, f"{prefix}:{number}", noun="input", offset=offset)
+                line = decode_text(data, f"stdin:{number}", noun="input", offset=offset)
                 offset += len(data)
                 if line.strip():
                     self._file.write(f"{number}\t{line.rstrip(CRLF)}\n")
@@ -55,7 +54,7 @@ class SpooledLines:
         self._file.seek(0)
         for raw in self._file:
             number, _, text = raw.rstrip("\n").partition("\t")
-            yield InputItem(ref=f"{self._prefix}:{number}", text=text)
+            yield InputItem(ref=f"stdin:{number}", text=text)
 
     def close(self) -> None:
         self._file.close()

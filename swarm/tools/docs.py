@@ -7,13 +7,13 @@ The documents are the job's inputs, named by their references (the paths given t
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import cached_property
 
 from swarm.records import JobSpec
 from swarm.store.base import JobStore
-from swarm.tools.registry import Tool, make_tool
+from swarm.tools.registry import Tool, line_range, make_tool
 
 MAX_HITS = 50
-MAX_LINES = 400
 
 
 class Documents:
@@ -22,17 +22,13 @@ class Documents:
     def __init__(self, spec: JobSpec, store: JobStore) -> None:
         self.spec = spec
         self.store = store
-        self._texts: dict[str, list[str]] | None = None
 
-    @property
+    @cached_property
     def texts(self) -> dict[str, list[str]]:
-        if self._texts is None:
-            pairs = zip(self.spec.input_refs, self.spec.node_ids, strict=True)
-            self._texts = {
-                ref: self.store.input_text(self.spec.job_id, node).splitlines()
-                for ref, node in pairs
-            }
-        return self._texts
+        pairs = zip(self.spec.input_refs, self.spec.node_ids, strict=True)
+        return {
+            ref: self.store.input_text(self.spec.job_id, node).splitlines() for ref, node in pairs
+        }
 
     def search(self, query: str, max_results: int = 20) -> str:
         words = [w for w in query.lower().split() if w]
@@ -53,10 +49,7 @@ class Documents:
         lines = self.texts.get(ref)
         if lines is None:
             raise KeyError(f"no document {ref!r}; documents: {', '.join(self.texts)}")
-        start = max(start_line, 1)
-        end = min(end_line, start + MAX_LINES - 1, len(lines))
-        body = [f"{n:>5}  {lines[n - 1]}" for n in range(start, end + 1)]
-        return "\n".join([f"{ref} lines {start}-{end} of {len(lines)}", *body])
+        return line_range(ref, lines, start_line, end_line)
 
 
 def toolset(spec: JobSpec, store: JobStore) -> Sequence[Tool]:

@@ -15,6 +15,9 @@ from typing import Any, overload
 
 from pydantic import BaseModel, ConfigDict, create_model
 
+MAX_LINES = 400
+"""Lines one read of a file or document returns at most."""
+
 
 class _Arguments(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -75,6 +78,16 @@ def make_tool(
         timeout_s=timeout_s,
         max_output_chars=max_output_chars,
     )
+
+
+def line_range(name: str, lines: list[str], start_line: int, end_line: int) -> str:
+    """Lines ``start_line``..``end_line`` (1-based, inclusive, at most MAX_LINES) of the
+    text ``name``, numbered, under a line saying which of how many they are (the reading
+    tools' answer)."""
+    start = max(start_line, 1)
+    end = min(end_line, start + MAX_LINES - 1, len(lines))
+    body = [f"{n:>5}  {lines[n - 1]}" for n in range(start, end + 1)]
+    return "\n".join([f"{name} lines {start}-{end} of {len(lines)}", *body])
 
 
 @overload

@@ -15,10 +15,8 @@ from pathlib import Path
 
 from swarm.errors import InputError
 from swarm.sources.git import run_git
-from swarm.tools.registry import Tool, make_tool
+from swarm.tools.registry import Tool, line_range, make_tool
 
-MAX_LINES = 400
-"""Lines one read_file returns at most."""
 MAX_MATCHES = 200
 """Lines one grep returns at most."""
 SYMLINK_MODE = "120000"
@@ -35,15 +33,11 @@ def clean_path(path: str) -> str:
     if path in ("", ".", "./"):
         return ""
     if path.startswith(("/", "\\", ":")) or re.match(r"^[A-Za-z]:", path) or "\0" in path:
-        _refuse(path, "absolute paths and pathspec magic are refused")
+        raise PathRefused(f"{path!r}: absolute paths and pathspec magic are refused")
     parts = [p for p in path.replace("\\", "/").split("/") if p not in ("", ".")]
     if ".." in parts:
-        _refuse(path, "'..' is refused: paths stay inside the repository")
+        raise PathRefused(f"{path!r}: '..' is refused: paths stay inside the repository")
     return "/".join(parts)
-
-
-def _refuse(path: str, why: str) -> str:
-    raise PathRefused(f"{path!r}: {why}")
 
 
 class Repo:
@@ -79,10 +73,8 @@ class Repo:
             if entry[0] != SYMLINK_MODE:
                 return current
             target = self._git("cat-file", "blob", f"{self.rev}:{current}")
-            if target.startswith("/"):
-                raise PathRefused(f"{path!r}: a symlink out of the repository is refused")
             joined = posixpath.normpath(posixpath.join(posixpath.dirname(current), target))
-            if joined == ".." or joined.startswith("../"):
+            if target.startswith("/") or joined == ".." or joined.startswith("../"):
                 raise PathRefused(f"{path!r}: a symlink out of the repository is refused")
             current = clean_path(joined)
         raise PathRefused(f"{path!r}: too many symlinks")
@@ -94,11 +86,7 @@ class Repo:
         if entry is None or entry[1] != "blob":
             raise PathRefused(f"{path!r} is not a file (use list_dir for directories)")
         lines = self._git("cat-file", "blob", f"{self.rev}:{real}").splitlines()
-        start = max(start_line, 1)
-        end = min(end_line, start + MAX_LINES - 1, len(lines))
-        shown = [f"{n:>5}  {lines[n - 1]}" for n in range(start, end + 1)]
-        header = f"{real} lines {start}-{end} of {len(lines)}"
-        return "\n".join([header, *shown])
+        return line_range(real, lines, start_line, end_line)
 
     def list_dir(self, path: str = ".") -> str:
         """Entries of a directory, directories with a trailing slash."""

@@ -14,8 +14,9 @@ from doubles import MockGateway, completion, job_spec
 
 from swarm.calls.runtime import Runtime
 from swarm.jobs.aggregation import run_aggregation
+from swarm.jobs.context_fit import fitting_window
 from swarm.jobs.reduce import pack
-from swarm.jobs.reduce_calls import _results_budget, fitting_window
+from swarm.jobs.reduce_calls import _results_budget
 from swarm.jobs.report import build_report
 from swarm.jobs.subagent import run_node
 from swarm.jobs.tally import complete_page, node_pages, result_tokens
