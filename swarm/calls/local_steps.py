@@ -82,13 +82,12 @@ def paced(rt: Runtime, request: CallRequest) -> CallRequest:
     model = request.model.name
     prompt = int(request.prompt_tokens * rt.windows.scale(model))
     deadline_s = rt.settings.node_timeout_s
-    pacing = kit_of(rt).pacing
-    budget = pacing.budget(model, request.model.backend, prompt, request.max_tokens, deadline_s)
+    pace = kit_of(rt).pacing.pace(model, request.model.backend)
+    budget = pace.budget(prompt, request.max_tokens, deadline_s)
     if budget >= request.max_tokens:
         return request
     log.warning("pacing: %s is sent max_tokens %d instead of %d: %s", model, budget,
-                request.max_tokens, pacing.explain(model, request.model.backend, prompt,
-                                                   deadline_s))  # fmt: skip
+                request.max_tokens, pace.explain(prompt, deadline_s))  # fmt: skip
     return replace(request, max_tokens=budget)
 
 
