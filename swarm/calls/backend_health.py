@@ -26,13 +26,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-import openai
-
 from swarm.calls.admission.gate import Gate, wait_or_requeue
 from swarm.calls.provider_errors import daily_reset_at, final_for_backend
 from swarm.calls.request import CallRequest
 from swarm.calls.retries import one_line
-from swarm.calls.retry_policy import classify, refusal_of
+from swarm.calls.retry_policy import classify, headers_of, refusal_of
 from swarm.errors import BackendHeldError
 from swarm.records import ErrorKind
 from swarm.settings import SettingsSlice, setting
@@ -112,12 +110,6 @@ def held_message(backend: str, hold: Hold, policy: HealthPolicy) -> str:
             f"{hold.message}")  # fmt: skip
 
 
-def _headers(exc: BaseException) -> dict[str, str]:
-    if isinstance(exc, openai.APIStatusError):
-        return dict(exc.response.headers)
-    return {}
-
-
 @dataclass
 class BackendHealth:
     """The holds of a process's backends (shared through Redis in a worker) and its
@@ -165,7 +157,7 @@ class BackendHealth:
             self._hold(backend, Hold(kind, message, now), self.policy.hold_s)
             return False
         if kind is ErrorKind.DAILY_LIMIT:
-            reset = daily_reset_at(_headers(exc), now)
+            reset = daily_reset_at(headers_of(exc), now)
             self._hold(backend, Hold(kind, message, now, reset), max(reset - now, 1.0))
             return True
         if (

@@ -13,6 +13,7 @@ import re
 import threading
 from dataclasses import dataclass
 
+from swarm.calls.admission.limits import ewma
 from swarm.calls.shared_learning import SharedLearning
 
 log = logging.getLogger(__name__)
@@ -77,15 +78,9 @@ class LearnedWindows:
         """Fold one prompt's reported tokens against its estimate into the model's scale."""
         if estimated <= 0 or actual <= 0:
             return
-        ratio = actual / estimated
         with self._lock:
             old = self._scales.get(model)
-            new = (
-                ratio
-                if old is None
-                else old * (1 - CALIBRATION_WEIGHT) + ratio * CALIBRATION_WEIGHT
-            )
-            self._scales[model] = new
+            self._scales[model] = ewma(old, actual / estimated, CALIBRATION_WEIGHT)
 
     def scale(self, model: str) -> float:
         """Server tokens per estimated token for ``model`` (never below 1: an estimate

@@ -27,7 +27,7 @@ import openai
 from openai import RequestOptions
 from openai._models import FinalRequestOptions
 
-from swarm.calls.admission.feedback import used_up_reset_s
+from swarm.calls.admission.feedback import int_or_none, used_up_reset_s
 from swarm.calls.http_pool import SHARDS, ThreadPools
 from swarm.calls.request import Answer, CallRequest
 from swarm.calls.retry_policy import BadResponseError
@@ -246,14 +246,7 @@ def used_up(headers: Mapping[str, str]) -> bool:
     """True when an x-ratelimit-remaining-* header says no request or token is left: only
     then are the rate-limit headers read whole (swarm.calls.admission.feedback), not on
     every answer of a gateway that sends them."""
-    return any(_left(headers.get(name)) == 0 for name in _REMAINING)
-
-
-def _left(value: str | None) -> int | None:
-    try:
-        return int(value) if value is not None else None
-    except ValueError:
-        return None
+    return any(int_or_none(headers.get(name)) == 0 for name in _REMAINING)
 
 
 def answer_from_json(completion: Any) -> Answer:

@@ -63,8 +63,11 @@ def pacing(ctx: CallContext) -> Step:
             if classify(exc) is ErrorKind.TIMEOUT:
                 pacing.timed_out(request.model.name, request.model.backend, sent.max_tokens)
             raise
-        if not answer.usage_missing:
-            feed_pace(rt, request, answer.usage, time.perf_counter() - started)
+        if not answer.usage_missing:  # its usage and latency go into the model's pace
+            usage, model = answer.usage, request.model
+            pacing.answered(model.name, model.backend, usage.prompt_tokens - usage.cached_tokens,
+                            usage.completion_tokens, time.perf_counter() - started,
+                            rt.settings.node_timeout_s)  # fmt: skip
         if sent.max_tokens != request.max_tokens:
             return replace(answer, max_tokens_sent=sent.max_tokens)
         return answer
@@ -79,21 +82,13 @@ def paced(rt: Runtime, request: CallRequest) -> CallRequest:
     model = request.model.name
     prompt = int(request.prompt_tokens * rt.windows.scale(model))
     deadline_s = rt.settings.node_timeout_s
-    pacing = kit_of(rt).pacing
-    budget = pacing.budget(model, request.model.backend, prompt, request.max_tokens, deadline_s)
+    pace = kit_of(rt).pacing.pace(model, request.model.backend)
+    budget = pace.budget(prompt, request.max_tokens, deadline_s)
     if budget >= request.max_tokens:
         return request
     log.warning("pacing: %s is sent max_tokens %d instead of %d: %s", model, budget,
-                request.max_tokens, pacing.explain(model, request.model.backend, prompt,
-                                                   deadline_s))  # fmt: skip
+                request.max_tokens, pace.explain(prompt, deadline_s))  # fmt: skip
     return replace(request, max_tokens=budget)
-
-
-def feed_pace(rt: Runtime, request: CallRequest, usage: Usage, latency_s: float) -> None:
-    """One answer's usage and latency into the model's pace."""
-    kit_of(rt).pacing.answered(request.model.name, request.model.backend,
-                       usage.prompt_tokens - usage.cached_tokens, usage.completion_tokens,
-                       latency_s, rt.settings.node_timeout_s)  # fmt: skip
 
 
 def transport(ctx: CallContext) -> Attempt:

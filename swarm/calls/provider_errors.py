@@ -10,8 +10,6 @@ gives its ErrorKind; a refusal no rule matches is classified by its status
 
 from __future__ import annotations
 
-import calendar
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -139,10 +137,8 @@ DAY_S = 86_400.0
 
 def next_utc_midnight(now: float) -> float:
     """The epoch second of the next 00:00 UTC after ``now`` (daily limits' documented-less
-    default reset)."""
-    day = time.gmtime(now)
-    start = calendar.timegm((day.tm_year, day.tm_mon, day.tm_mday, 0, 0, 0))
-    return float(start) + DAY_S
+    default reset): epoch time counts every day as DAY_S seconds."""
+    return (now // DAY_S + 1) * DAY_S
 
 
 def daily_reset_at(headers: Mapping[str, str], now: float) -> float:

@@ -41,24 +41,18 @@ class CallProgress:
     started_at: float | None = None
     """When the first run started (epoch seconds); None for a call not run before."""
 
-    def pack(self) -> list[float]:
-        """As JSON for a task message: ``[attempts, started_at]``."""
-        return [self.attempts, self.started_at or 0.0]
-
-    @classmethod
-    def unpack(cls, value: Sequence[float]) -> CallProgress:
-        """From ``pack``'s list."""
-        return cls(int(value[0]), float(value[1]) or None)
-
 
 def pack_progress(progress: Mapping[str, CallProgress]) -> dict[str, list[float]]:
-    """Progress per call slot, as JSON for a requeued task message."""
-    return {slot: p.pack() for slot, p in progress.items()}
+    """Progress per call slot, as JSON for a requeued task message: ``[attempts,
+    started_at]`` (0.0: not run before)."""
+    return {slot: [p.attempts, p.started_at or 0.0] for slot, p in progress.items()}
 
 
 def unpack_progress(value: Mapping[str, Sequence[float]] | None) -> dict[str, CallProgress]:
     """``pack_progress``'s JSON back (None or empty: no earlier runs)."""
-    return {slot: CallProgress.unpack(p) for slot, p in (value or {}).items()}
+    return {
+        slot: CallProgress(int(a), float(at) or None) for slot, (a, at) in (value or {}).items()
+    }
 
 
 class Withdrawn(SwarmError):

@@ -53,7 +53,7 @@ def _transient(exc: BaseException) -> bool:
     return is_retryable(classify(exc))
 
 
-def _log_retry(state: RetryCallState) -> None:
+def _before_retry(state: RetryCallState, on_retry: Callable[[], None]) -> None:
     exc = state.outcome.exception() if state.outcome else None
     log.debug(
         "retrying after attempt %d (%s: %s) in %.2f s",
@@ -62,10 +62,6 @@ def _log_retry(state: RetryCallState) -> None:
         one_line(exc) if exc else "",
         state.upcoming_sleep,
     )
-
-
-def _before_retry(state: RetryCallState, on_retry: Callable[[], None]) -> None:
-    _log_retry(state)
     try:
         on_retry()
     except STORE_OUTAGES as exc:  # a count, never a reason to give the call up

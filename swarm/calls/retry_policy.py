@@ -137,11 +137,16 @@ def _parse_seconds_or_date(value: str | None, now: float) -> float | None:
     return when.timestamp() - now
 
 
+def headers_of(exc: BaseException) -> dict[str, str]:
+    """The response headers of an openai status error ({} for any other error)."""
+    if isinstance(exc, openai.APIStatusError):
+        return dict(exc.response.headers)
+    return {}
+
+
 def retry_after_of(exc: BaseException, now: float) -> float | None:
     """Retry-After carried by an openai status error, if any."""
-    if isinstance(exc, openai.APIStatusError):
-        return parse_retry_after(dict(exc.response.headers), now)
-    return None
+    return parse_retry_after(headers_of(exc), now)
 
 
 def backoff_delay(

@@ -182,15 +182,9 @@ class RedisWarmup:
                 state = self._redis.get(key)
             except redis.RedisError:
                 return False
-            if _text(state) != WARMING:
+            if state not in (WARMING, WARMING.encode()):  # str or bytes, as the client decodes
                 return True
             left = deadline - time.monotonic()
             if left <= 0:
                 return False
             time.sleep(min(POLL_S, left))
-
-
-def _text(value: object) -> str | None:
-    if value is None:
-        return None
-    return value.decode() if isinstance(value, bytes) else str(value)

@@ -13,9 +13,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-import openai
-
-from swarm.calls.retry_policy import MAX_RETRY_AFTER_S, parse_retry_after
+from swarm.calls.retry_policy import MAX_RETRY_AFTER_S, headers_of, parse_retry_after
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
 _UNIT_S = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
@@ -31,6 +29,14 @@ class RateLimitHeaders:
     limit_tokens: int | None = None
     remaining_tokens: int | None = None
     reset_tokens_s: float | None = None
+
+    def used_up(self) -> list[float | None]:
+        """The resets of the limits said to be used up (0 left; None: no reset given)."""
+        limits = (
+            (self.remaining_requests, self.reset_requests_s),
+            (self.remaining_tokens, self.reset_tokens_s),
+        )
+        return [reset for remaining, reset in limits if remaining == 0]
 
 
 def parse_duration_s(value: str | None) -> float | None:
@@ -49,7 +55,8 @@ def parse_duration_s(value: str | None) -> float | None:
     return sum(float(number) * _UNIT_S[unit] for number, unit in parts)
 
 
-def _int(value: str | None) -> int | None:
+def int_or_none(value: str | None) -> int | None:
+    """A header's whole number; None when absent or unparsable."""
     try:
         return int(value) if value is not None else None
     except ValueError:
@@ -60,11 +67,11 @@ def parse_ratelimit_headers(headers: Mapping[str, str]) -> RateLimitHeaders:
     """The x-ratelimit-* headers, any capitalisation."""
     low = {k.lower(): v for k, v in headers.items()}
     return RateLimitHeaders(
-        limit_requests=_int(low.get("x-ratelimit-limit-requests")),
-        remaining_requests=_int(low.get("x-ratelimit-remaining-requests")),
+        limit_requests=int_or_none(low.get("x-ratelimit-limit-requests")),
+        remaining_requests=int_or_none(low.get("x-ratelimit-remaining-requests")),
         reset_requests_s=parse_duration_s(low.get("x-ratelimit-reset-requests")),
-        limit_tokens=_int(low.get("x-ratelimit-limit-tokens")),
-        remaining_tokens=_int(low.get("x-ratelimit-remaining-tokens")),
+        limit_tokens=int_or_none(low.get("x-ratelimit-limit-tokens")),
+        remaining_tokens=int_or_none(low.get("x-ratelimit-remaining-tokens")),
         reset_tokens_s=parse_duration_s(low.get("x-ratelimit-reset-tokens")),
     )
 
@@ -78,15 +85,7 @@ def pause_after_429_s(headers: Mapping[str, str], now: float) -> float | None:
     retry_after = parse_retry_after(headers, now)
     if retry_after is not None:
         return retry_after
-    info = parse_ratelimit_headers(headers)
-    resets = [
-        reset
-        for remaining, reset in (
-            (info.remaining_requests, info.reset_requests_s),
-            (info.remaining_tokens, info.reset_tokens_s),
-        )
-        if remaining == 0 and reset is not None
-    ]
+    resets = [reset for reset in parse_ratelimit_headers(headers).used_up() if reset is not None]
     return min(max(resets), MAX_RETRY_AFTER_S) if resets else None
 
 
@@ -94,23 +93,13 @@ def used_up_reset_s(headers: Mapping[str, str]) -> float | None:
     """When an x-ratelimit-remaining-* header says a limit is used up (0 left): seconds
     until its reset (the later one when both are, capped like Retry-After; 0.0 when no
     reset is given). None when no limit is used up (or the gateway sends no such header)."""
-    info = parse_ratelimit_headers(headers)
-    resets = [
-        reset or 0.0
-        for remaining, reset in (
-            (info.remaining_requests, info.reset_requests_s),
-            (info.remaining_tokens, info.reset_tokens_s),
-        )
-        if remaining == 0
-    ]
+    resets = [reset or 0.0 for reset in parse_ratelimit_headers(headers).used_up()]
     return min(max(resets), MAX_RETRY_AFTER_S) if resets else None
 
 
 def pause_of(exc: BaseException, now: float) -> float | None:
     """The pause a gateway's 429 error asks for (see pause_after_429_s)."""
-    if isinstance(exc, openai.APIStatusError):
-        return pause_after_429_s(dict(exc.response.headers), now)
-    return None
+    return pause_after_429_s(headers_of(exc), now)
 
 
 def aimd_decrease(factor: float, decrease: float, min_factor: float) -> float:
@@ -125,15 +114,12 @@ def aimd_increase(factor: float, step: float) -> float:
 
 def limit_exhausted(headers: Mapping[str, str]) -> bool:
     """True when an x-ratelimit-remaining-* header says a limit is used up (0 left)."""
-    info = parse_ratelimit_headers(headers)
-    return 0 in (info.remaining_requests, info.remaining_tokens)
+    return bool(parse_ratelimit_headers(headers).used_up())
 
 
 def exhausted_of(exc: BaseException) -> bool:
     """limit_exhausted for a gateway's error."""
-    if isinstance(exc, openai.APIStatusError):
-        return limit_exhausted(dict(exc.response.headers))
-    return False
+    return limit_exhausted(headers_of(exc))
 
 
 def decayed(value: float, elapsed_ms: float, window_ms: float) -> float:

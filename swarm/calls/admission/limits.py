@@ -196,20 +196,20 @@ HOLD_EWMA_WEIGHT = 0.2
 """Weight of the newest call in the mean time calls hold their lease."""
 
 
+def ewma(mean: float | None, value: float, weight: float) -> float:
+    """An exponentially weighted mean after ``value``, which weighs ``weight`` (the first
+    value, with no mean yet, is the mean)."""
+    return value if mean is None else mean * (1.0 - weight) + value * weight
+
+
 def hold_mean_ms(mean_ms: float | None, held_ms: float) -> float:
     """The mean time calls hold their lease after one held ``held_ms`` (EWMA)."""
-    held = max(held_ms, 0.0)
-    if mean_ms is None:
-        return held
-    return mean_ms * (1.0 - HOLD_EWMA_WEIGHT) + held * HOLD_EWMA_WEIGHT
+    return ewma(mean_ms, max(held_ms, 0.0), HOLD_EWMA_WEIGHT)
 
 
 def release_mean_ms(mean_ms: float | None, gap_ms: float) -> float:
     """The mean time between releases after a gap of ``gap_ms`` (EWMA; first gap = mean)."""
-    gap = min(max(gap_ms, 0.0), RELEASE_GAP_CAP_MS)
-    if mean_ms is None:
-        return gap
-    return mean_ms * (1.0 - RELEASE_EWMA_WEIGHT) + gap * RELEASE_EWMA_WEIGHT
+    return ewma(mean_ms, min(max(gap_ms, 0.0), RELEASE_GAP_CAP_MS), RELEASE_EWMA_WEIGHT)
 
 
 @lru_cache(maxsize=4096)

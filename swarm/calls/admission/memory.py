@@ -186,8 +186,7 @@ class MemoryAdmission(AdmissionController):
         with self._lock:
             now, st = self._clock_ms(), self._state(spec.name)
             lease = st.leases.pop(permit.lease_id, None)
-            released = lease is not None
-            if released and not outcome.sent:
+            if lease is not None and not outcome.sent:
                 st.give_back_slots(spec, permit.lease_id, now)
             st.logged.pop(permit.lease_id, None)
             if lease is not None and outcome.sent:  # a permit given back unused holds nothing

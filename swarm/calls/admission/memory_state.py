@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import math
+from collections import Counter
 from dataclasses import dataclass, field
 
 from swarm.calls.admission.base import Outcome
@@ -102,10 +103,7 @@ class ModelState:
 
     def job_inflight(self) -> dict[str, int]:
         """Leases out per job key."""
-        counts: dict[str, int] = {}
-        for _, job in self.leases.values():
-            counts[job] = counts.get(job, 0) + 1
-        return counts
+        return Counter(job for _, job in self.leases.values())
 
     def recover(self, now: float) -> None:
         """One AIMD step back up after a quiet period."""

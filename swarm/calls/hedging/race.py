@@ -134,10 +134,7 @@ class _Leg:
             raise Withdrawn("hedge not sent: the job's cap is reached")
         try:
             answer = attempt()
-        except Withdrawn:
-            gate.settle(permit, requeue=False)
-            raise
-        except BaseException as exc:
+        except BaseException as exc:  # withdrawn: its permit goes back unsent
             gate.settle(permit, error=exc, requeue=False)
             raise
         gate.settle(permit, answer=answer, requeue=False)

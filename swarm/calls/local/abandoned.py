@@ -37,12 +37,9 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from swarm.calls.request import Answer
-from swarm.settings import Settings
+from swarm.settings import Settings, default_of
 
 log = logging.getLogger(__name__)
-
-DEFAULT_PATIENCE_S = 45.0
-"""The default node timeout (SWARM_NODE_TIMEOUT_S)."""
 
 
 class Release(StrEnum):
@@ -82,7 +79,7 @@ class Held:
 class AbandonedPermits:
     """Per process: the held permits of abandoned requests, by backend, oldest first."""
 
-    patience_s: float = DEFAULT_PATIENCE_S
+    patience_s: float = default_of("node_timeout_s")
     clock: Callable[[], float] = time.monotonic
     _held: dict[str, list[Held]] = field(default_factory=dict)
     _progress: dict[str, float] = field(default_factory=dict)

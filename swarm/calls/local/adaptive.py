@@ -43,6 +43,7 @@ from dataclasses import dataclass, fields, replace
 import redis
 
 from swarm.calls.admission.backend import InflightLimits, Observed
+from swarm.calls.admission.limits import ewma
 
 log = logging.getLogger(__name__)
 
@@ -197,11 +198,11 @@ def observe(
     target = target_of(state, line, params)
     if target < state.limit:
         start = min(state.limit, max(in_use, target))
-        limit = start * (1.0 - params.shrink) + target * params.shrink
+        limit = ewma(start, target, params.shrink)
     elif k >= state.limit / 2.0:
         near_loss = state.ceiling > 0 and state.limit + 1.0 >= state.ceiling
         growth = params.growth * (params.careful_growth if near_loss else 1.0)
-        limit = state.limit * (1.0 - growth) + target * growth
+        limit = ewma(state.limit, target, growth)
     else:
         limit = state.limit
     limit = min(float(params.max_limit), max(1.0, limit))

@@ -10,7 +10,7 @@ no local backend (and no backend made adaptive) builds none of that: its Runtime
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 
 import redis
@@ -53,10 +53,9 @@ class LocalKit:
         """A worker's: paces and adaptive limits shared by every worker of ``gateway``
         through ``client`` (the job store's Redis), beside its admission keys."""
         learned = key_prefix(gateway, "learned")
-        return cls(
+        return replace(
+            cls.in_process(settings),
             pacing=SharedPacing(client, f"{learned}:paces:v2"),
-            overtime=Overtime.from_settings(settings),
-            abandoned=AbandonedPermits.from_settings(settings),
             adaptive=RedisAdaptive(client, partial(adaptive_key, gateway)),
         )
 

@@ -17,7 +17,7 @@ timeout; it is then sent the completion that ends at ``DEADLINE_SHARE`` of the t
 (the rest is room for queueing behind another call and for the spread of the rates). A
 call that timed out halves the model's cap (as TCP halves its window on a loss), which
 answers that end in time let grow back. Every cap is logged at WARNING with the numbers
-(``Pacing.explain``) and recorded in the node's ``max_tokens_sent``.
+(``Pace.explain``) and recorded in the node's ``max_tokens_sent``.
 
 Why a cap rather than streaming and keeping the partial text at the deadline: a stream cut
 at the deadline still leaves the server computing, its usage is unknown to us although the
@@ -201,10 +201,6 @@ class Pacing:
         paces."""
         for key in (model, _backend_key(backend)):
             self._put(key, self._get(key).observe(prompt, completion, latency_s, deadline_s))
-
-    def explain(self, model: str, backend: str, prompt_tokens: int, deadline_s: float) -> str:
-        """Why a call to ``model`` with this prompt is capped (for the WARNING)."""
-        return self.pace(model, backend).explain(prompt_tokens, deadline_s)
 
     def timed_out(self, model: str, backend: str, sent_max_tokens: int) -> None:
         """A call to ``model`` asking for ``sent_max_tokens`` timed out."""

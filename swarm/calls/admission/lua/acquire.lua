@@ -195,11 +195,10 @@ if inflight >= max_inflight then refuse('inflight', slot_poll()); hard = true en
 local mine = tonumber(redis.call('HGET', jobs, job) or '0')
 if others_wait and mine > 0 then
   local active, n = {}, 0
-  for _, name in ipairs(redis.call('HKEYS', jobs)) do
-    if tenant_of(name) == tenant then active[name] = true end
-  end
-  for _, name in ipairs(waiting) do
-    if tenant_of(name) == tenant then active[name] = true end
+  for _, names in ipairs({redis.call('HKEYS', jobs), waiting}) do
+    for _, name in ipairs(names) do
+      if tenant_of(name) == tenant then active[name] = true end
+    end
   end
   active[job] = true
   for _ in pairs(active) do n = n + 1 end
@@ -212,19 +211,19 @@ if over_share and inflight < max_inflight then
   refuse('tenant_share', math.max(slot_poll(), share_wait)); hard = true
 end
 
--- A window limit: N x factor admissions in the (slack-widened) window, from the log.
+-- A window limit: N admissions in the (slack-widened) window, from the log (not scaled by
+-- the factor: the count is what the gateway enforces).
 local log_span = 0
 local at_limit = false
 local function window_limit(name, limit, window_ms)
   local span = window_ms + 2 * math.max(slack_ms, window_ms * 0.01)
   log_span = math.max(log_span, span)
-  local allowed = limit
   local from = '(' .. string.format('%.3f', now - span)
   local count = redis.call('ZCOUNT', log, from, '+inf')
-  if count + 1 >= allowed then at_limit = true end
-  if count >= allowed then
+  if count + 1 >= limit then at_limit = true end
+  if count >= limit then
     local nth = redis.call('ZRANGEBYSCORE', log, from, '+inf', 'WITHSCORES', 'LIMIT',
-      count - allowed, 1)
+      count - limit, 1)
     local w = tonumber(nth[2]) + span - now
     if w > 0 then refuse(name, w) end
   end
@@ -300,10 +299,6 @@ redis.call('PEXPIRE', tenants, math.ceil(lease_ms + 10 * window_ms))
 redis.call('ZREM', waiters, lease_id)
 redis.call('ZREM', tenant_waiters, lease_id)
 redis.call('HINCRBY', state, 'admitted', 1)
-if start_ms > 0 then
-  return {1, string.format('%.3f', start_ms), 'reserved', inflight + 1, factor_s, expected}
-end
-if at_limit then
-  return {1, '0', 'at_limit', inflight + 1, factor_s, expected}
-end
-return {1, '0', 'ok', inflight + 1, factor_s, expected}
+local admitted = 'ok'
+if start_ms > 0 then admitted = 'reserved' elseif at_limit then admitted = 'at_limit' end
+return {1, string.format('%.3f', start_ms), admitted, inflight + 1, factor_s, expected}

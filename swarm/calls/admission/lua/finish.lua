@@ -68,9 +68,9 @@ local factor = tonumber(redis.call('HGET', state, 'factor') or '1')
 local expiry = redis.call('ZSCORE', leases, lease_id)
 local released = redis.call('ZREM', leases, lease_id)
 if released == 1 then
+  local held = math.max(now - (tonumber(expiry) - lease_ms), 0)
   if sent then
     -- Mean time calls hold their lease (EWMA): when the oldest call out should end.
-    local held = math.max(now - (tonumber(expiry) - lease_ms), 0)
     local hold = tonumber(redis.call('HGET', state, 'hold_ms') or tostring(held))
     redis.call('HSET', state, 'hold_ms', string.format('%.3f', hold * 0.8 + held * 0.2))
   end
@@ -82,7 +82,6 @@ if released == 1 then
     local v = redis.call('HGET', tenants, name)
     if v then
       local u, at, w, c = string.match(v, '^(%S+) (%S+) (%S+) ?(%S*)$')
-      local held = math.max(now - (tonumber(expiry) - lease_ms), 0)
       local use = tonumber(u) * math.exp(-math.max(now - tonumber(at), 0) / window_ms)
       use = math.max(use + tenant_delta * math.exp(-held / window_ms), 0)
       local mean = tonumber(c) or 0
@@ -135,27 +134,18 @@ if released == 1 then
   end
 end
 
--- Counts in hash `key` decaying with time constant dense_ms since its field `at`: read as
--- they are, or (a request was sent) decayed to now plus `adds` and written back.
-local function recent(key, at, names, adds)
-  local counts = {}
-  for i, name in ipairs(names) do counts[i] = tonumber(redis.call('HGET', key, name) or '0') end
-  if not sent then return counts end
-  local keep = math.exp(-math.max(now - tonumber(redis.call('HGET', key, at) or '0'), 0) / dense_ms)
-  local fields = {at, string.format('%.3f', now)}
-  for i, name in ipairs(names) do
-    counts[i] = counts[i] * keep + adds[i]
-    fields[#fields + 1] = name
-    fields[#fields + 1] = string.format('%.4f', counts[i])
-  end
-  redis.call('HSET', key, unpack(fields))
-  return counts
+-- The model's recent requests and 429s, decaying with time constant dense_ms since
+-- 'recent_at': read as they are, or (a request was sent) decayed to now, this one counted,
+-- and written back.
+local counts = redis.call('HMGET', state, 'recent_req', 'recent_429', 'recent_at')
+local recent_req, recent_429 = tonumber(counts[1] or '0'), tonumber(counts[2] or '0')
+if sent then
+  local keep = math.exp(-math.max(now - tonumber(counts[3] or '0'), 0) / dense_ms)
+  recent_req = recent_req * keep + 1
+  recent_429 = recent_429 * keep + (rate_limited and 1 or 0)
+  redis.call('HSET', state, 'recent_at', string.format('%.3f', now), 'recent_req',
+    string.format('%.4f', recent_req), 'recent_429', string.format('%.4f', recent_429))
 end
-local limited_1 = rate_limited and 1 or 0
-
--- The model's recent requests and 429s.
-local model_counts = recent(state, 'recent_at', {'recent_req', 'recent_429'}, {1, limited_1})
-local recent_req, recent_429 = model_counts[1], model_counts[2]
 
 -- Every caller of the model waits pause_ms from now (a pause that ends later stays).
 local function pause_all()
