@@ -9,9 +9,7 @@ from __future__ import annotations
 import logging
 import os
 import re
-from dataclasses import field, fields
 from pathlib import Path
-from typing import Any, Self, cast
 
 from pydantic import (
     AliasChoices,
@@ -38,9 +36,6 @@ STORE_SCHEMES = ("redis", "rediss", "unix", "sentinel")
 GATEWAY_SCHEMES = ("http", "https")
 """URL schemes of SWARM_BASE_URL (an OpenAI-compatible gateway speaks HTTP)."""
 
-
-SETTING = "setting"
-"""The metadata key of a ``SettingsSlice`` field: the name of the setting that gives it."""
 
 REPLICA_WAIT_MS = 500
 """Default bound of a WAIT for a replica's acknowledgement behind Sentinel (a local replica
@@ -331,34 +326,6 @@ class Settings(BaseSettings):
                 "or unset the variable for a server that needs none"
             )
         return self.usable_key()
-
-
-def default_of(name: str) -> Any:
-    """The default of setting ``name`` (a default is written once, on the setting)."""
-    return Settings.model_fields[name].default
-
-
-def setting(name: str) -> Any:
-    """A field of a ``SettingsSlice`` that setting ``name`` gives: the setting's default,
-    and its value in ``from_settings``."""
-    return field(default=default_of(name), metadata={SETTING: name})
-
-
-class SettingsSlice:
-    """A dataclass of some settings, built from Settings at the edge and passed inward
-    (the policies of admission, hedging and backend holds, an agent's limits). Each field a
-    setting gives names it with ``setting``: one place for the mapping and the default."""
-
-    @classmethod
-    def from_settings(cls, settings: Settings, **values: Any) -> Self:
-        """The record ``settings`` gives; ``values`` set the fields no setting names."""
-        named = {
-            f.name: getattr(settings, f.metadata[SETTING])
-            for f in fields(cast(Any, cls))
-            if SETTING in f.metadata
-        }
-        log.debug("%s from settings: %s", cls.__name__, named)
-        return cls(**named, **values)
 
 
 def _check_scheme(url: str | None, schemes: tuple[str, ...]) -> str | None:

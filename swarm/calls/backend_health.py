@@ -33,7 +33,7 @@ from swarm.calls.retries import one_line
 from swarm.calls.retry_policy import classify, headers_of, refusal_of
 from swarm.errors import BackendHeldError
 from swarm.records import ErrorKind
-from swarm.settings import SettingsSlice, setting
+from swarm.settings_slice import SettingsSlice, setting
 from swarm.store.backend_holds import BackendHolds, Hold, MemoryBackendHolds
 from swarm.store.outages import STORE_OUTAGES
 

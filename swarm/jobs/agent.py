@@ -29,7 +29,7 @@ from typing import Any
 from swarm.calls.request import CallResult, Message
 from swarm.calls.runtime import Runtime
 from swarm.records import ErrorKind, JobSpec, ToolCall, Usage
-from swarm.settings import SettingsSlice, setting
+from swarm.settings_slice import SettingsSlice, setting
 from swarm.store.agents import ToolOutcome, Transcript
 from swarm.store.base import JobStore
 from swarm.tools.registry import Tool

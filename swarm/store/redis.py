@@ -49,7 +49,8 @@ from __future__ import annotations
 import redis
 
 from swarm.errors import BrokerUnavailableError
-from swarm.settings import Settings, default_of
+from swarm.settings import Settings
+from swarm.settings_slice import default_of
 from swarm.store import claims, counters, ledger, nodes, reports, specs, transcripts
 from swarm.store.base import JobStore
 from swarm.store.connect import SentinelOptions, redis_client

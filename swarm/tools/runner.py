@@ -18,7 +18,7 @@ from pydantic import ValidationError
 
 from swarm import tracing
 from swarm.records import ToolCall
-from swarm.settings import SettingsSlice, setting
+from swarm.settings_slice import SettingsSlice, setting
 from swarm.store.agents import ToolOutcome
 from swarm.tools.registry import Tool
 

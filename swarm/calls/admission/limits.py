@@ -18,7 +18,8 @@ from functools import lru_cache
 from typing import Any, Self
 
 from swarm.catalog import ModelSpec
-from swarm.settings import Settings, SettingsSlice, setting
+from swarm.settings import Settings
+from swarm.settings_slice import SettingsSlice, setting
 
 MINUTE_MS = 60_000.0
 SECOND_MS = 1_000.0

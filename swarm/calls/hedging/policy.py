@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass
 
 from swarm.records import JobSpec
-from swarm.settings import SettingsSlice, setting
+from swarm.settings_slice import SettingsSlice, setting
 
 
 @dataclass(frozen=True)

@@ -37,7 +37,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from swarm.calls.request import Answer
-from swarm.settings import Settings, default_of
+from swarm.settings import Settings
+from swarm.settings_slice import default_of
 
 log = logging.getLogger(__name__)
 
