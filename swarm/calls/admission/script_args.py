@@ -125,10 +125,6 @@ class KeepArgs(_AdmissionScript):
     lease_ids: tuple[str, ...]
 
 
-ADMISSION_SCRIPTS: tuple[type[ScriptArgs], ...] = (
-    AcquireArgs,
-    PermitFinishArgs,
-    PauseArgs,
-    StatsArgs,
-    KeepArgs,
-)
+ADMISSION_SCRIPTS: tuple[type[ScriptArgs], ...] = tuple(_AdmissionScript.__subclasses__())
+"""The record of every script in swarm/calls/admission/lua (each class above), as the job
+store's STORE_SCRIPTS."""

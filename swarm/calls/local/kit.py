@@ -55,7 +55,7 @@ class LocalKit:
         learned = key_prefix(gateway, "learned")
         return replace(
             cls.in_process(settings),
-            pacing=SharedPacing(client, f"{learned}:paces:v2"),
+            pacing=SharedPacing(client, f"{learned}:paces:v3"),  # v3: a pace's sums as one list
             adaptive=RedisAdaptive(client, partial(adaptive_key, gateway)),
         )
 
